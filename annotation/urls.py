@@ -1,0 +1,8 @@
+from django.urls import path
+
+from annotation import views
+
+app_name = "annotation"
+urlpatterns = [
+    path("", views.queue, name="queue"),
+]

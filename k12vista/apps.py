@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class K12VistaConfig(AppConfig):
+    name = "k12vista"
+    verbose_name = "K12Vista Studio"
+
+    def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
+        from k12vista.roles import sync_role_groups
+
+        # Each app registers its job handlers in its jobs.py.
+        autodiscover_modules("jobs")
+
+        # Groups and their permissions follow the code after every migrate,
+        # once every app's permissions exist.
+        post_migrate.connect(sync_role_groups, dispatch_uid="k12vista.sync_role_groups")

@@ -1,0 +1,41 @@
+import os
+import signal
+import subprocess
+import sys
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
+
+
+class Command(BaseCommand):
+    help = "Runs the web server and a Celery worker together (the embedded default). Ctrl-C stops both."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--host", default="127.0.0.1")
+
+    def handle(self, *args, port, host, **options):
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--loglevel", "INFO",
+             "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", "studio@%h"],
+        )  # fmt: skip
+        url = f"http://{host}:{port}/"
+        self.stdout.write(self.style.SUCCESS(f"\nK12Vista Studio: {url}"))
+        if settings.DEMO_MODE:
+            for username, role in DEMO_ACCOUNTS:
+                self.stdout.write(f"  {role.label:<14} {username} / {DEMO_PASSWORD}")
+        self.stdout.write("Ctrl-C stops the web server and the worker.\n")
+        try:
+            call_command("runserver", f"{host}:{port}", use_reloader=False)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                try:
+                    worker.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    worker.kill()

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Profile(models.Model):
+    """Per-user settings; also declares the role capabilities (see roles.py)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        permissions = [
+            ("annotate", "Annotate: review OCR, correct solutions, label steps"),
+            ("inspect", "Inspect: audit samples and adjudicate"),
+            ("research", "Research: run models, score, export"),
+            ("administer", "Administer users and settings"),
+        ]
+
+    def __str__(self) -> str:
+        return f"profile of {self.user}"
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def started_by(self, user: Any) -> JobQuerySet:
+        return self.filter(started_by=user)
+
+    def visible_to(self, user: Any) -> JobQuerySet:
+        """Everyone sees their own jobs; administrators see all."""
+        if user.has_perm("k12vista.administer"):
+            return self.all()
+        return self.filter(started_by=user)
+
+    def unfinished(self) -> JobQuerySet:
+        return self.filter(status__in=Job.UNFINISHED)
+
+
+class Job(models.Model):
+    """One piece of long work, run by a Celery worker.
+
+    The row, not the broker, is the truth about a job: its status, progress and
+    error. ``claim()`` makes re-delivery safe: a message delivered twice runs the
+    work once, unless the first worker stopped beating its heart (it died), in
+    which case the second one takes over and the handler resumes (handlers are
+    written to skip work already saved).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
+
+    class Queue(models.TextChoices):
+        CPU = "cpu", "cpu"
+        IO = "io", "io"
+        GPU = "gpu", "gpu"
+
+    UNFINISHED = (Status.QUEUED, Status.RUNNING)
+
+    kind = models.CharField(max_length=100, db_index=True)
+    title = models.CharField(max_length=300, blank=True)
+    queue = models.CharField(max_length=10, choices=Queue.choices, default=Queue.CPU)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    attempts = models.PositiveIntegerField(default=0)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["started_by", "-created"], name="job_user_created")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status not in self.UNFINISHED
+
+    @property
+    def percent(self) -> int | None:
+        if not self.total:
+            return 100 if self.status == self.Status.SUCCEEDED else None
+        return min(100, round(100 * self.done / self.total))
+
+    def claim(self) -> uuid.UUID | None:
+        """Atomically takes the job for this worker; None if someone else holds it.
+
+        A conditional UPDATE, so two deliveries racing for the same job cannot
+        both win.
+        """
+        now = timezone.now()
+        stale = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+        token = uuid.uuid4()
+        claimable = Q(status=self.Status.QUEUED) | Q(status=self.Status.RUNNING, heartbeat_at__lt=stale)
+        won = (
+            Job.objects.filter(pk=self.pk)
+            .filter(claimable)
+            .update(
+                status=self.Status.RUNNING,
+                claim_token=token,
+                heartbeat_at=now,
+                started_at=now,
+                attempts=F("attempts") + 1,
+            )
+        )
+        if not won:
+            return None
+        self.refresh_from_db()
+        return token
+
+    def report(self, token: uuid.UUID, *, done: int, total: int | None = None) -> bool:
+        """Saves progress and beats the heart. Returns False when the worker
+        no longer holds the job (it was cancelled, or taken over)."""
+        fields: dict[str, Any] = {"done": done, "heartbeat_at": timezone.now()}
+        if total is not None:
+            fields["total"] = total
+        held = Job.objects.filter(
+            pk=self.pk, claim_token=token, status=self.Status.RUNNING, cancel_requested=False
+        ).update(**fields)
+        self.done = done
+        if total is not None:
+            self.total = total
+        return bool(held)
+
+    def finish(self, token: uuid.UUID, status: str, *, error: str = "", result: dict | None = None) -> bool:
+        fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[:10000]}
+        if result is not None:
+            fields["result"] = result
+        updated = Job.objects.filter(pk=self.pk, claim_token=token, status=self.Status.RUNNING).update(**fields)
+        self.refresh_from_db()
+        return bool(updated)
+
+    def request_cancel(self) -> None:
+        """A queued job is cancelled at once; a running one stops at its next report."""
+        now = timezone.now()
+        Job.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.CANCELLED, cancel_requested=True, finished_at=now
+        )
+        Job.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(cancel_requested=True)
+        self.refresh_from_db()

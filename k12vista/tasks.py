@@ -1,0 +1,16 @@
+from celery import shared_task
+from k12vista import jobs
+
+
+@shared_task(bind=True, acks_late=True, max_retries=5, ignore_result=True)
+def run_job(self, job_id: int) -> str:
+    """Runs one Job. Safe to deliver twice: the job is claimed with a
+    conditional UPDATE before any work starts (see Job.claim)."""
+    try:
+        return jobs.execute_job(job_id)
+    except jobs.TransientJobError as exc:
+        if self.request.retries >= self.max_retries:
+            jobs.fail_job(job_id, f"Gave up after {self.request.retries + 1} attempts: {exc}")
+            return "failed"
+        countdown = min(600, 10 * 2**self.request.retries)
+        raise self.retry(exc=exc, countdown=countdown) from exc

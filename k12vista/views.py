@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+from rest_framework.authtoken.models import Token
+
+from k12vista import jobs, services
+from k12vista.forms import UserCreateForm, UserRolesForm
+from k12vista.models import Job
+from k12vista.roles import Role, home_url_name, role_required, roles_of
+from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
+
+# --- access helpers ---------------------------------------------------------
+
+
+def get_job_for_user(user, pk: int) -> Job:
+    """404 for a job the user may not see, so that ids of others' jobs leak nothing."""
+    return get_object_or_404(Job.objects.visible_to(user), pk=pk)
+
+
+# --- pages --------------------------------------------------------------
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    url_name = home_url_name(request.user)
+    if url_name is None:
+        return render(request, "k12vista/no_role.html", status=403)
+    return redirect(url_name)
+
+
+@login_required
+def taxonomy(request: HttpRequest) -> HttpResponse:
+    ctx = {
+        "labels": STEP_LABELS,
+        "subjects": [(s, SUBJECT_ZH[s]) for s in Subject],
+        "stages": [(s, STAGE_ZH[s]) for s in Stage],
+        "types": [(t, QUESTION_TYPE_ZH[t]) for t in QuestionType],
+    }
+    return render(request, "k12vista/taxonomy.html", ctx)
+
+
+@login_required
+def formula_preview(request: HttpRequest) -> HttpResponse:
+    # Rendering happens in the browser (static/js/app.js): the text is put in
+    # as text, never as HTML, and KaTeX typesets the formulas in it.
+    return render(request, "k12vista/preview.html")
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    return render(request, "k12vista/account.html", {"roles": roles_of(request.user)})
+
+
+@login_required
+@require_POST
+def rotate_token(request: HttpRequest) -> HttpResponse:
+    """Replaces the user's API token and shows the new one once."""
+    Token.objects.filter(user=request.user).delete()
+    token = Token.objects.create(user=request.user)
+    return render(request, "k12vista/account.html", {"roles": roles_of(request.user), "new_token": token.key})
+
+
+# --- jobs -----------------------------------------------------------------
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    job_rows = Job.objects.visible_to(request.user).select_related("started_by")[:100]
+    return render(request, "k12vista/job_list.html", {"jobs": job_rows})
+
+
+@login_required
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_job_for_user(request.user, pk)
+    if request.htmx:
+        return render(request, "k12vista/_job_progress.html", {"job": job})
+    return render(request, "k12vista/job_detail.html", {"job": job})
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_job_for_user(request.user, pk)
+    jobs.cancel_job(job=job)
+    if request.htmx:
+        return render(request, "k12vista/_job_progress.html", {"job": job})
+    return redirect("k12vista:job_detail", pk=job.pk)
+
+
+# --- administration ---------------------------------------------------------
+
+
+@role_required(Role.ADMIN)
+def users(request: HttpRequest) -> HttpResponse:
+    form = UserCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = services.create_user(
+            username=form.cleaned_data["username"],
+            email=form.cleaned_data["email"],
+            roles=[Role(r) for r in form.cleaned_data["roles"]],
+            password=form.cleaned_data["password"] or None,
+            invited_by=request.user,
+        )
+        if not form.cleaned_data["password"]:
+            link = request.build_absolute_uri(services.invitation_path(user))
+            messages.success(request, _("Invitation link for %(user)s: %(link)s") % {"user": user, "link": link})
+        else:
+            messages.success(request, _("Created %(user)s.") % {"user": user})
+        return redirect("k12vista:users")
+    people = get_user_model().objects.order_by("username").prefetch_related("groups")
+    return render(request, "k12vista/users.html", {"form": form, "people": people})
+
+
+@role_required(Role.ADMIN)
+def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    person = get_object_or_404(get_user_model(), pk=pk)
+    initial = {"roles": [r.value for r in roles_of(person)], "is_active": person.is_active}
+    form = UserRolesForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        if person == request.user and (Role.ADMIN not in form.cleaned_data["roles"] or not form.cleaned_data["is_active"]):
+            form.add_error(None, _("You cannot remove your own administrator role or deactivate yourself."))
+        else:
+            services.set_roles(user=person, roles=[Role(r) for r in form.cleaned_data["roles"]])
+            if person.is_active != form.cleaned_data["is_active"]:
+                person.is_active = form.cleaned_data["is_active"]
+                person.save(update_fields=["is_active"])
+            messages.success(request, _("Saved %(user)s.") % {"user": person})
+            return redirect("k12vista:users")
+    return render(request, "k12vista/user_edit.html", {"form": form, "person": person})
+
+
+@role_required(Role.ADMIN)
+@require_POST
+def user_invite(request: HttpRequest, pk: int) -> HttpResponse:
+    """Shows a fresh invitation link (POST: making a link is an action)."""
+    person = get_object_or_404(get_user_model(), pk=pk)
+    link = request.build_absolute_uri(services.invitation_path(person))
+    messages.success(request, _("Invitation link for %(user)s: %(link)s") % {"user": person, "link": link})
+    return redirect("k12vista:user_edit", pk=pk)
+
+
+@role_required(Role.ADMIN)
+def studio_settings(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        queue = request.POST.get("queue", "cpu")
+        kind = "k12vista.worker_check_io" if queue == "io" else "k12vista.worker_check"
+        job = jobs.start_job(kind=kind, user=request.user, title=_("Worker check (%(queue)s)") % {"queue": queue})
+        if request.htmx:
+            return render(request, "k12vista/_job_progress.html", {"job": job})
+        return redirect("k12vista:job_detail", pk=job.pk)
+    db = settings.DATABASES["default"]
+    ctx = {
+        "database_engine": db["ENGINE"].rsplit(".", 1)[-1],
+        "database_name": db.get("NAME"),
+        "broker": settings.CELERY_BROKER_URL.split("://", 1)[0],
+        "media_root": settings.MEDIA_ROOT,
+        "debug": settings.DEBUG,
+        "behind_tls": settings.BEHIND_TLS,
+        "recent_jobs": Job.objects.all()[:10],
+    }
+    return render(request, "k12vista/settings.html", ctx)
