@@ -1,8 +1,8 @@
 """The Celery app. Workers pick their queues on the command line:
 
-    celery -A k12vista worker -Q cpu   # imports, exports, statistics
-    celery -A k12vista worker -Q io    # calls to model servers
-    celery -A k12vista worker -Q gpu   # in-process vLLM (optional gpu extra)
+celery -A k12vista worker -Q cpu   # imports, exports, statistics
+celery -A k12vista worker -Q io    # calls to model servers
+celery -A k12vista worker -Q gpu   # in-process vLLM (optional gpu extra)
 """
 
 import os

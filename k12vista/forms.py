@@ -8,13 +8,13 @@ from k12vista.roles import Role
 
 class UserCreateForm(forms.Form):
     username = forms.RegexField(
-        regex=r"^[\w.@+-]+\Z", max_length=150, label=_("Username"),
+        regex=r"^[\w.@+-]+\Z",
+        max_length=150,
+        label=_("Username"),
         error_messages={"invalid": _("Use letters, digits and @ . + - _ only.")},
-    )  # fmt: skip
-    email = forms.EmailField(required=False, label=_("Email"))
-    roles = forms.MultipleChoiceField(
-        choices=Role.choices, widget=forms.CheckboxSelectMultiple, label=_("Roles")
     )
+    email = forms.EmailField(required=False, label=_("Email"))
+    roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple, label=_("Roles"))
     password = forms.CharField(
         required=False,
         widget=forms.PasswordInput,

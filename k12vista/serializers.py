@@ -17,7 +17,22 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "kind", "title", "queue", "status", "done", "total", "percent", "error", "result",
-            "params", "started_by", "created", "started_at", "finished_at", "cancel_requested", "attempts",
-        ]  # fmt: skip
+            "id",
+            "kind",
+            "title",
+            "queue",
+            "status",
+            "done",
+            "total",
+            "percent",
+            "error",
+            "result",
+            "params",
+            "started_by",
+            "created",
+            "started_at",
+            "finished_at",
+            "cancel_requested",
+            "attempts",
+        ]
         read_only_fields = fields

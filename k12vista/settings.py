@@ -258,8 +258,9 @@ CACHES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        # Token first, so that a bad token is answered 401 with WWW-Authenticate.
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -320,9 +321,20 @@ LOGGING = {
     "loggers": {"axes": {"level": "WARNING"}},
 }
 
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# Invitations are shown to the admin as links, so mail is optional; errors
+# still go to ADMINS by mail when an SMTP host is configured.
+MAILERS = {
+    "default": {
+        "BACKEND": env_str("EMAIL_BACKEND")
+        or (
+            "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend"
+        ),
+        "OPTIONS": {"host": env_str("EMAIL_HOST", "localhost"), "port": env_int("EMAIL_PORT", 25, minimum=1)}
+        if not DEBUG
+        else {},
+    }
+}
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "k12vista@localhost")
 
 # Demo data and accounts (make run) are refused when this is off.
 DEMO_MODE = env_bool("DEMO_MODE", DEBUG)
-

@@ -6,7 +6,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from k12vista import api, views
 
-
 studio_patterns = [
     path("labels/", views.taxonomy, name="taxonomy"),
     path("preview/", views.formula_preview, name="preview"),

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
 from rest_framework.authtoken.models import Token
 
 from k12vista import jobs, services
@@ -77,6 +78,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@vary_on_headers("HX-Request")
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_job_for_user(request.user, pk)
     if request.htmx:
@@ -124,7 +126,9 @@ def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
     initial = {"roles": [r.value for r in roles_of(person)], "is_active": person.is_active}
     form = UserRolesForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        if person == request.user and (Role.ADMIN not in form.cleaned_data["roles"] or not form.cleaned_data["is_active"]):
+        if person == request.user and (
+            Role.ADMIN not in form.cleaned_data["roles"] or not form.cleaned_data["is_active"]
+        ):
             form.add_error(None, _("You cannot remove your own administrator role or deactivate yourself."))
         else:
             services.set_roles(user=person, roles=[Role(r) for r in form.cleaned_data["roles"]])

@@ -75,12 +75,18 @@ def parse_release_tag(tag: str) -> tuple[Subject, Stage]:
 
 # The eleven subject-stage cells of the reference release (primary is math only).
 RELEASE_TAGS = [
-    "math-g6", "math-g9", "math-g12",
-    "physics-g9", "physics-g12",
-    "chemistry-g9", "chemistry-g12",
-    "biology-g9", "biology-g12",
-    "geography-g9", "geography-g12",
-]  # fmt: skip
+    "math-g6",
+    "math-g9",
+    "math-g12",
+    "physics-g9",
+    "physics-g12",
+    "chemistry-g9",
+    "chemistry-g12",
+    "biology-g9",
+    "biology-g12",
+    "geography-g9",
+    "geography-g12",
+]
 
 
 class QuestionType(models.TextChoices):
@@ -111,6 +117,7 @@ class StepLabel:
     english: str
     chinese: str
     definition: str
+    definition_zh: str
 
     @property
     def is_error(self) -> bool:
@@ -123,50 +130,63 @@ class StepLabel:
 # Order matters: it is the order of keys 1-9 on the labelling screen and of the
 # paper's Table 9 columns.
 STEP_LABELS: tuple[StepLabel, ...] = (
-    StepLabel("CS", "Correct step", "步骤正确", "The step is correct and moves the solution forward."),
+    StepLabel(
+        "CS",
+        "Correct step",
+        "步骤正确",
+        "The step is correct and moves the solution forward.",
+        "步骤正确，推动解答向前。",
+    ),
     StepLabel(
         "ICE",
         "Image cognition error",
         "图像认知错误",
         "Misreads charts, graphs, objects, spatial relations or values in the figure "
         "(for example coordinate axes, geometric shapes, readings from a scale).",
+        "对图表、图形、物体、空间关系或数值的识别错误（如坐标轴、几何形状、刻度读数）。",
     ),
     StepLabel(
         "QM",
         "Question misunderstanding",
         "题意理解错误",
         "Misreads the question's requirements, conditions or key information, or ignores a constraint.",
+        "对题目要求、条件或关键信息理解错误，或忽略了限制条件。",
     ),
     StepLabel(
         "LRK",
         "Lack of relevant knowledge",
         "缺乏相关知识",
         "Lacks or fails to integrate the subject knowledge needed, or uses a wrong method.",
+        "缺乏或未能整合所需的学科知识，或使用了错误的方法。",
     ),
     StepLabel(
         "KAE",
         "Knowledge application error",
         "知识应用错误",
         "Knows the concept but misapplies a principle, formula or theorem.",
+        "掌握了概念，但错误地运用了原理、公式或定理。",
     ),
     StepLabel(
         "LRE",
         "Logical reasoning error",
         "逻辑过程错误",
         "Breaks the chain of reasoning: misused premises, insufficient evidence or a flawed argument.",
+        "推理链条断裂：前提使用不当、证据不足或论证有误。",
     ),
     StepLabel(
         "HE",
         "Hallucination error",
         "幻觉错误",
         "States facts or conditions that are false, contradictory or unfounded.",
+        "陈述了错误、矛盾或没有根据的事实或条件。",
     ),
-    StepLabel("CE", "Calculation error", "运算处理错误", "An arithmetic or algebraic slip."),
+    StepLabel("CE", "Calculation error", "运算处理错误", "An arithmetic or algebraic slip.", "算术或代数运算失误。"),
     StepLabel(
         "IAE",
         "Incomplete answer error",
         "回答不完整错误",
         "Gives no final answer, or leaves out parts of a multi-part answer.",
+        "没有给出最终答案，或遗漏了多问题目中的部分答案。",
     ),
 )
 

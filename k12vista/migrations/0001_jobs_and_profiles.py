@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,42 +15,89 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Profile',
+            name="Profile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('invited_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='profile', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "invited_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="profile", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'permissions': [('annotate', 'Annotate: review OCR, correct solutions, label steps'), ('inspect', 'Inspect: audit samples and adjudicate'), ('research', 'Research: run models, score, export'), ('administer', 'Administer users and settings')],
+                "permissions": [
+                    ("annotate", "Annotate: review OCR, correct solutions, label steps"),
+                    ("inspect", "Inspect: audit samples and adjudicate"),
+                    ("research", "Research: run models, score, export"),
+                    ("administer", "Administer users and settings"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(db_index=True, max_length=100)),
-                ('title', models.CharField(blank=True, max_length=300)),
-                ('queue', models.CharField(choices=[('cpu', 'cpu'), ('io', 'io'), ('gpu', 'gpu')], default='cpu', max_length=10)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='queued', max_length=10)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('total', models.PositiveIntegerField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('created', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('claim_token', models.UUIDField(blank=True, editable=False, null=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('started_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(db_index=True, max_length=100)),
+                ("title", models.CharField(blank=True, max_length=300)),
+                (
+                    "queue",
+                    models.CharField(
+                        choices=[("cpu", "cpu"), ("io", "io"), ("gpu", "gpu")], default="cpu", max_length=10
+                    ),
+                ),
+                ("params", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("total", models.PositiveIntegerField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("result", models.JSONField(blank=True, default=dict)),
+                ("created", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("claim_token", models.UUIDField(blank=True, editable=False, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                (
+                    "started_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="jobs",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
-                'indexes': [models.Index(fields=['started_by', '-created'], name='job_user_created')],
+                "ordering": ["-created", "-id"],
+                "indexes": [models.Index(fields=["started_by", "-created"], name="job_user_created")],
             },
         ),
     ]

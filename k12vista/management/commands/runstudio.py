@@ -19,9 +19,25 @@ class Command(BaseCommand):
 
     def handle(self, *args, port, host, **options):
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--loglevel", "INFO",
-             "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", "studio@%h"],
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "k12vista",
+                "worker",
+                "-Q",
+                "cpu,io",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                "2",
+                "--without-gossip",
+                "--without-mingle",
+                "--hostname",
+                "studio@%h",
+            ],
+        )
         url = f"http://{host}:{port}/"
         self.stdout.write(self.style.SUCCESS(f"\nK12Vista Studio: {url}"))
         if settings.DEMO_MODE:

@@ -1,0 +1,71 @@
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from k12vista.models import Job
+
+
+@pytest.fixture
+def api():
+    return APIClient(enforce_csrf_checks=True)
+
+
+def token_client(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_it_authenticates_scripts_with_a_token(researcher):
+    response = token_client(researcher).get("/api/me/")
+    assert response.status_code == 200
+    assert response.json()["roles"] == ["researcher"]
+
+
+@pytest.mark.django_db
+def test_it_refuses_anonymous_and_bad_tokens(api):
+    assert api.get("/api/me/").status_code in (401, 403)
+    api.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    assert api.get("/api/me/").status_code == 401
+
+
+def test_it_requires_csrf_for_session_writes(api, researcher):
+    job = Job.objects.create(kind="k12vista.worker_check", started_by=researcher)
+    api.force_login(researcher, backend="django.contrib.auth.backends.ModelBackend")
+    assert api.post(f"/api/jobs/{job.pk}/cancel/").status_code == 403
+    job.refresh_from_db()
+    assert not job.cancel_requested
+
+
+def test_it_lists_only_the_callers_jobs(researcher, inspector):
+    mine = Job.objects.create(kind="k12vista.worker_check", started_by=researcher)
+    theirs = Job.objects.create(kind="k12vista.worker_check", started_by=inspector)
+    client = token_client(researcher)
+    ids = [row["id"] for row in client.get("/api/jobs/").json()["results"]]
+    assert ids == [mine.pk]
+    assert client.get(f"/api/jobs/{theirs.pk}/").status_code == 404
+    assert client.post(f"/api/jobs/{theirs.pk}/cancel/").status_code == 404
+
+
+def test_it_cancels_a_job_through_the_api(researcher):
+    job = Job.objects.create(kind="k12vista.worker_check", started_by=researcher)
+    response = token_client(researcher).post(f"/api/jobs/{job.pk}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+
+
+def test_it_serves_the_openapi_schema_and_docs(researcher, login):
+    client = login(researcher)
+    schema = client.get("/api/schema/", headers={"Accept": "application/vnd.oai.openapi+json"})
+    assert schema.status_code == 200
+    assert "/api/jobs/{id}/cancel/" in schema.json()["paths"]
+    docs = client.get("/api/docs/").content.decode()
+    assert "swagger" in docs.lower() and "://" not in docs.split("<body")[0].split("<title")[0]
+    assert "cdn" not in docs.lower()
+
+
+def test_it_rotates_the_api_token_from_the_account_page(researcher, login):
+    client = login(researcher)
+    first = client.post("/account/token/").context["new_token"]
+    second = client.post("/account/token/").context["new_token"]
+    assert first != second
+    assert list(Token.objects.filter(user=researcher).values_list("key", flat=True)) == [second]

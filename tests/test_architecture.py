@@ -1,0 +1,54 @@
+"""The dependency rule: inference -> annotation; pem -> inference, annotation;
+review -> annotation, pem. The project package k12vista is below all of them."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ["k12vista", "annotation", "inference", "pem", "review"]
+ALLOWED = {
+    "k12vista": set(),
+    "annotation": {"k12vista"},
+    "inference": {"k12vista", "annotation"},
+    "pem": {"k12vista", "annotation", "inference"},
+    "review": {"k12vista", "annotation", "pem"},
+}
+# The project package's URL conf mounts every app, and nothing else in it may.
+URLCONF = ROOT / "k12vista" / "urls.py"
+
+
+def imported_apps(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "include" and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                names = [arg.value]
+        found |= {name.split(".")[0] for name in names if name.split(".")[0] in APPS}
+    return found
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_it_keeps_dependencies_pointing_one_way(app):
+    offending = {}
+    for path in (ROOT / app).rglob("*.py"):
+        if path == URLCONF:
+            continue
+        bad = imported_apps(path) - ALLOWED[app] - {app}
+        if bad:
+            offending[str(path.relative_to(ROOT))] = sorted(bad)
+    assert offending == {}
+
+
+def test_it_notices_a_forbidden_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from inference.models import Run\nimport review.services\n")
+    assert imported_apps(module) == {"inference", "review"}
