@@ -13,7 +13,9 @@
 
   function typeset(root) {
     if (!window.renderMathInElement) return;
-    root.querySelectorAll("[data-math]").forEach(function (el) {
+    var regions = Array.prototype.slice.call(root.querySelectorAll("[data-math]"));
+    if (root.matches && root.matches("[data-math]")) regions.push(root);
+    regions.forEach(function (el) {
       window.renderMathInElement(el, {
         delimiters: MATH_DELIMITERS,
         throwOnError: false, // a broken formula shows in red, the rest of the text still renders
@@ -31,7 +33,7 @@
       input.dataset.bound = "1";
       var update = function () {
         target.textContent = input.value;
-        typeset(target.parentNode);
+        typeset(target.closest("[data-math]") || target);
       };
       input.addEventListener("input", update);
       update();

@@ -1,0 +1,55 @@
+"""Playwright driving Debian's Chromium against pytest-django's live server."""
+
+import os
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+# Without these Chromium keeps trying to reach Google's hosts, which this
+# machine's closed network refuses.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+]
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the
+# tests make around it are synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (make test does)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    # Any CSP violation or script error fails the test that caused it.
+    page.problems = []
+    page.on("console", lambda msg: msg.type == "error" and page.problems.append(msg.text))
+    page.on("pageerror", lambda exc: page.problems.append(str(exc)))
+    yield page
+    context.close()
+
+
+def log_in(page, username, password):
+    page.goto("/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
