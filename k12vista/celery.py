@@ -17,12 +17,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def ensure_broker_folders() -> None:
-    """The filesystem broker does not create its folders' parents."""
-    options = app.conf.broker_transport_options or {}
+@app.on_after_configure.connect
+def ensure_broker_folders(sender: Celery, **kwargs) -> None:
+    """The filesystem broker does not create its folders' parents. Runs when
+    the configuration is first read, so importing this module reads no settings."""
+    options = sender.conf.broker_transport_options or {}
     for key in ("data_folder_in", "data_folder_out", "control_folder"):
         if key in options:
             Path(options[key]).mkdir(parents=True, exist_ok=True)
-
-
-ensure_broker_folders()

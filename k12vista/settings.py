@@ -137,6 +137,7 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # WAL lets the web server read while the worker writes; IMMEDIATE makes a
     # writer wait for the lock up front instead of failing half-way through.
     DATABASES["default"]["CONN_MAX_AGE"] = 0

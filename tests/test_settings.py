@@ -17,7 +17,9 @@ PRODUCTION = {
 
 
 def run_django(env_overrides: dict, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "BEHIND_TLS")}
+    # A deployment has none of the test run's own settings (the browser tests allow async-unsafe ORM calls).
+    unset = ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "BEHIND_TLS", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_overrides)
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
