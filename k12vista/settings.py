@@ -311,6 +311,25 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # worker, and a re-delivered message may take it over.
 JOB_STALE_AFTER_SECONDS = env_int("JOB_STALE_AFTER_SECONDS", 300, minimum=5)
 
+# --- Question bank ------------------------------------------------------
+
+# The OCR backend for PDF pages without a usable text layer, named by class as
+# Django's EMAIL_BACKEND is. annotation.ocr has the offline default (RapidOCR);
+# the vision-model backend lives with the model endpoints.
+OCR_BACKEND = env_str("OCR_BACKEND", "annotation.ocr.RapidOCRBackend")
+MATHPIX_APP_ID = env_str("MATHPIX_APP_ID")
+MATHPIX_APP_KEY = env_str("MATHPIX_APP_KEY")
+PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)
+# Figures: the longest side they are stored at, and what counts as too small or blurred.
+FIGURE_STANDARD_SIDE_PX = env_int("FIGURE_STANDARD_SIDE_PX", 1024, minimum=64)
+FIGURE_MIN_SIDE_PX = env_int("FIGURE_MIN_SIDE_PX", 100, minimum=1)
+FIGURE_BLUR_THRESHOLD = float(env_int("FIGURE_BLUR_THRESHOLD", 60))
+# Zip imports: refuse archives that would unpack past these (zip bombs).
+ZIP_MAX_UNCOMPRESSED_BYTES = env_int("ZIP_MAX_UNCOMPRESSED_BYTES", 4 * 1024**3, minimum=1)
+ZIP_MAX_RATIO = env_int("ZIP_MAX_RATIO", 200, minimum=1)
+# How long an annotator holds a question before it can go to someone else.
+ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
+
 # --- Logging --------------------------------------------------------------
 
 LOGGING = {

@@ -1,0 +1,107 @@
+"""Finding formulas in question text and checking them with KaTeX itself.
+
+The check runs the vendored KaTeX (the build the browser renders with) in a
+long-lived Node.js process, so a formula passes here exactly when it renders
+for annotators. Without Node the delimiters are still checked and the result
+says that the formulas themselves were not.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
+
+# Same delimiters as static/js/app.js, longest first.
+_DELIMITERS = [("$$", "$$", True), ("\\[", "\\]", True), ("\\(", "\\)", False), ("$", "$", False)]
+
+
+@dataclass(frozen=True)
+class Formula:
+    tex: str
+    display: bool
+
+
+@dataclass(frozen=True)
+class LatexProblem:
+    message: str
+    tex: str = ""
+
+
+def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
+    """Formulas in reading order, and delimiters that never close."""
+    formulas: list[Formula] = []
+    problems: list[LatexProblem] = []
+    i = 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "$":
+            i += 2  # an escaped dollar sign is text
+            continue
+        for left, right, display in _DELIMITERS:
+            if text.startswith(left, i):
+                end = text.find(right, i + len(left))
+                if end < 0:
+                    problems.append(LatexProblem(f"{left} opened at character {i + 1} is never closed"))
+                    return formulas, problems
+                formulas.append(Formula(text[i + len(left) : end], display))
+                i = end + len(right)
+                break
+        else:
+            i += 1
+    return formulas, problems
+
+
+class _KatexProcess:
+    """One Node.js process per Python process, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+
+    def check(self, formulas: list[Formula]) -> list[str | None] | None:
+        node = shutil.which("node")
+        if node is None:
+            return None
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = subprocess.Popen(
+                    [node, str(CHECKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
+                )
+                atexit.register(self._proc.kill)
+            line = json.dumps([[f.tex, f.display] for f in formulas], ensure_ascii=False)
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+            answer = json.loads(self._proc.stdout.readline())
+        if isinstance(answer, dict):
+            raise RuntimeError(f"KaTeX checker failed: {answer.get('error')}")
+        return answer
+
+
+_katex = _KatexProcess()
+
+
+def latex_problems(text: str) -> tuple[list[LatexProblem], bool]:
+    """Problems in the text's LaTeX, and whether KaTeX itself checked the formulas."""
+    formulas, problems = split_formulas(text)
+    if not formulas:
+        return problems, True
+    results = _katex.check(formulas)
+    if results is None:
+        return problems, False
+    problems += [LatexProblem(error, f.tex) for f, error in zip(formulas, results, strict=True) if error]
+    return problems, True
+
+
+BLANK = re.compile(r"_{3,}|\\underline\{\s*(?:\\quad|\\qquad|\s|~)*\}|（\s*）|\(\s{2,}\)")
+
+
+def count_blanks(text: str) -> int:
+    """Blanks in a fill-in-the-blank question: ___, \\underline{\\quad}, or an empty （ ）."""
+    return len(BLANK.findall(text))

@@ -1,0 +1,286 @@
+"""The question bank: questions with their figures, steps, provenance, flags,
+proposals, edit history and the annotators' assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from k12vista.vocabulary import QuestionType, Stage, Subject
+
+
+class KnowledgePoint(models.Model):
+    subject = models.CharField(max_length=20, choices=Subject.choices)
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["subject", "name"], name="knowledge_point_unique")]
+        ordering = ["subject", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SourceDocument(models.Model):
+    """An uploaded file questions came from: an exam PDF or a JSONL/zip import."""
+
+    class Kind(models.TextChoices):
+        PDF = "pdf", "PDF"
+        JSONL = "jsonl", "JSONL"
+        ZIP = "zip", "ZIP"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    file = models.FileField(upload_to="sources/%Y/%m/", max_length=300)
+    original_name = models.CharField(max_length=300)
+    sha256 = models.CharField(max_length=64, db_index=True)
+    size = models.PositiveBigIntegerField()
+    page_count = models.PositiveIntegerField(null=True, blank=True)
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.original_name
+
+
+class Page(models.Model):
+    """One rendered page of a PDF, with the text the importer read from it."""
+
+    document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="pages")
+    number = models.PositiveIntegerField()  # 1-based, as printed
+    image = models.ImageField(upload_to="pages/%Y/%m/", max_length=300, width_field="width", height_field="height")
+    width = models.PositiveIntegerField(default=0)
+    height = models.PositiveIntegerField(default=0)
+    # Page size in PDF points; boxes on questions and figures are in these units.
+    width_pt = models.FloatField(default=0)
+    height_pt = models.FloatField(default=0)
+    text = models.TextField(blank=True)
+    text_source = models.CharField(max_length=40, blank=True)  # "text-layer" or the OCR backend's name
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "number"], name="page_unique")]
+        ordering = ["document", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.document} p.{self.number}"
+
+
+class QuestionQuerySet(models.QuerySet["Question"]):
+    def in_status(self, *statuses: str) -> QuestionQuerySet:
+        return self.filter(status__in=statuses)
+
+    def flagged(self) -> QuestionQuerySet:
+        return self.filter(flags__resolved_at__isnull=True).distinct()
+
+    def after(self, last_id: int | None) -> QuestionQuerySet:
+        """Keyset pagination by id: constant time however deep the page."""
+        qs = self.order_by("id")
+        return qs.filter(id__gt=last_id) if last_id else qs
+
+
+class Question(models.Model):
+    class Status(models.TextChoices):
+        IMPORTED = "imported", _("Imported")
+        OCR_REVIEWED = "ocr_reviewed", _("OCR reviewed")
+        SOLUTION_CORRECTED = "solution_corrected", _("Solution corrected")
+        AUDITED = "audited", _("Audited")
+        RELEASED = "released", _("Released")
+        REJECTED = "rejected", _("Rejected")
+
+    # The fields whose changes go into the edit history and the content hash.
+    CONTENT_FIELDS = (
+        "subject", "grade", "qtype", "text", "options", "answers", "raw_solution", "solution_steps",
+        "difficulty", "source",
+    )  # fmt: skip
+
+    hash_id = models.CharField(max_length=64, unique=True)
+    subject = models.CharField(max_length=20, choices=Subject.choices)
+    grade = models.PositiveSmallIntegerField()
+    stage = models.CharField(max_length=10, choices=Stage.choices, editable=False)
+    qtype = models.CharField(max_length=20, choices=QuestionType.choices)
+    text = models.TextField(blank=True)
+    # [{"label": "A", "text": "..."}, ...]; four for multiple choice.
+    options = models.JSONField(default=list, blank=True)
+    # Sub-answers, in order: one per blank or sub-question; one letter for multiple choice.
+    answers = models.JSONField(default=list, blank=True)
+    raw_solution = models.TextField(blank=True)
+    # The corrected reference solution, one string per step, in order.
+    solution_steps = models.JSONField(default=list, blank=True)
+    knowledge_points = models.ManyToManyField(KnowledgePoint, blank=True, related_name="questions")
+    difficulty = models.FloatField(null=True, blank=True)
+    source = models.CharField(max_length=300, blank=True)  # exam name or release the question came from
+    source_document = models.ForeignKey(
+        SourceDocument, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions"
+    )
+    source_page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
+    bbox = models.JSONField(null=True, blank=True)  # [x0, y0, x1, y1] in PDF points on source_page
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.IMPORTED)
+    reject_reason = models.TextField(blank=True)
+    # Optimistic concurrency: a save must name the version it started from.
+    version = models.PositiveIntegerField(default=1)
+    content_hash = models.CharField(max_length=64, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = QuestionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["status", "id"], name="question_status_id"),
+            models.Index(fields=["subject", "grade", "qtype", "id"], name="question_cell_id"),
+            models.Index(fields=["stage", "id"], name="question_stage_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.hash_id
+
+
+class Figure(models.Model):
+    class Origin(models.TextChoices):
+        EMBEDDED = "embedded", _("Embedded image")
+        DRAWING = "drawing", _("Vector drawing")
+        IMPORTED = "imported", _("Imported file")
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="figures")
+    position = models.PositiveSmallIntegerField(default=0)
+    image = models.ImageField(upload_to="figures/%Y/%m/", max_length=300, width_field="width", height_field="height")
+    width = models.PositiveIntegerField(default=0)
+    height = models.PositiveIntegerField(default=0)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORTED)
+    page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="figures")
+    bbox = models.JSONField(null=True, blank=True)  # crop box in PDF points on page
+    sharpness = models.FloatField(null=True, blank=True)  # variance of the Laplacian over ink pixels
+
+    class Meta:
+        ordering = ["question", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"figure {self.position} of {self.question}"
+
+
+class QuestionEdit(models.Model):
+    """One changed field: who, when, from what, to what. Never edited or deleted."""
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="edits")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    field = models.CharField(max_length=40)
+    version = models.PositiveIntegerField()  # the question's version this save produced
+    old = models.JSONField(null=True)
+    new = models.JSONField(null=True)
+    note = models.CharField(max_length=300, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["question", "created", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.question}.{self.field} by {self.user}"
+
+
+class Flag(models.Model):
+    """A problem found on a question, by a rule here or by a model check run."""
+
+    class Code(models.TextChoices):
+        MISSING_ANSWER = "missing_answer", _("Missing answer")
+        OPTION_COUNT = "option_count", _("Multiple choice without four options")
+        BLANK_MISMATCH = "blank_mismatch", _("Blanks and answers differ in number")
+        EMPTY_TEXT = "empty_text", _("Empty question text")
+        LATEX_ERROR = "latex_error", _("LaTeX that does not parse")
+        FIGURE_MISSING = "figure_missing", _("No figure")
+        BLURRED_FIGURE = "blurred_figure", _("Blurred figure")
+        LOW_RESOLUTION = "low_resolution", _("Figure below the resolution threshold")
+        MODEL_CHECK = "model_check", _("Found by a model check")
+
+    class Origin(models.TextChoices):
+        RULE = "rule", _("Rule")
+        MODEL = "model", _("Model check")
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="flags")
+    code = models.CharField(max_length=30, choices=Code.choices)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.RULE)
+    message = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)
+    # For model flags: which run wrote it (an id in the inference app, kept as text
+    # so that this app does not depend on it).
+    run_ref = models.CharField(max_length=100, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["question", "code"]
+        indexes = [models.Index(fields=["code", "resolved_at"], name="flag_code_open")]
+
+    def __str__(self) -> str:
+        return f"{self.code} on {self.question}"
+
+
+class StepProposal(models.Model):
+    """A model's rewrite of the raw solution into steps, waiting for people."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        USED = "used", _("Used")
+        DISCARDED = "discarded", _("Discarded")
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="step_proposals")
+    steps = models.JSONField(default=list)
+    run_ref = models.CharField(max_length=100, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["question", "-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"proposal for {self.question}"
+
+
+class AssignmentQuerySet(models.QuerySet["Assignment"]):
+    def for_annotator(self, user: Any) -> AssignmentQuerySet:
+        return self.filter(annotator=user)
+
+    def open(self) -> AssignmentQuerySet:
+        return self.filter(done_at__isnull=True)
+
+
+class Assignment(models.Model):
+    """A question held by one annotator for one stage of work, under a lock that expires."""
+
+    class Task(models.TextChoices):
+        OCR_REVIEW = "ocr_review", _("OCR review")
+        STEP_CORRECTION = "step_correction", _("Solution step correction")
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
+    task = models.CharField(max_length=20, choices=Task.choices)
+    created = models.DateTimeField(default=timezone.now)
+    locked_until = models.DateTimeField()
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AssignmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created", "id"]
+        constraints = [
+            # One open assignment per question and task: the lock.
+            models.UniqueConstraint(
+                fields=["question", "task"], condition=Q(done_at__isnull=True), name="assignment_one_open"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} of {self.question} by {self.annotator}"

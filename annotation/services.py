@@ -1,0 +1,295 @@
+"""Question bank operations. Screens, API, jobs and commands all call these.
+
+Every change to a question's content goes through ``edit_question``: it checks
+the version the editor started from (optimistic concurrency), writes one
+QuestionEdit per changed field, and re-runs the structural checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation import checks, images
+from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument
+from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
+
+
+class QuestionDataError(ValueError):
+    """The data for a question is invalid; the message says which field and why."""
+
+
+class EditConflict(Exception):
+    """Someone saved the question after this editor loaded it.
+
+    ``changed`` maps each field the other person changed to (value this editor
+    started from, value now saved), so the screen can show what changed.
+    """
+
+    def __init__(self, question: Question, changed: dict[str, tuple[Any, Any]]) -> None:
+        super().__init__(f"question {question.hash_id} was changed by someone else")
+        self.question = question
+        self.changed = changed
+
+
+@dataclass
+class FigureData:
+    """A figure to attach: encoded image bytes plus where it came from."""
+
+    content: bytes
+    name: str = "figure.png"
+    origin: str = Figure.Origin.IMPORTED
+    page: Page | None = None
+    bbox: list[float] | None = None
+
+
+@dataclass
+class QuestionData:
+    """Everything needed to create a question; importers fill this in."""
+
+    hash_id: str
+    subject: str
+    grade: int
+    qtype: str
+    text: str = ""
+    options: list[dict] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    raw_solution: str = ""
+    solution_steps: list[str] = field(default_factory=list)
+    knowledge_points: list[str] = field(default_factory=list)
+    difficulty: float | None = None
+    source: str = ""
+    figures: list[FigureData] = field(default_factory=list)
+    source_document: SourceDocument | None = None
+    source_page: Page | None = None
+    bbox: list[float] | None = None
+
+
+# --- content and its hash ----------------------------------------------------
+
+
+def content_of(question: Question | QuestionData, knowledge_points: Iterable[str] | None = None) -> dict:
+    """The canonical content compared on re-import: fields, knowledge points, figure bytes excluded."""
+    content = {name: getattr(question, name) for name in Question.CONTENT_FIELDS}
+    if knowledge_points is None:
+        knowledge_points = (
+            question.knowledge_points
+            if isinstance(question, QuestionData)
+            else question.knowledge_points.values_list("name", flat=True)
+        )
+    content["knowledge_points"] = sorted(knowledge_points)
+    return content
+
+
+def hash_content(content: dict) -> str:
+    encoded = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def validate(data: QuestionData) -> None:
+    if not data.hash_id or len(data.hash_id) > 64:
+        raise QuestionDataError("hash_id must be 1-64 characters")
+    if data.subject not in Subject.values:
+        raise QuestionDataError(f"unknown subject {data.subject!r}")
+    if data.qtype not in QuestionType.values:
+        raise QuestionDataError(f"unknown question type {data.qtype!r}")
+    if not isinstance(data.grade, int) or not 1 <= data.grade <= 12:
+        raise QuestionDataError(f"grade must be an integer 1-12, got {data.grade!r}")
+    if not all(isinstance(a, str) for a in data.answers):
+        raise QuestionDataError("answers must be a list of strings")
+    if not all(isinstance(s, str) for s in data.solution_steps):
+        raise QuestionDataError("solution_steps must be a list of strings")
+    if not all(isinstance(o, dict) and {"label", "text"} <= o.keys() for o in data.options):
+        raise QuestionDataError("options must be a list of {label, text}")
+    if data.difficulty is not None and not 0 <= data.difficulty <= 1:
+        raise QuestionDataError(f"difficulty must be between 0 and 1, got {data.difficulty!r}")
+
+
+def knowledge_points_for(subject: str, names: Iterable[str]) -> list[KnowledgePoint]:
+    points = []
+    for name in dict.fromkeys(n.strip() for n in names if n and n.strip()):
+        point, _ = KnowledgePoint.objects.get_or_create(subject=subject, name=name[:200])
+        points.append(point)
+    return points
+
+
+# --- creating -----------------------------------------------------------------
+
+
+@transaction.atomic
+def create_question(*, data: QuestionData, user: Any = None, note: str = "created") -> Question:
+    """Creates a question with its figures and flags, all or nothing.
+
+    Raises QuestionDataError for invalid data or a figure that is not an image.
+    """
+    validate(data)
+    prepared = [images.prepare_figure(f.content, name=f.name) for f in data.figures]
+    question = Question(
+        hash_id=data.hash_id,
+        subject=data.subject,
+        grade=data.grade,
+        stage=stage_of_grade(data.grade),
+        qtype=data.qtype,
+        text=data.text,
+        options=data.options,
+        answers=data.answers,
+        raw_solution=data.raw_solution,
+        solution_steps=data.solution_steps,
+        difficulty=data.difficulty,
+        source=data.source,
+        source_document=data.source_document,
+        source_page=data.source_page,
+        bbox=data.bbox,
+        content_hash=hash_content(content_of(data)),
+    )
+    question.save()
+    question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
+    for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
+        attach_figure(question=question, prepared=ready, position=position, origin=figure.origin,
+                      page=figure.page, bbox=figure.bbox)  # fmt: skip
+    QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
+    checks.refresh_rule_flags(question)
+    return question
+
+
+def attach_figure(
+    *, question: Question, prepared: images.PreparedFigure, position: int, origin: str,
+    page: Page | None = None, bbox: list[float] | None = None,
+) -> Figure:  # fmt: skip
+    figure = Figure(question=question, position=position, origin=origin, page=page, bbox=bbox,
+                    sharpness=prepared.sharpness)  # fmt: skip
+    figure.image.save(f"{question.hash_id}-{position}.{prepared.extension}", ContentFile(prepared.content), save=False)
+    figure.save()
+    return figure
+
+
+# --- editing ------------------------------------------------------------------
+
+EDITABLE_FIELDS = (*Question.CONTENT_FIELDS, "knowledge_points")
+
+
+@transaction.atomic
+def edit_question(
+    *, question: Question, changes: dict[str, Any], user: Any, expected_version: int, note: str = ""
+) -> Question:
+    """Saves changed fields if nobody saved since ``expected_version``.
+
+    The version check and the write are one conditional UPDATE, so of two
+    concurrent saves exactly one wins; the other gets EditConflict with what
+    the winner changed, and its own changes are not written.
+    """
+    unknown = set(changes) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise QuestionDataError(f"these fields cannot be edited: {', '.join(sorted(unknown))}")
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    if current.version != expected_version:
+        raise EditConflict(current, changes_since(current, expected_version))
+
+    before = content_of(current)
+    after = {**before, **changes}
+    if "knowledge_points" in changes:
+        after["knowledge_points"] = sorted(dict.fromkeys(n.strip() for n in changes["knowledge_points"] if n.strip()))
+    candidate = QuestionData(hash_id=current.hash_id, **{k: after[k] for k in Question.CONTENT_FIELDS})
+    validate(candidate)
+
+    changed = {name: (before[name], after[name]) for name in after if before[name] != after[name]}
+    if not changed:
+        return current
+    fields = {name: after[name] for name in changed if name != "knowledge_points"}
+    if "grade" in fields:
+        fields["stage"] = stage_of_grade(fields["grade"])
+    won = Question.objects.filter(pk=current.pk, version=expected_version).update(
+        **fields, version=F("version") + 1, content_hash=hash_content(after), updated=timezone.now()
+    )
+    if not won:  # cannot happen under select_for_update, kept for databases without row locks
+        current.refresh_from_db()
+        raise EditConflict(current, changes_since(current, expected_version))
+    if "knowledge_points" in changed:
+        current.knowledge_points.set(knowledge_points_for(after["subject"], after["knowledge_points"]))
+    QuestionEdit.objects.bulk_create(
+        QuestionEdit(question=current, user=user, field=name, version=expected_version + 1, old=old, new=new, note=note)
+        for name, (old, new) in changed.items()
+    )
+    current.refresh_from_db()
+    checks.refresh_rule_flags(current)
+    return current
+
+
+def changes_since(question: Question, version: int) -> dict[str, tuple[Any, Any]]:
+    """Field -> (value at ``version``, value now), from the edit history."""
+    changed: dict[str, tuple[Any, Any]] = {}
+    for edit in question.edits.filter(version__gt=version).exclude(field="*").order_by("version", "id"):
+        first = changed.get(edit.field, (edit.old, None))[0]
+        changed[edit.field] = (first, edit.new)
+    return changed
+
+
+# --- lifecycle ----------------------------------------------------------------
+
+# Which status each step of the work moves a question from and to.
+NEXT_STATUS = {
+    "accept_ocr": (Question.Status.IMPORTED, Question.Status.OCR_REVIEWED),
+    "submit_steps": (Question.Status.OCR_REVIEWED, Question.Status.SOLUTION_CORRECTED),
+    "audit": (Question.Status.SOLUTION_CORRECTED, Question.Status.AUDITED),
+    "release": (Question.Status.AUDITED, Question.Status.RELEASED),
+}
+
+
+class LifecycleError(Exception):
+    pass
+
+
+@transaction.atomic
+def advance(*, question: Question, action: str, user: Any, expected_version: int | None = None) -> Question:
+    """Moves a question one step along its lifecycle, refusing if it is not where the action starts."""
+    source, target = NEXT_STATUS[action]
+    filters: dict[str, Any] = {"pk": question.pk, "status": source}
+    if expected_version is not None:
+        filters["version"] = expected_version
+    moved = Question.objects.filter(**filters).update(status=target, version=F("version") + 1, updated=timezone.now())
+    question.refresh_from_db()
+    if not moved:
+        if expected_version is not None and question.version != expected_version:
+            raise EditConflict(question, changes_since(question, expected_version))
+        raise LifecycleError(f"question {question.hash_id} is {question.status}, not {source}")
+    QuestionEdit.objects.create(
+        question=question, user=user, field="status", version=question.version, old=source, new=target, note=action
+    )
+    return question
+
+
+@transaction.atomic
+def reject(*, question: Question, reason: str, user: Any) -> Question:
+    reason = reason.strip()
+    if not reason:
+        raise QuestionDataError("a rejection needs a reason")
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    Question.objects.filter(pk=question.pk).update(
+        status=Question.Status.REJECTED, reject_reason=reason, version=F("version") + 1, updated=timezone.now()
+    )
+    QuestionEdit.objects.create(question=current, user=user, field="status", version=current.version + 1,
+                                old=current.status, new=Question.Status.REJECTED, note=reason[:300])  # fmt: skip
+    question.refresh_from_db()
+    return question
+
+
+def step_diff(proposal: Sequence[str], steps: Sequence[str]) -> list[tuple[str, str]]:
+    """Line diff of steps against a proposal: ("same"|"added"|"removed", text)."""
+    import difflib
+
+    out: list[tuple[str, str]] = []
+    for op, a0, a1, b0, b1 in difflib.SequenceMatcher(a=list(proposal), b=list(steps), autojunk=False).get_opcodes():
+        if op == "equal":
+            out += [("same", s) for s in proposal[a0:a1]]
+        else:
+            out += [("removed", s) for s in proposal[a0:a1]]
+            out += [("added", s) for s in steps[b0:b1]]
+    return out
