@@ -167,6 +167,8 @@ def attach_figure(
     figure = Figure(question=question, position=position, origin=origin, page=page, bbox=bbox,
                     sharpness=prepared.sharpness)  # fmt: skip
     figure.image.save(f"{question.hash_id}-{position}.{prepared.extension}", ContentFile(prepared.content), save=False)
+    # Known already; saves Django from reopening the file to measure it.
+    figure.width, figure.height = prepared.width, prepared.height
     figure.save()
     return figure
 

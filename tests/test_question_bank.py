@@ -1,0 +1,184 @@
+import pytest
+
+from annotation import services
+from annotation.images import BadImage
+from annotation.models import Flag, Question, QuestionEdit
+from annotation.services import EditConflict, FigureData, LifecycleError, QuestionDataError
+from tests.annotation_factories import figure_png, make_question, question_data
+
+pytestmark = pytest.mark.django_db
+
+
+def open_flags(question):
+    return set(question.flags.filter(resolved_at__isnull=True).values_list("code", flat=True))
+
+
+def test_it_creates_a_question_with_stage_figures_and_history(annotator):
+    question = make_question(annotator, grade=11)
+    assert question.stage == "high"
+    assert question.version == 1
+    assert question.figures.get().width == 400
+    assert list(question.knowledge_points.values_list("name", flat=True)) == ["平方根"]
+    assert question.edits.get().field == "*"
+    assert open_flags(question) == set()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"subject": "music"}, "unknown subject"),
+        ({"qtype": "essay"}, "unknown question type"),
+        ({"grade": 13}, "grade"),
+        ({"answers": [1]}, "answers"),
+        ({"difficulty": 1.5}, "difficulty"),
+    ],
+)
+def test_it_refuses_invalid_data_and_saves_nothing(overrides, message):
+    with pytest.raises(QuestionDataError, match=message):
+        make_question(**overrides)
+    assert not Question.objects.exists()
+
+
+def test_it_refuses_a_figure_that_is_not_an_image():
+    with pytest.raises(BadImage, match="not a usable image"):
+        make_question(figures=[FigureData(content=b"GIF89a but not really")])
+    assert not Question.objects.exists()
+
+
+def test_it_stores_figures_at_the_standard_size(settings):
+    settings.FIGURE_STANDARD_SIDE_PX = 256
+    question = make_question(figures=[FigureData(content=figure_png((1600, 900)))])
+    figure = question.figures.get()
+    assert (figure.width, figure.height) == (256, 144)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"answers": []}, "missing_answer"),
+        ({"answers": [""]}, "missing_answer"),
+        ({"options": [{"label": "A", "text": "1"}]}, "option_count"),
+        ({"text": "  "}, "empty_text"),
+        ({"text": "求 $\\frac{1}{$ 的值"}, "latex_error"),
+        ({"text": "求 $x^2 的值"}, "latex_error"),
+        ({"figures": []}, "figure_missing"),
+        ({"qtype": "fill_in_blank", "text": "$1+1=$___，$2+2=$___", "answers": ["2"], "options": []}, "blank_mismatch"),
+    ],
+)
+def test_it_flags_structural_problems(overrides, code):
+    question = make_question(**overrides)
+    assert code in open_flags(question)
+
+
+def test_it_accepts_well_formed_fill_in_blank_and_chemistry():
+    question = make_question(
+        qtype="fill_in_blank", options=[], text="水的化学式是 ___，$\\ce{2H2 + O2 -> 2H2O}$ 中氢气的系数是 ___",
+        answers=["$\\ce{H2O}$", "2"],
+    )  # fmt: skip
+    assert open_flags(question) == set()
+
+
+def test_it_flags_blurred_and_small_figures(settings):
+    settings.FIGURE_MIN_SIDE_PX = 100
+    blurred = make_question(figures=[FigureData(content=figure_png(sharp=False))])
+    small = make_question(figures=[FigureData(content=figure_png((80, 60)))])
+    assert "blurred_figure" in open_flags(blurred)
+    assert "low_resolution" in open_flags(small)
+    flag = blurred.flags.get(code="blurred_figure")
+    assert "threshold" in flag.message
+
+
+def test_it_records_every_changed_field_in_the_history(annotator):
+    question = make_question()
+    services.edit_question(
+        question=question, user=annotator, expected_version=1,
+        changes={"text": "新题干 $y=1$", "answers": ["C"], "grade": 8, "knowledge_points": ["函数", "平方根"]},
+    )  # fmt: skip
+    question.refresh_from_db()
+    assert question.version == 2 and question.stage == "middle"
+    edits = {e.field: (e.old, e.new, e.user) for e in QuestionEdit.objects.filter(version=2)}
+    assert edits["text"][1] == "新题干 $y=1$" and edits["text"][2] == annotator
+    assert edits["answers"] == (["B"], ["C"], annotator)
+    assert edits["grade"][:2] == (9, 8)
+    assert edits["knowledge_points"][:2] == (["平方根"], ["函数", "平方根"])
+
+
+def test_it_refuses_the_later_of_two_concurrent_saves(annotator, other_annotator):
+    question = make_question()
+    services.edit_question(question=question, user=annotator, expected_version=1, changes={"answers": ["C"]})
+    with pytest.raises(EditConflict) as conflict:
+        services.edit_question(question=question, user=other_annotator, expected_version=1, changes={"text": "x"})
+    assert conflict.value.changed == {"answers": (["B"], ["C"])}
+    question.refresh_from_db()
+    assert question.answers == ["C"] and question.text.startswith("已知")  # nothing overwritten
+    assert question.version == 2
+
+
+def test_it_saves_nothing_when_nothing_changed(annotator):
+    question = make_question()
+    services.edit_question(question=question, user=annotator, expected_version=1, changes={"answers": ["B"]})
+    question.refresh_from_db()
+    assert question.version == 1 and question.edits.count() == 1
+
+
+def test_it_rechecks_structure_after_an_edit(annotator):
+    question = make_question()
+    services.edit_question(question=question, user=annotator, expected_version=1, changes={"answers": []})
+    assert "missing_answer" in open_flags(question)
+    services.edit_question(question=question, user=annotator, expected_version=2, changes={"answers": ["A"]})
+    assert open_flags(question) == set()
+
+
+def test_it_keeps_model_flags_when_rules_are_rechecked(annotator):
+    from annotation.checks import add_model_flag
+
+    question = make_question()
+    add_model_flag(question=question, message="图中角度与题干不符", run_ref="inference.run:7")
+    services.edit_question(question=question, user=annotator, expected_version=1, changes={"answers": ["A"]})
+    assert question.flags.get().origin == Flag.Origin.MODEL
+
+
+def test_it_moves_a_question_through_its_lifecycle(annotator):
+    question = make_question()
+    services.advance(question=question, action="accept_ocr", user=annotator, expected_version=1)
+    services.advance(question=question, action="submit_steps", user=annotator)
+    assert question.status == Question.Status.SOLUTION_CORRECTED
+    assert list(question.edits.filter(field="status").values_list("new", flat=True)) == [
+        "ocr_reviewed", "solution_corrected",
+    ]  # fmt: skip
+    with pytest.raises(LifecycleError):
+        services.advance(question=question, action="accept_ocr", user=annotator)
+
+
+def test_it_refuses_to_accept_a_question_someone_changed_meanwhile(annotator, other_annotator):
+    question = make_question()
+    services.edit_question(question=question, user=other_annotator, expected_version=1, changes={"answers": ["D"]})
+    with pytest.raises(EditConflict):
+        services.advance(question=question, action="accept_ocr", user=annotator, expected_version=1)
+    assert question.status == Question.Status.IMPORTED
+
+
+def test_it_rejects_only_with_a_reason(annotator):
+    question = make_question()
+    with pytest.raises(QuestionDataError):
+        services.reject(question=question, reason=" ", user=annotator)
+    services.reject(question=question, reason="图片缺失，无法作答", user=annotator)
+    assert question.status == Question.Status.REJECTED and question.reject_reason == "图片缺失，无法作答"
+
+
+def test_it_diffs_steps_against_the_proposal():
+    diff = services.step_diff(["a", "b", "c"], ["a", "B", "c", "d"])
+    assert diff == [("same", "a"), ("removed", "b"), ("added", "B"), ("same", "c"), ("added", "d")]
+
+
+def test_it_pages_by_key():
+    ids = [make_question(figures=[]).pk for _ in range(5)]
+    assert [q.pk for q in Question.objects.after(None)[:2]] == ids[:2]
+    assert [q.pk for q in Question.objects.after(ids[1])[:2]] == ids[2:4]
+
+
+def test_it_computes_the_same_content_hash_for_the_same_content():
+    data = question_data()
+    question = services.create_question(data=data)
+    assert question.content_hash == services.hash_content(services.content_of(data))
+    assert question.content_hash == services.hash_content(services.content_of(question))
