@@ -22,13 +22,23 @@ def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
     if not question.answers or any(not str(a).strip() for a in question.answers):
         found.append((Code.MISSING_ANSWER, "An answer is missing.", {"answers": len(question.answers)}))
     if question.qtype == QuestionType.MULTIPLE_CHOICE and len(question.options) != 4:
-        found.append((Code.OPTION_COUNT, f"Multiple choice has {len(question.options)} options, not 4.",
-                          {"options": len(question.options)}))  # fmt: skip
+        found.append(
+            (
+                Code.OPTION_COUNT,
+                f"Multiple choice has {len(question.options)} options, not 4.",
+                {"options": len(question.options)},
+            )
+        )
     if question.qtype == QuestionType.FILL_IN_BLANK:
         blanks = count_blanks(question.text)
         if blanks != len(question.answers):
-            found.append((Code.BLANK_MISMATCH, f"{blanks} blanks but {len(question.answers)} answers.",
-                          {"blanks": blanks, "answers": len(question.answers)}))  # fmt: skip
+            found.append(
+                (
+                    Code.BLANK_MISMATCH,
+                    f"{blanks} blanks but {len(question.answers)} answers.",
+                    {"blanks": blanks, "answers": len(question.answers)},
+                )
+            )
     texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
     texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
     texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
@@ -40,13 +50,23 @@ def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
         found.append((Code.FIGURE_MISSING, "The question has no figure.", {}))
     for figure in figures:
         if min(figure.width, figure.height) < settings.FIGURE_MIN_SIDE_PX:
-            found.append((Code.LOW_RESOLUTION,
-                          f"Figure {figure.position + 1} is {figure.width}×{figure.height} px, "
-                          f"below {settings.FIGURE_MIN_SIDE_PX} px.", {"figure": figure.pk}))  # fmt: skip
+            found.append(
+                (
+                    Code.LOW_RESOLUTION,
+                    f"Figure {figure.position + 1} is {figure.width}×{figure.height} px, "
+                    f"below {settings.FIGURE_MIN_SIDE_PX} px.",
+                    {"figure": figure.pk},
+                )
+            )
         if figure.sharpness is not None and figure.sharpness < settings.FIGURE_BLUR_THRESHOLD:
-            found.append((Code.BLURRED_FIGURE,
-                          f"Figure {figure.position + 1} looks blurred (sharpness {figure.sharpness:.0f}, "
-                          f"threshold {settings.FIGURE_BLUR_THRESHOLD:.0f}).", {"figure": figure.pk}))  # fmt: skip
+            found.append(
+                (
+                    Code.BLURRED_FIGURE,
+                    f"Figure {figure.position + 1} looks blurred (sharpness {figure.sharpness:.0f}, "
+                    f"threshold {settings.FIGURE_BLUR_THRESHOLD:.0f}).",
+                    {"figure": figure.pk},
+                )
+            )
     return found
 
 
@@ -62,5 +82,11 @@ def refresh_rule_flags(question: Question) -> list[Flag]:
 
 def add_model_flag(*, question: Question, message: str, run_ref: str, detail: dict | None = None) -> Flag:
     """A flag written by a model check run (the inference app calls this)."""
-    return Flag.objects.create(question=question, code=Code.MODEL_CHECK, origin=Flag.Origin.MODEL,
-                               message=message, detail=detail or {}, run_ref=run_ref)  # fmt: skip
+    return Flag.objects.create(
+        question=question,
+        code=Code.MODEL_CHECK,
+        origin=Flag.Origin.MODEL,
+        message=message,
+        detail=detail or {},
+        run_ref=run_ref,
+    )

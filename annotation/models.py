@@ -3,6 +3,7 @@ proposals, edit history and the annotators' assignments."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -81,6 +82,26 @@ class QuestionQuerySet(models.QuerySet["Question"]):
     def flagged(self) -> QuestionQuerySet:
         return self.filter(flags__resolved_at__isnull=True).distinct()
 
+    def matching(self, filters: dict) -> QuestionQuerySet:
+        """Applies the browse filters (empty values ignored); the same dict the
+        list screen, the API and exports use."""
+        qs = self
+        for name in ("subject", "grade", "stage", "qtype", "status"):
+            if filters.get(name) not in (None, ""):
+                qs = qs.filter(**{name: filters[name]})
+        if filters.get("flag"):
+            qs = qs.filter(flags__code=filters["flag"], flags__resolved_at__isnull=True)
+        if filters.get("knowledge_point"):
+            qs = qs.filter(knowledge_points__name=filters["knowledge_point"])
+        if filters.get("source_document"):
+            qs = qs.filter(source_document_id=filters["source_document"])
+        if filters.get("q"):
+            term = filters["q"].strip()
+            qs = qs.filter(Q(hash_id=term) | Q(text__contains=term))
+        if filters.get("flag") or filters.get("knowledge_point"):
+            qs = qs.distinct()
+        return qs
+
     def after(self, last_id: int | None) -> QuestionQuerySet:
         """Keyset pagination by id: constant time however deep the page."""
         qs = self.order_by("id")
@@ -98,9 +119,17 @@ class Question(models.Model):
 
     # The fields whose changes go into the edit history and the content hash.
     CONTENT_FIELDS = (
-        "subject", "grade", "qtype", "text", "options", "answers", "raw_solution", "solution_steps",
-        "difficulty", "source",
-    )  # fmt: skip
+        "subject",
+        "grade",
+        "qtype",
+        "text",
+        "options",
+        "answers",
+        "raw_solution",
+        "solution_steps",
+        "difficulty",
+        "source",
+    )
 
     hash_id = models.CharField(max_length=64, unique=True)
     subject = models.CharField(max_length=20, choices=Subject.choices)
@@ -284,3 +313,16 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} of {self.question} by {self.annotator}"
+
+    @staticmethod
+    def lock_expiry():
+        return timezone.now() + timedelta(minutes=settings.ASSIGNMENT_LOCK_MINUTES)
+
+    def renew(self) -> None:
+        """Extends the holder's lock while they keep working (autosave, reload)."""
+        self.locked_until = self.lock_expiry()
+        Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(locked_until=self.locked_until)
+
+    def complete(self) -> None:
+        self.done_at = timezone.now()
+        Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(done_at=self.done_at)

@@ -19,7 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation import checks, images
-from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument
+from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument, StepProposal
 from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
 
 
@@ -153,19 +153,31 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
     question.save()
     question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
     for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
-        attach_figure(question=question, prepared=ready, position=position, origin=figure.origin,
-                      page=figure.page, bbox=figure.bbox)  # fmt: skip
+        attach_figure(
+            question=question,
+            prepared=ready,
+            position=position,
+            origin=figure.origin,
+            page=figure.page,
+            bbox=figure.bbox,
+        )
     QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
     checks.refresh_rule_flags(question)
     return question
 
 
 def attach_figure(
-    *, question: Question, prepared: images.PreparedFigure, position: int, origin: str,
-    page: Page | None = None, bbox: list[float] | None = None,
-) -> Figure:  # fmt: skip
-    figure = Figure(question=question, position=position, origin=origin, page=page, bbox=bbox,
-                    sharpness=prepared.sharpness)  # fmt: skip
+    *,
+    question: Question,
+    prepared: images.PreparedFigure,
+    position: int,
+    origin: str,
+    page: Page | None = None,
+    bbox: list[float] | None = None,
+) -> Figure:
+    figure = Figure(
+        question=question, position=position, origin=origin, page=page, bbox=bbox, sharpness=prepared.sharpness
+    )
     figure.image.save(f"{question.hash_id}-{position}.{prepared.extension}", ContentFile(prepared.content), save=False)
     # Known already; saves Django from reopening the file to measure it.
     figure.width, figure.height = prepared.width, prepared.height
@@ -277,10 +289,38 @@ def reject(*, question: Question, reason: str, user: Any) -> Question:
     Question.objects.filter(pk=question.pk).update(
         status=Question.Status.REJECTED, reject_reason=reason, version=F("version") + 1, updated=timezone.now()
     )
-    QuestionEdit.objects.create(question=current, user=user, field="status", version=current.version + 1,
-                                old=current.status, new=Question.Status.REJECTED, note=reason[:300])  # fmt: skip
+    QuestionEdit.objects.create(
+        question=current,
+        user=user,
+        field="status",
+        version=current.version + 1,
+        old=current.status,
+        new=Question.Status.REJECTED,
+        note=reason[:300],
+    )
     question.refresh_from_db()
     return question
+
+
+@transaction.atomic
+def submit_steps(*, question: Question, user: Any, proposal: StepProposal | None = None) -> Question:
+    """Corrected steps are final: the question moves on and the proposal is marked used."""
+    if not question.solution_steps:
+        raise QuestionDataError("a solution needs at least one step")
+    advance(question=question, action="submit_steps", user=user, expected_version=question.version)
+    if proposal is not None:
+        StepProposal.objects.filter(pk=proposal.pk).update(status=StepProposal.Status.USED)
+    return question
+
+
+def add_step_proposal(*, question: Question, steps: list[str], run_ref: str = "", model_name: str = "") -> StepProposal:
+    """A model's restructured solution (the inference app calls this); older
+    pending proposals are superseded."""
+    steps = [s.strip() for s in steps if isinstance(s, str) and s.strip()]
+    if not steps:
+        raise QuestionDataError("a proposal needs at least one step")
+    question.step_proposals.filter(status=StepProposal.Status.PENDING).update(status=StepProposal.Status.DISCARDED)
+    return StepProposal.objects.create(question=question, steps=steps, run_ref=run_ref, model_name=model_name)
 
 
 def step_diff(proposal: Sequence[str], steps: Sequence[str]) -> list[tuple[str, str]]:

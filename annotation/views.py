@@ -1,10 +1,218 @@
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from __future__ import annotations
 
-from k12vista.roles import Role, role_required
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from annotation import queues, services
+from annotation.forms import QuestionFilterForm, QuestionForm, RejectForm, StepsForm
+from annotation.models import Assignment, Question, StepProposal
+from k12vista.roles import Role, has_role, require_role, role_required
+
+PAGE_SIZE = 50
+BROWSERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
+
+
+def get_question_for_browser(user, hash_id: str) -> Question:
+    require_role(user, *BROWSERS)
+    return get_object_or_404(Question, hash_id=hash_id)
+
+
+# --- the annotator's queue ----------------------------------------------------
 
 
 @role_required(Role.ANNOTATOR)
 def queue(request: HttpRequest) -> HttpResponse:
     """The annotator's home: their own open assignments, nobody else's."""
-    return render(request, "annotation/queue.html")
+    held = Assignment.objects.for_annotator(request.user).open().select_related("question")
+    waiting = {task: Question.objects.in_status(status).count() for task, status in queues.TASK_INPUT.items()}
+    return render(request, "annotation/queue.html", {"held": held, "waiting": waiting, "tasks": Assignment.Task})
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def claim(request: HttpRequest) -> HttpResponse:
+    task = request.POST.get("task", "")
+    if task not in Assignment.Task.values:
+        raise Http404
+    assignment = queues.next_assignment(annotator=request.user, task=task)
+    if assignment is None:
+        messages.info(request, _("Nothing is waiting for this task."))
+        return redirect("annotation:queue")
+    return redirect(work_url(assignment))
+
+
+def work_url(assignment: Assignment) -> str:
+    from django.urls import reverse
+
+    name = "annotation:review" if assignment.task == Assignment.Task.OCR_REVIEW else "annotation:steps"
+    return reverse(name, args=[assignment.pk])
+
+
+# --- OCR review -----------------------------------------------------------------
+
+
+@role_required(Role.ANNOTATOR)
+def review(request: HttpRequest, pk: int) -> HttpResponse:
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    if assignment.task != Assignment.Task.OCR_REVIEW:
+        raise Http404
+    question = assignment.question
+    assignment.renew()
+    form = QuestionForm.for_question(question, request.POST or None)
+    conflict = None
+    if request.method == "POST" and form.is_valid():
+        action = request.POST.get("action", "save")
+        try:
+            question = services.edit_question(
+                question=question,
+                changes=form.changes(),
+                user=request.user,
+                expected_version=form.cleaned_data["version"],
+                note="ocr review",
+            )
+            if action == "accept":
+                services.advance(
+                    question=question, action="accept_ocr", user=request.user, expected_version=question.version
+                )
+                assignment.complete()
+                messages.success(request, _("Accepted %(id)s.") % {"id": question.hash_id})
+                return redirect("annotation:queue")
+        except services.EditConflict as exc:
+            conflict = exc.changed
+            question = exc.question
+            form = refused_form(request, question)
+        except services.QuestionDataError as exc:
+            form.add_error(None, str(exc))
+        else:
+            if request.htmx:  # autosave: tell the page its new version
+                return render(request, "annotation/review.html#saved", {"question": question})
+            messages.success(request, _("Saved."))
+            return redirect("annotation:review", pk=assignment.pk)
+    ctx = {
+        "assignment": assignment,
+        "question": question,
+        "form": form,
+        "conflict": conflict,
+        "reject_form": RejectForm(),
+        "status": 409 if conflict else 200,
+    }
+    if request.htmx and conflict:
+        return render(request, "annotation/review.html#conflict", ctx, status=409)
+    return render(request, "annotation/review.html", ctx, status=ctx["status"])
+
+
+def refused_form(request: HttpRequest, question: Question) -> QuestionForm:
+    """The editor's own values kept, on top of the version now saved, so that
+    saving again is a deliberate choice after seeing what changed."""
+    data = request.POST.copy()
+    data["version"] = question.version
+    form = QuestionForm.for_question(question, data)
+    form.is_valid()
+    return form
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def reject(request: HttpRequest, pk: int) -> HttpResponse:
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("A rejection needs a reason."))
+        return redirect(work_url(assignment))
+    services.reject(question=assignment.question, reason=form.cleaned_data["reason"], user=request.user)
+    assignment.complete()
+    messages.success(request, _("Rejected %(id)s.") % {"id": assignment.question.hash_id})
+    return redirect("annotation:queue")
+
+
+# --- solution steps ---------------------------------------------------------------
+
+
+@role_required(Role.ANNOTATOR)
+def steps(request: HttpRequest, pk: int) -> HttpResponse:
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    if assignment.task != Assignment.Task.STEP_CORRECTION:
+        raise Http404
+    question = assignment.question
+    assignment.renew()
+    proposal = question.step_proposals.filter(status=StepProposal.Status.PENDING).first()
+    initial_steps = question.solution_steps or (proposal.steps if proposal else [])
+    form = StepsForm(request.POST or None, steps=initial_steps, initial={"version": question.version})
+    conflict = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            question = services.edit_question(
+                question=question,
+                changes={"solution_steps": form.cleaned_data["steps"]},
+                user=request.user,
+                expected_version=form.cleaned_data["version"],
+                note="step correction",
+            )
+            if request.POST.get("action") == "submit":
+                services.submit_steps(question=question, user=request.user, proposal=proposal)
+                assignment.complete()
+                messages.success(request, _("Submitted the steps of %(id)s.") % {"id": question.hash_id})
+                return redirect("annotation:queue")
+            messages.success(request, _("Saved."))
+            return redirect("annotation:steps", pk=assignment.pk)
+        except services.EditConflict as exc:
+            conflict, question = exc.changed, exc.question
+            data = request.POST.copy()
+            data["version"] = question.version
+            form = StepsForm(data)
+            form.is_valid()
+    diff = services.step_diff(proposal.steps, form.submitted_steps) if proposal else []
+    ctx = {
+        "assignment": assignment,
+        "question": question,
+        "form": form,
+        "proposal": proposal,
+        "diff": diff,
+        "conflict": conflict,
+        "reject_form": RejectForm(),
+    }
+    return render(request, "annotation/steps.html", ctx, status=409 if conflict else 200)
+
+
+# --- browsing -----------------------------------------------------------------------
+
+
+@login_required
+def question_list(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *BROWSERS)
+    form = QuestionFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    rows = list(
+        Question.objects.matching(filters)
+        .after(filters.get("after"))
+        .select_related("source_document")[: PAGE_SIZE + 1]
+    )
+    has_next = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    next_query = None
+    if has_next:
+        query = request.GET.copy()
+        query["after"] = rows[-1].pk
+        next_query = query.urlencode()
+    ctx = {"form": form, "questions": rows, "next_query": next_query}
+    if request.htmx:
+        return render(request, "annotation/question_list.html#rows", ctx)
+    return render(request, "annotation/question_list.html", ctx)
+
+
+@login_required
+def question_detail(request: HttpRequest, hash_id: str) -> HttpResponse:
+    question = get_question_for_browser(request.user, hash_id)
+    ctx = {
+        "question": question,
+        "figures": question.figures.all(),
+        "flags": question.flags.order_by("resolved_at", "code"),
+        "edits": question.edits.select_related("user").order_by("-version", "-id")[:200],
+        "proposals": question.step_proposals.all()[:5],
+        "can_reassign": has_role(request.user, Role.ADMIN),
+    }
+    return render(request, "annotation/question_detail.html", ctx)

@@ -4,11 +4,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
+from django.views.static import serve
 from rest_framework.authtoken.models import Token
 
 from k12vista import jobs, services
@@ -170,3 +171,12 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
         "recent_jobs": Job.objects.all()[:10],
     }
     return render(request, "k12vista/settings.html", ctx)
+
+
+@login_required
+def media(request: HttpRequest, path: str) -> HttpResponse:
+    """Uploaded pages, figures and exports, for people with a role only. A
+    production proxy can take over the sending (X-Accel-Redirect); the check stays here."""
+    if not roles_of(request.user):
+        raise Http404
+    return serve(request, path, document_root=settings.MEDIA_ROOT)

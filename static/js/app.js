@@ -40,7 +40,92 @@
     });
   }
 
+  // Keyboard shortcuts: buttons declare theirs with data-shortcut="ctrl+s".
+  function bindShortcuts() {
+    document.addEventListener("keydown", function (event) {
+      if (!(event.ctrlKey || event.metaKey)) return;
+      var key = event.key === "Enter" ? "enter" : event.key.toLowerCase();
+      var button = document.querySelector('[data-shortcut="ctrl+' + key + '"]');
+      if (!button) return;
+      event.preventDefault();
+      button.click();
+    });
+  }
+
+  // The question's box on its page image, placed from PDF points.
+  function placeBoxes(root) {
+    root.querySelectorAll(".bbox[data-bbox]").forEach(function (box) {
+      var b = box.dataset.bbox.split(",").map(Number);
+      var size = box.dataset.pageSize.split(",").map(Number);
+      box.style.left = (100 * b[0] / size[0]) + "%";
+      box.style.top = (100 * b[1] / size[1]) + "%";
+      box.style.width = (100 * (b[2] - b[0]) / size[0]) + "%";
+      box.style.height = (100 * (b[3] - b[1]) / size[1]) + "%";
+    });
+  }
+
+  // Step editor: move, split, merge, add and delete steps in the list; the
+  // form submits the textareas in their order.
+  function stepPreview(li) {
+    var area = li.querySelector("textarea");
+    var preview = li.querySelector(".step-preview");
+    if (!area || !preview) return;
+    preview.textContent = area.value;
+    typeset(preview.closest("[data-math]") || preview);
+  }
+
+  function bindStepEditor(root) {
+    var list = root.querySelector("#step-list");
+    if (!list || list.dataset.bound) return;
+    list.dataset.bound = "1";
+    var renumber = function () {
+      list.querySelectorAll("li").forEach(function (li, i) {
+        var area = li.querySelector("textarea");
+        if (area) area.setAttribute("aria-label", area.getAttribute("aria-label").replace(/\d+$/, String(i + 1)));
+      });
+    };
+    var blank = function (text) {
+      var li = list.querySelector("li").cloneNode(true);
+      li.querySelector("textarea").value = text || "";
+      return li;
+    };
+    list.addEventListener("input", function (event) {
+      var li = event.target.closest("li");
+      if (li) stepPreview(li);
+    });
+    list.addEventListener("click", function (event) {
+      var button = event.target.closest("button[data-step]");
+      if (!button) return;
+      var li = button.closest("li");
+      var area = li.querySelector("textarea");
+      switch (button.dataset.step) {
+        case "up": if (li.previousElementSibling) list.insertBefore(li, li.previousElementSibling); break;
+        case "down": if (li.nextElementSibling) list.insertBefore(li.nextElementSibling, li); break;
+        case "add": li.after(blank("")); break;
+        case "split":
+          var at = area.selectionStart || 0;
+          var rest = area.value.slice(at).trim();
+          area.value = area.value.slice(0, at).trim();
+          var added = blank(rest);
+          li.after(added);
+          stepPreview(added);
+          break;
+        case "merge":
+          var next = li.nextElementSibling;
+          if (next) { area.value = (area.value + " " + next.querySelector("textarea").value).trim(); next.remove(); }
+          break;
+        case "delete": if (list.children.length > 1) li.remove(); else area.value = ""; break;
+      }
+      stepPreview(li);
+      renumber();
+    });
+    list.querySelectorAll("li").forEach(stepPreview);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    bindShortcuts();
+    placeBoxes(document);
+    bindStepEditor(document);
     var token = document.querySelector('meta[name="csrf-token"]');
     if (token) {
       document.body.addEventListener("htmx:configRequest", function (event) {

@@ -1,0 +1,109 @@
+import re
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from annotation.models import Flag, Question
+from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
+
+OPTION_LINE = re.compile(r"^\s*([A-H])\s*[.、．:：)]\s*(.*)$")
+
+
+def lines(value: str) -> list[str]:
+    return [line.strip() for line in value.splitlines() if line.strip()]
+
+
+class QuestionForm(forms.Form):
+    """The fields an annotator corrects in OCR review. Lists are edited one item a line."""
+
+    version = forms.IntegerField(widget=forms.HiddenInput)
+    subject = forms.ChoiceField(choices=Subject.choices, label=_("Subject"))
+    grade = forms.TypedChoiceField(choices=[(g, g) for g in GRADES], coerce=int, label=_("Grade"))
+    qtype = forms.ChoiceField(choices=QuestionType.choices, label=_("Type"))
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "data-math-source": "preview-text"}),
+        required=False,
+        label=_("Question text"),
+    )
+    options = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "data-math-source": "preview-options"}),
+        required=False,
+        label=_("Options (one a line: A. …)"),
+    )
+    answers = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "data-math-source": "preview-answers"}),
+        required=False,
+        label=_("Answers (one sub-answer a line)"),
+    )
+    raw_solution = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False, label=_("Solution"))
+    knowledge_points = forms.CharField(required=False, label=_("Knowledge points (comma-separated)"))
+    difficulty = forms.FloatField(required=False, min_value=0, max_value=1, label=_("Difficulty (0-1)"))
+
+    @classmethod
+    def for_question(cls, question: Question, data=None) -> "QuestionForm":
+        initial = {
+            "version": question.version,
+            "subject": question.subject,
+            "grade": question.grade,
+            "qtype": question.qtype,
+            "text": question.text,
+            "options": "\n".join(f"{o['label']}. {o['text']}" for o in question.options),
+            "answers": "\n".join(question.answers),
+            "raw_solution": question.raw_solution,
+            "knowledge_points": "，".join(question.knowledge_points.values_list("name", flat=True)),
+            "difficulty": question.difficulty,
+        }
+        return cls(data, initial=initial)
+
+    def clean_options(self):
+        options = []
+        for line in lines(self.cleaned_data["options"]):
+            match = OPTION_LINE.match(line)
+            if not match:
+                raise forms.ValidationError(
+                    _("Write each option as a letter, a dot and its text: %(line)s"), params={"line": line}
+                )
+            options.append({"label": match[1], "text": match[2]})
+        return options
+
+    def clean_answers(self):
+        return lines(self.cleaned_data["answers"])
+
+    def clean_knowledge_points(self):
+        return [p.strip() for p in re.split(r"[,，、;；\n]", self.cleaned_data["knowledge_points"]) if p.strip()]
+
+    def changes(self) -> dict:
+        return {k: v for k, v in self.cleaned_data.items() if k != "version"}
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), label=_("Reason for rejecting"))
+
+
+class StepsForm(forms.Form):
+    version = forms.IntegerField(widget=forms.HiddenInput)
+
+    def __init__(self, data=None, *, steps=None, **kwargs):
+        super().__init__(data, **kwargs)
+        self.submitted_steps = [s.strip() for s in data.getlist("step")] if data is not None else list(steps or [])
+
+    def clean(self):
+        cleaned = super().clean()
+        cleaned["steps"] = [s for s in self.submitted_steps if s]
+        if not cleaned["steps"]:
+            raise forms.ValidationError(_("A solution needs at least one step."))
+        return cleaned
+
+
+class QuestionFilterForm(forms.Form):
+    subject = forms.ChoiceField(choices=[("", "—"), *Subject.choices], required=False, label=_("Subject"))
+    grade = forms.TypedChoiceField(
+        choices=[("", "—"), *[(g, g) for g in GRADES]], coerce=int, required=False, empty_value=None, label=_("Grade")
+    )
+    stage = forms.ChoiceField(choices=[("", "—"), *Stage.choices], required=False, label=_("Stage"))
+    qtype = forms.ChoiceField(choices=[("", "—"), *QuestionType.choices], required=False, label=_("Type"))
+    status = forms.ChoiceField(choices=[("", "—"), *Question.Status.choices], required=False, label=_("Status"))
+    flag = forms.ChoiceField(choices=[("", "—"), *Flag.Code.choices], required=False, label=_("Flag"))
+    knowledge_point = forms.CharField(required=False, label=_("Knowledge point"))
+    q = forms.CharField(required=False, label=_("Hash id or text"))
+    after = forms.IntegerField(required=False, widget=forms.HiddenInput)

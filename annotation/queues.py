@@ -1,0 +1,97 @@
+"""Annotator queues: who holds which question, for how long.
+
+Annotators pull work: ``next_assignment`` gives back the question they already
+hold, or claims the oldest question nobody holds. Pulling spreads work evenly
+across however many people are working, and a lock that expires returns an
+abandoned question to the pool. The partial unique constraint on Assignment
+(one open assignment per question and task) is what makes two people never
+hold the same question, even when they press "next" at the same moment.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, OuterRef, Q
+from django.utils import timezone
+
+from annotation.models import Assignment, Question
+
+# The status a question must be in to be worked on by each task.
+TASK_INPUT = {
+    Assignment.Task.OCR_REVIEW: Question.Status.IMPORTED,
+    Assignment.Task.STEP_CORRECTION: Question.Status.OCR_REVIEWED,
+}
+
+
+def next_assignment(*, annotator: Any, task: str) -> Assignment | None:
+    held = Assignment.objects.for_annotator(annotator).open().filter(task=task).order_by("created").first()
+    if held is not None:
+        held.renew()
+        return held
+    for _attempt in range(5):  # lose a race, try the next question
+        assignment = _claim_one(annotator=annotator, task=task)
+        if assignment is not False:
+            return assignment
+    return None
+
+
+def _claim_one(*, annotator: Any, task: str) -> Assignment | None | bool:
+    """Claims one question: a free one, or one whose holder's lock expired.
+    Returns False when someone else won the race for the chosen question."""
+    now = timezone.now()
+    expired = Assignment.objects.open().filter(task=task, locked_until__lt=now).order_by("locked_until").first()
+    if expired is not None:
+        taken = Assignment.objects.filter(pk=expired.pk, done_at__isnull=True, locked_until__lt=now).update(
+            annotator=annotator, locked_until=Assignment.lock_expiry(), created=now
+        )
+        if not taken:
+            return False
+        expired.refresh_from_db()
+        return expired
+    held = Assignment.objects.filter(question=OuterRef("pk"), task=task, done_at__isnull=True)
+    question = Question.objects.filter(status=TASK_INPUT[task]).exclude(Exists(held)).order_by("id").only("id").first()
+    if question is None:
+        return None
+    try:
+        with transaction.atomic():
+            return Assignment.objects.create(
+                question=question, annotator=annotator, task=task, locked_until=Assignment.lock_expiry()
+            )
+    except IntegrityError:
+        return False
+
+
+def get_assignment_for_user(user: Any, pk: int) -> Assignment:
+    """The user's own open assignment; 404 for anyone else's (the queue is private)."""
+    from django.shortcuts import get_object_or_404
+
+    return get_object_or_404(
+        Assignment.objects.for_annotator(user).open().select_related("question", "question__source_page"), pk=pk
+    )
+
+
+def reassign(*, assignment: Assignment, to: Any) -> Assignment:
+    """Admins move a held question to another annotator (a new lock starts)."""
+    Assignment.objects.filter(pk=assignment.pk, done_at__isnull=True).update(
+        annotator=to, locked_until=Assignment.lock_expiry()
+    )
+    assignment.refresh_from_db()
+    return assignment
+
+
+def progress_by_annotator(*, since=None) -> list[dict]:
+    """Open and finished assignments per annotator, for inspectors and admins."""
+    since = since or timezone.now() - timedelta(days=7)
+    rows = (
+        Assignment.objects.values("annotator__username", "task")
+        .annotate(
+            open=Count("id", filter=Q(done_at__isnull=True)),
+            done=Count("id", filter=Q(done_at__isnull=False)),
+            done_recently=Count("id", filter=Q(done_at__gte=since)),
+        )
+        .order_by("annotator__username", "task")
+    )
+    return list(rows)
