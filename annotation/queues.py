@@ -95,3 +95,19 @@ def progress_by_annotator(*, since=None) -> list[dict]:
         .order_by("annotator__username", "task")
     )
     return list(rows)
+
+
+def annotators():
+    """Active people holding the annotator role."""
+    from django.contrib.auth import get_user_model
+
+    return (
+        get_user_model()
+        .objects.filter(
+            is_active=True,
+            groups__permissions__codename="annotate",
+            groups__permissions__content_type__app_label="k12vista",
+        )
+        .distinct()
+        .order_by("username")
+    )

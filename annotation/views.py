@@ -216,3 +216,30 @@ def question_detail(request: HttpRequest, hash_id: str) -> HttpResponse:
         "can_reassign": has_role(request.user, Role.ADMIN),
     }
     return render(request, "annotation/question_detail.html", ctx)
+
+
+# --- the team -------------------------------------------------------------------
+
+
+@login_required
+def team(request: HttpRequest) -> HttpResponse:
+    """Progress per annotator for inspectors and admins; admins also reassign."""
+    require_role(request.user, Role.INSPECTOR, Role.ADMIN)
+    held = Assignment.objects.open().select_related("question", "annotator").order_by("locked_until")[:200]
+    ctx = {
+        "progress": queues.progress_by_annotator(),
+        "held": held,
+        "can_reassign": has_role(request.user, Role.ADMIN),
+        "annotators": queues.annotators(),
+    }
+    return render(request, "annotation/team.html", ctx)
+
+
+@role_required(Role.ADMIN)
+@require_POST
+def reassign(request: HttpRequest, pk: int) -> HttpResponse:
+    assignment = get_object_or_404(Assignment.objects.open(), pk=pk)
+    to = get_object_or_404(queues.annotators(), pk=request.POST.get("annotator") or 0)
+    queues.reassign(assignment=assignment, to=to)
+    messages.success(request, _("%(id)s now goes to %(user)s.") % {"id": assignment.question.hash_id, "user": to})
+    return redirect("annotation:team")

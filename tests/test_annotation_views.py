@@ -194,3 +194,27 @@ def test_it_serves_figures_only_to_signed_in_people(client, annotator, login):
     url = question.figures.get().image.url
     assert client.get(url).status_code == 302  # to the login page
     assert login(annotator).get(url).status_code == 200
+
+
+def test_it_shows_team_progress_to_inspectors_and_admins(held, inspector, administrator, annotator, login):
+    for person in (inspector, administrator):
+        body = login(person).get("/annotate/team/").content.decode()
+        assert "alice" in body and held.question.hash_id in body
+    assert login(annotator).get("/annotate/team/").status_code == 403
+
+
+def test_it_lets_only_admins_reassign(held, administrator, inspector, other_annotator, login):
+    assert (
+        login(inspector)
+        .post(f"/annotate/assignments/{held.pk}/reassign/", {"annotator": other_annotator.pk})
+        .status_code
+        == 403
+    )
+    login(administrator).post(f"/annotate/assignments/{held.pk}/reassign/", {"annotator": other_annotator.pk})
+    held.refresh_from_db()
+    assert held.annotator == other_annotator
+
+
+def test_it_refuses_to_reassign_to_someone_who_is_not_an_annotator(held, administrator, researcher, login):
+    response = login(administrator).post(f"/annotate/assignments/{held.pk}/reassign/", {"annotator": researcher.pk})
+    assert response.status_code == 404
