@@ -107,3 +107,30 @@ class QuestionFilterForm(forms.Form):
     knowledge_point = forms.CharField(required=False, label=_("Knowledge point"))
     q = forms.CharField(required=False, label=_("Hash id or text"))
     after = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".pdf,application/pdf"}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        files = data if isinstance(data, list | tuple) else [data]
+        return [super(MultipleFileField, self).clean(f, initial) for f in files]
+
+
+class PdfUploadForm(forms.Form):
+    files = MultipleFileField(label=_("Exam PDFs"))
+    subject = forms.ChoiceField(choices=Subject.choices, label=_("Subject"))
+    grade = forms.TypedChoiceField(choices=[(g, g) for g in GRADES], coerce=int, initial=9, label=_("Grade"))
+
+
+class QuestionFileForm(forms.Form):
+    file = forms.FileField(
+        label=_("JSONL file, or a zip of JSONL and images"),
+        widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.zip"}),
+    )

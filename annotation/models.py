@@ -58,7 +58,8 @@ class Page(models.Model):
 
     document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="pages")
     number = models.PositiveIntegerField()  # 1-based, as printed
-    image = models.ImageField(upload_to="pages/%Y/%m/", max_length=300, width_field="width", height_field="height")
+    # Sizes are set by the code that stores the image (it knows them already).
+    image = models.ImageField(upload_to="pages/%Y/%m/", max_length=300)
     width = models.PositiveIntegerField(default=0)
     height = models.PositiveIntegerField(default=0)
     # Page size in PDF points; boxes on questions and figures are in these units.
@@ -182,7 +183,7 @@ class Figure(models.Model):
 
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="figures")
     position = models.PositiveSmallIntegerField(default=0)
-    image = models.ImageField(upload_to="figures/%Y/%m/", max_length=300, width_field="width", height_field="height")
+    image = models.ImageField(upload_to="figures/%Y/%m/", max_length=300)
     width = models.PositiveIntegerField(default=0)
     height = models.PositiveIntegerField(default=0)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORTED)

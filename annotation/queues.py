@@ -111,3 +111,18 @@ def annotators():
         .distinct()
         .order_by("username")
     )
+
+
+def next_in_document(question: Question) -> Question | None:
+    """The question detected right after this one in its document, if nobody holds it."""
+    if question.source_document_id is None:
+        return None
+    held = Assignment.objects.filter(question=OuterRef("pk"), done_at__isnull=True)
+    return (
+        Question.objects.filter(
+            source_document_id=question.source_document_id, id__gt=question.id, status=Question.Status.IMPORTED
+        )  # fmt: skip
+        .exclude(Exists(held))
+        .order_by("id")
+        .first()
+    )

@@ -8,6 +8,7 @@ QuestionEdit per changed field, and re-runs the structural checks.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -335,3 +336,86 @@ def step_diff(proposal: Sequence[str], steps: Sequence[str]) -> list[tuple[str, 
             out += [("removed", s) for s in proposal[a0:a1]]
             out += [("added", s) for s in steps[b0:b1]]
     return out
+
+
+# --- figures, splitting and merging (OCR review) ------------------------------------
+
+
+@transaction.atomic
+def recrop_figure(*, figure: Figure, bbox: Sequence[float], user: Any) -> Figure:
+    """Cuts the figure again from its rendered page with a corrected box (PDF points)."""
+    if figure.page is None or not figure.page.width_pt:
+        raise QuestionDataError("this figure did not come from a PDF page, so it has no crop box")
+    page = figure.page
+    x0, y0, x1, y1 = (float(v) for v in bbox)
+    x0, x1 = sorted((max(0.0, x0), min(page.width_pt, x1)))
+    y0, y1 = sorted((max(0.0, y0), min(page.height_pt, y1)))
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        raise QuestionDataError("the crop box is empty")
+    scale = page.width / page.width_pt
+    with page.image.open("rb") as stored:
+        crop = images.open_image(stored.read(), name=f"page {page.number}").crop(
+            (round(x0 * scale), round(y0 * scale), round(x1 * scale), round(y1 * scale))
+        )
+    buffer = io.BytesIO()
+    crop.save(buffer, "PNG")
+    prepared = images.prepare_figure(buffer.getvalue(), name="crop")
+    old_bbox, old_file = figure.bbox, figure.image.name
+    figure.bbox = [round(v, 2) for v in (x0, y0, x1, y1)]
+    figure.sharpness = prepared.sharpness
+    figure.image.save(
+        f"{figure.question.hash_id}-{figure.position}-crop.png", ContentFile(prepared.content), save=False
+    )
+    figure.width, figure.height = prepared.width, prepared.height
+    figure.save()
+    figure.image.storage.delete(old_file)
+    question = figure.question
+    Question.objects.filter(pk=question.pk).update(version=F("version") + 1, updated=timezone.now())
+    question.refresh_from_db()
+    QuestionEdit.objects.create(question=question, user=user, field=f"figure {figure.position + 1}",
+                                version=question.version, old=old_bbox, new=figure.bbox, note="recrop")  # fmt: skip
+    checks.refresh_rule_flags(question)
+    return figure
+
+
+@transaction.atomic
+def split_question(*, question: Question, at: int, user: Any) -> Question:
+    """Splits a detected question whose text holds two questions: the text from
+    character ``at`` on becomes a new draft question on the same page."""
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    first, second = current.text[:at].rstrip(), current.text[at:].strip()
+    if not first or not second:
+        raise QuestionDataError("split inside the text, so that both parts keep some of it")
+    suffix = Question.objects.filter(hash_id__startswith=f"{current.hash_id}-s").count() + 1
+    data = QuestionData(
+        hash_id=f"{current.hash_id}-s{suffix}"[:64], subject=current.subject, grade=current.grade,
+        qtype=current.qtype, text=second, source=current.source, source_document=current.source_document,
+        source_page=current.source_page, bbox=current.bbox,
+    )  # fmt: skip
+    created = create_question(data=data, user=user, note=f"split from {current.hash_id}")
+    edit_question(question=current, changes={"text": first}, user=user, expected_version=current.version,
+                  note=f"split into {created.hash_id}")  # fmt: skip
+    return created
+
+
+@transaction.atomic
+def merge_questions(*, first: Question, second: Question, user: Any) -> Question:
+    """Joins a question cut in two by the detector: the second's text, options,
+    answers and figures move to the first, and the second is rejected as merged."""
+    if first.pk == second.pk:
+        raise QuestionDataError("a question cannot be merged with itself")
+    first = Question.objects.select_for_update().get(pk=first.pk)
+    second = Question.objects.select_for_update().get(pk=second.pk)
+    changes = {
+        "text": "\n".join(t for t in (first.text, second.text) if t),
+        "options": first.options + second.options,
+        "answers": first.answers + second.answers,
+    }
+    offset = first.figures.count()
+    for figure in second.figures.all():
+        Figure.objects.filter(pk=figure.pk).update(question=first, position=offset + figure.position)
+    merged = edit_question(question=first, changes=changes, user=user, expected_version=first.version,
+                           note=f"merged {second.hash_id}")  # fmt: skip
+    reject(question=second, reason=f"merged into {first.hash_id}", user=user)
+    checks.refresh_rule_flags(merged)
+    return merged

@@ -7,9 +7,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from annotation import queues, services
-from annotation.forms import QuestionFilterForm, QuestionForm, RejectForm, StepsForm
-from annotation.models import Assignment, Question, StepProposal
+from annotation import jsonl_import, pdf, queues, services
+from annotation.forms import PdfUploadForm, QuestionFileForm, QuestionFilterForm, QuestionForm, RejectForm, StepsForm
+from annotation.models import Assignment, Question, SourceDocument, StepProposal
+from k12vista.jobs import start_job
 from k12vista.roles import Role, has_role, require_role, role_required
 
 PAGE_SIZE = 50
@@ -243,3 +244,139 @@ def reassign(request: HttpRequest, pk: int) -> HttpResponse:
     queues.reassign(assignment=assignment, to=to)
     messages.success(request, _("%(id)s now goes to %(user)s.") % {"id": assignment.question.hash_id, "user": to})
     return redirect("annotation:team")
+
+
+# --- imports ----------------------------------------------------------------------
+
+UPLOADERS = (Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)
+
+
+def documents_for(user):
+    """Researchers and admins see every import; annotators their own uploads."""
+    documents = SourceDocument.objects.select_related("job", "uploaded_by")
+    if has_role(user, Role.RESEARCHER) or has_role(user, Role.ADMIN):
+        return documents
+    return documents.filter(uploaded_by=user)
+
+
+@login_required
+def imports(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *UPLOADERS)
+    may_import_files = has_role(request.user, Role.RESEARCHER) or has_role(request.user, Role.ADMIN)
+    pdf_form = PdfUploadForm(prefix="pdf")
+    file_form = QuestionFileForm(prefix="file")
+    if request.method == "POST" and request.POST.get("kind") == "pdf":
+        pdf_form = PdfUploadForm(request.POST, request.FILES, prefix="pdf")
+        if pdf_form.is_valid():
+            started = start_pdf_imports(request, pdf_form)
+            if started:
+                return (
+                    redirect("annotation:import_detail", pk=started[-1].pk)
+                    if len(started) == 1
+                    else redirect("annotation:imports")
+                )
+    elif request.method == "POST" and request.POST.get("kind") == "file":
+        require_role(request.user, Role.RESEARCHER, Role.ADMIN)
+        file_form = QuestionFileForm(request.POST, request.FILES, prefix="file")
+        if file_form.is_valid():
+            try:
+                document = jsonl_import.register_upload(uploaded_file=file_form.cleaned_data["file"], user=request.user)
+            except jsonl_import.ImportFileError as exc:
+                file_form.add_error("file", str(exc))
+            else:
+                jsonl_import.start_import(document=document, user=request.user)
+                return redirect("annotation:import_detail", pk=document.pk)
+    ctx = {
+        "pdf_form": pdf_form,
+        "file_form": file_form if may_import_files else None,
+        "documents": documents_for(request.user)[:50],
+    }
+    return render(request, "annotation/imports.html", ctx)
+
+
+def start_pdf_imports(request: HttpRequest, form: PdfUploadForm) -> list[SourceDocument]:
+    """Registers and starts each uploaded PDF; a refused file is reported and the others go on."""
+    started = []
+    for upload in form.cleaned_data["files"]:
+        try:
+            document = pdf.register_pdf_upload(uploaded_file_or_path=upload, user=request.user)
+        except pdf.PdfImportError as exc:
+            messages.error(request, str(exc))
+            continue
+        pdf.start_pdf_import(document=document, user=request.user, subject=form.cleaned_data["subject"],
+                             grade=form.cleaned_data["grade"])  # fmt: skip
+        started.append(document)
+    return started
+
+
+@login_required
+def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request.user, *UPLOADERS)
+    document = get_object_or_404(documents_for(request.user), pk=pk)
+    ctx = {"document": document, "job": document.job, "questions": document.questions.order_by("id")[:200]}
+    if request.htmx:
+        return render(request, "annotation/import_detail.html#status", ctx)
+    return render(request, "annotation/import_detail.html", ctx)
+
+
+@login_required
+@require_POST
+def export(request: HttpRequest) -> HttpResponse:
+    """Starts an export of the filtered questions; the file appears on the job's page."""
+    require_role(request.user, Role.RESEARCHER, Role.ADMIN)
+    form = QuestionFilterForm(request.POST)
+    fmt = request.POST.get("fmt", "reference")
+    if not form.is_valid() or fmt not in ("reference", "studio"):
+        messages.error(request, _("The export filters are not valid."))
+        return redirect("annotation:questions")
+    filters = {k: v for k, v in form.cleaned_data.items() if v not in (None, "") and k != "after"}
+    job = start_job(kind="annotation.export_questions", user=request.user, params={"filters": filters, "fmt": fmt},
+                    title=_("Export questions (%(fmt)s)") % {"fmt": fmt})  # fmt: skip
+    return redirect("k12vista:job_detail", pk=job.pk)
+
+
+# --- OCR review tools: crop, split, merge ---------------------------------------------
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def recrop(request: HttpRequest, pk: int, figure_pk: int) -> HttpResponse:
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    figure = get_object_or_404(assignment.question.figures, pk=figure_pk)
+    try:
+        bbox = [float(request.POST[name]) for name in ("x0", "y0", "x1", "y1")]
+        services.recrop_figure(figure=figure, bbox=bbox, user=request.user)
+    except (KeyError, ValueError) as exc:
+        messages.error(request, _("The crop box was not changed: %(reason)s") % {"reason": exc})
+    else:
+        messages.success(request, _("Figure cropped again."))
+    return redirect(work_url(assignment))
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def split(request: HttpRequest, pk: int) -> HttpResponse:
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    try:
+        created = services.split_question(question=assignment.question, at=int(request.POST.get("at", "")),
+                                          user=request.user)  # fmt: skip
+    except ValueError as exc:
+        messages.error(request, _("The question was not split: %(reason)s") % {"reason": exc})
+    else:
+        messages.success(request, _("Split off %(id)s; it waits in the queue.") % {"id": created.hash_id})
+    return redirect(work_url(assignment))
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def merge_next(request: HttpRequest, pk: int) -> HttpResponse:
+    """Merges the next question detected in the same document into this one."""
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    question = assignment.question
+    following = queues.next_in_document(question)
+    if following is None:
+        messages.error(request, _("No following question from the same document is free to merge."))
+        return redirect(work_url(assignment))
+    services.merge_questions(first=question, second=following, user=request.user)
+    messages.success(request, _("Merged %(id)s into this question.") % {"id": following.hash_id})
+    return redirect(work_url(assignment))

@@ -50,6 +50,7 @@ urlpatterns = [
     path("password/change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("i18n/setlang/", set_language, name="set_language"),
     path("api/", include((api_patterns, "api"))),
+    path("api/", include("annotation.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
     path("admin/", admin.site.urls),

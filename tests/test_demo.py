@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
+from annotation.models import Question
 from k12vista.roles import roles_of
 
 
@@ -13,6 +14,7 @@ def test_it_loads_one_account_per_role_once(settings):
     call_command("load_demo")
     User = get_user_model()
     assert User.objects.count() == len(DEMO_ACCOUNTS)
+    assert Question.objects.count() == 30  # fixtures/demo_questions.jsonl, once
     for username, role in DEMO_ACCOUNTS:
         user = User.objects.get(username=username)
         assert roles_of(user) == [role] and user.check_password(DEMO_PASSWORD)

@@ -122,8 +122,20 @@
     list.querySelectorAll("li").forEach(stepPreview);
   }
 
+  // "Split at the cursor": the offset comes from where the cursor is in the text.
+  function bindSplit(root) {
+    root.querySelectorAll("[data-split-from]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var source = document.getElementById(button.dataset.splitFrom);
+        var at = button.form.querySelector("input[name=at]");
+        if (source && at && source.selectionStart) at.value = source.selectionStart;
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     bindShortcuts();
+    bindSplit(document);
     placeBoxes(document);
     bindStepEditor(document);
     var token = document.querySelector('meta[name="csrf-token"]');

@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from k12vista import services
+from k12vista.demo import loaders
 from k12vista.roles import Role
 
 # One account per role; the password is printed by `make run`. Demo data only
@@ -28,4 +29,6 @@ class Command(BaseCommand):
                 continue
             services.create_user(username=username, roles=[role], password=DEMO_PASSWORD)
             self.stdout.write(f"created demo account {username}")
+        for loader in loaders():
+            self.stdout.write(loader())
         self.stdout.write("demo data is loaded")

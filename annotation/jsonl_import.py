@@ -1,0 +1,686 @@
+"""Importing questions from a JSONL file, plain or zipped with its images.
+
+The file is read one line at a time, so memory stays flat whatever its size;
+every line is its own transaction, so good lines are kept when others fail.
+Re-importing is idempotent: a question is looked up by ``hash_id`` and
+
+- created when no question has that id,
+- left alone ("unchanged") when the stored content hash equals the line's,
+- reported as a conflict, with the fields that differ, when the content
+  differs. Conflicts never overwrite: people decide on the question page.
+
+Two record formats are read; the format is decided per line (docs/formats.md
+has examples):
+
+**Reference release** (PIPELINE.md, "The data"): a line with a ``question`` or
+``format_answer`` key. ``hash_id``; ``question`` (text); ``type`` (选择题,
+填空题, 问答题, or our code); ``subject`` as a release tag (``math-g9``);
+``img`` (base64 JPEG, or a list of them); ``format_answer`` =
+{``ground_truth``: sub-answers, ``format_solution``: a string or a list of
+steps}. Optional: ``grade`` (used when it lies in the tag's stage, otherwise
+the tag's last grade), ``knowledge_points``, ``difficulty``, ``source``, and
+``options``, ``raw_solution``, ``solution_steps`` which, when present, win over
+what is derived. Multiple-choice options embedded in the text ("A. …
+B. …", also ``A、`` and ``A．``) are split out of it; a string solution with
+``步骤1：`` or numbered lines is split into steps and kept whole as the raw
+solution.
+
+**Studio** (what ``export.py`` writes in its zip): any other line.
+``hash_id``, ``subject`` (code), ``grade`` (1-12), ``type`` (code or Chinese),
+``text``, ``options`` [{label, text}], ``answers``, ``raw_solution``,
+``solution_steps``, ``knowledge_points``, ``difficulty`` (0-1 or null),
+``source``, ``figures``: a list of base64 strings (a ``data:image/…`` prefix is
+allowed) or ``{"path": "images/x.png"}`` naming a file in the same zip.
+
+A zip holds one ``.jsonl`` file (``questions.jsonl`` when there are several)
+and the images. Entries with absolute paths or ``..`` are refused, as are
+archives whose declared size or compression ratio passes the settings'
+limits; reads stop at each entry's declared size.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.files import File
+from django.db import IntegrityError, OperationalError
+from PIL import Image
+
+from annotation.images import BadImage
+from annotation.models import Figure, Question, SourceDocument
+from annotation.services import (
+    FigureData,
+    QuestionData,
+    QuestionDataError,
+    content_of,
+    create_question,
+    hash_content,
+    validate,
+)
+from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.models import Job
+from k12vista.vocabulary import (
+    STAGE_LAST_GRADE,
+    QuestionType,
+    Subject,
+    parse_release_tag,
+    question_type_from_name,
+    stage_of_grade,
+)
+
+# A record with a few figures is about a megabyte; a longer line is not a record,
+# and reading it whole would defeat the flat memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+PROGRESS_EVERY = 100
+# Per-line problems kept in the report; the counts stay exact past it.
+REPORT_LIMIT = 1000
+# Small entries may compress very well (a blank page, a run of spaces) and are
+# harmless; the ratio limit is for entries big enough to hurt.
+RATIO_CHECK_MIN_BYTES = 1024 * 1024
+SNIFF_BYTES = 64 * 1024
+READ_CHUNK = 1024 * 1024
+
+
+class ImportFileError(ValueError):
+    """The file as a whole cannot be imported; the message says why."""
+
+
+class RecordError(ValueError):
+    """One line cannot be imported; the message starts with the field at fault."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+
+
+# --- the report -----------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    unchanged: int = 0
+    conflicts: int = 0
+    failed: int = 0
+    conflict_lines: list[dict] = field(default_factory=list)
+    failed_lines: list[dict] = field(default_factory=list)
+
+    def conflict(self, line: int, hash_id: str, fields: list[str]) -> None:
+        self.conflicts += 1
+        if len(self.conflict_lines) < REPORT_LIMIT:
+            reason = f"a question with this hash_id has different {', '.join(fields)}; it was not overwritten"
+            self.conflict_lines.append({"line": line, "hash_id": hash_id, "reason": reason, "fields": fields})
+
+    def fail(self, line: int, hash_id: str, reason: str) -> None:
+        self.failed += 1
+        if len(self.failed_lines) < REPORT_LIMIT:
+            self.failed_lines.append({"line": line, "hash_id": hash_id, "reason": reason[:1000]})
+
+    def as_dict(self) -> dict:
+        return {
+            "created": self.created,
+            "unchanged": self.unchanged,
+            "conflicts": self.conflicts,
+            "failed": self.failed,
+            "conflict_lines": self.conflict_lines,
+            "conflict_lines_truncated": self.conflicts > len(self.conflict_lines),
+            "failed_lines": self.failed_lines,
+            "failed_lines_truncated": self.failed > len(self.failed_lines),
+        }
+
+
+# --- reading the file -------------------------------------------------------------
+
+
+def sniff_kind(head: bytes) -> str:
+    """JSONL or zip from a file's first bytes; ImportFileError for anything else."""
+    if not head:
+        raise ImportFileError("The file is empty.")
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return SourceDocument.Kind.ZIP
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{"):
+        return SourceDocument.Kind.JSONL
+    raise ImportFileError(
+        "The file is neither JSONL (one JSON object a line) nor a zip archive holding a JSONL file and images."
+    )
+
+
+class BoundedReader:
+    """Reads a zip entry and refuses to go past its declared size.
+
+    The archive checks trust the declared sizes; this makes the reads keep to
+    them, so a lying header cannot inflate past the limits.
+    """
+
+    def __init__(self, stream: IO[bytes], limit: int, name: str) -> None:
+        self.stream, self.left, self.name = stream, limit, name
+
+    def _count(self, data: bytes) -> bytes:
+        self.left -= len(data)
+        if self.left < 0:
+            raise ImportFileError(f"{self.name} in the archive is larger than its header says; refusing to read it.")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._count(self.stream.read(size if size >= 0 else self.left + 1))
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._count(self.stream.readline(size))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def __enter__(self) -> BoundedReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_member_name(name: str) -> None:
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise ImportFileError(f"The archive holds {name!r}, an absolute path; refusing it.")
+    if ".." in parts:
+        raise ImportFileError(f"The archive holds {name!r}, which points outside the archive; refusing it.")
+
+
+def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> zipfile.ZipInfo:
+    """Refuses unsafe archives and returns the JSONL entry to import."""
+    infos = archive.infolist()
+    for info in infos:
+        check_member_name(info.filename)
+    total = sum(info.file_size for info in infos)
+    if total > settings.ZIP_MAX_UNCOMPRESSED_BYTES:
+        raise ImportFileError(
+            f"The archive unpacks to {total:,} bytes, over the limit of {settings.ZIP_MAX_UNCOMPRESSED_BYTES:,}."
+        )
+    ratio = settings.ZIP_MAX_RATIO
+    for info in infos:
+        if info.file_size >= RATIO_CHECK_MIN_BYTES and info.file_size > ratio * max(info.compress_size, 1):
+            raise ImportFileError(
+                f"{info.filename} in the archive is compressed {info.file_size // max(info.compress_size, 1)}:1, "
+                f"over the limit of {ratio}:1 (a zip bomb?)."
+            )
+    if total >= RATIO_CHECK_MIN_BYTES and total > ratio * max(archive_size, 1):
+        raise ImportFileError(f"The archive is compressed over {ratio}:1 as a whole (a zip bomb?).")
+    return jsonl_member(infos)
+
+
+def jsonl_member(infos: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
+    # macOS adds "__MACOSX/._name.jsonl" resource forks beside every file it zips.
+    candidates = [
+        i for i in infos
+        if not i.is_dir() and i.filename.lower().endswith(".jsonl") and not i.filename.startswith("__MACOSX/")
+    ]  # fmt: skip
+    if len(candidates) > 1:
+        candidates = [i for i in candidates if i.filename.rsplit("/", 1)[-1] == "questions.jsonl"]
+    if len(candidates) != 1:
+        raise ImportFileError("The archive must hold one .jsonl file (or one named questions.jsonl).")
+    return candidates[0]
+
+
+@dataclass
+class ImportSource:
+    """An opened import file: its lines and, for a zip, the images next to them."""
+
+    open_lines: Callable[[], Any]
+    archive: zipfile.ZipFile | None = None
+    members: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
+
+    def lines(self) -> Iterator[tuple[int, bytes | None]]:
+        """(line number, bytes) for every line; None for a line over MAX_LINE_BYTES."""
+        with self.open_lines() as stream:
+            number = 0
+            while line := stream.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                if len(line) > MAX_LINE_BYTES:
+                    while line and not line.endswith(b"\n"):  # skip the rest without holding it
+                        line = stream.readline(READ_CHUNK)
+                    yield number, None
+                else:
+                    yield number, line
+
+    def count_lines(self) -> int:
+        count, last = 0, b"\n"
+        with self.open_lines() as stream:
+            while chunk := stream.read(READ_CHUNK):
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+        return count + (last != b"\n")
+
+    def read_image(self, path: str, field_name: str) -> bytes:
+        if self.archive is None:
+            raise RecordError(field_name, "a figure given by path needs a zip archive holding the image")
+        info = self.members.get(path.replace("\\", "/").removeprefix("./"))
+        if info is None or info.is_dir():
+            raise RecordError(field_name, f"{path!r} is not in the archive")
+        with BoundedReader(self.archive.open(info), info.file_size, info.filename) as stream:
+            return stream.read()
+
+
+@contextmanager
+def open_source(path: str | Path) -> Iterator[ImportSource]:
+    with open(path, "rb") as handle:
+        kind = sniff_kind(handle.read(SNIFF_BYTES))
+    if kind == SourceDocument.Kind.JSONL:
+        yield ImportSource(open_lines=lambda: open(path, "rb"))  # noqa: SIM115 (closed by lines())
+        return
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ImportFileError(f"The zip archive cannot be read: {exc}") from None
+    with archive:
+        member = check_archive(archive, archive_size=Path(path).stat().st_size)
+        yield ImportSource(
+            open_lines=lambda: BoundedReader(archive.open(member), member.file_size, member.filename),
+            archive=archive,
+            members={info.filename: info for info in archive.infolist()},
+        )
+
+
+# --- records to QuestionData -------------------------------------------------------
+
+
+def string(value: Any, field_name: str, *, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise RecordError(field_name, "expected text" if required else "expected a string")
+    return value
+
+
+def string_list(value: Any, field_name: str) -> list[str]:
+    """A list of strings; a lone string or number is one item, numbers become text."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
+        raise RecordError(field_name, "expected a list of strings")
+    return [item if isinstance(item, str) else str(item) for item in items]
+
+
+def knowledge_points(value: Any) -> list[str]:
+    # Stored names are stripped and unique, so the content hash must see them that way too.
+    return list(dict.fromkeys(name.strip() for name in string_list(value, "knowledge_points") if name.strip()))
+
+
+def difficulty(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError("difficulty", f"expected a number, got {value!r}")
+    return float(value)  # 1 and 1.0 must hash alike
+
+
+def question_type(value: Any) -> str:
+    try:
+        return question_type_from_name(string(value, "type", required=True)).value
+    except ValueError as exc:
+        raise RecordError("type", str(exc).removeprefix("type: ")) from None
+
+
+def options(value: Any) -> list[dict]:
+    """[{label, text}], or a list of strings labelled A, B, C…"""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError("options", "expected a list")
+    result = []
+    for position, item in enumerate(value):
+        if isinstance(item, str):
+            item = {"label": chr(ord("A") + position), "text": item}
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("label"), str)
+            or not isinstance(item.get("text"), str)
+        ):
+            raise RecordError("options", "expected a list of {label, text} or of strings")
+        result.append({"label": item["label"], "text": item["text"]})
+    return result
+
+
+# A label starts a line, follows a space, or follows the closing bracket of "（　　）" or a formula.
+OPTION_MARKER = re.compile(r"(?:^|(?<=[\s）)$]))([A-H])\s*[.．、]")
+
+
+def split_options(text: str) -> tuple[str, list[dict]]:
+    """Splits "stem A. x B. y C. z D. w" into the stem and its options.
+
+    The block is the last run of markers A, B, C… in order, so a stray "A."
+    in the stem does not start it.
+    """
+    markers = list(OPTION_MARKER.finditer(text))
+    for start in reversed([i for i, m in enumerate(markers) if m.group(1) == "A"]):
+        chain = [markers[start]]
+        for marker in markers[start + 1 :]:
+            if ord(marker.group(1)) == ord(chain[-1].group(1)) + 1:
+                chain.append(marker)
+        ends = [m.start() for m in chain[1:]] + [len(text)]
+        found = [{"label": m.group(1), "text": text[m.end() : end].strip()} for m, end in zip(chain, ends, strict=True)]
+        # Empty "options" are a list of points ("A、B、C、D 四点"), not options.
+        if len(found) >= 2 and all(option["text"] for option in found):
+            return text[: chain[0].start()].rstrip(), found
+    return text, []
+
+
+STEP_MARKER = re.compile(r"^\s*(?:步骤\s*\d+\s*[：:.．、]?|第\s*\d+\s*步\s*[：:.．、]?|\d+\s*[.．、)）](?!\d))\s*")
+
+
+def split_steps(solution: str) -> list[str]:
+    """Steps from "步骤1：…" or "1. …" lines; lines without a marker continue the step before.
+
+    A solution without markers gives no steps: restructuring it is the
+    solution-correction stage's job, not a guess here.
+    """
+    lines = [line for line in solution.splitlines() if line.strip()]
+    if not any(STEP_MARKER.match(line) for line in lines):
+        return []
+    steps: list[str] = []
+    for line in lines:
+        marker = STEP_MARKER.match(line)
+        if marker or not steps:  # a line before the first marker is a preamble step of its own
+            steps.append(line[marker.end() if marker else 0 :].strip())
+        else:
+            steps[-1] = f"{steps[-1]}\n{line.strip()}"
+    return steps
+
+
+FORMAT_OF_EXTENSION = {
+    "jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "gif": "GIF", "webp": "WEBP", "bmp": "BMP", "tif": "TIFF",
+    "tiff": "TIFF",
+}  # fmt: skip
+DATA_URI = re.compile(r"^data:image/([a-z0-9.+-]+);base64,", re.IGNORECASE)
+
+
+def check_claimed_format(content: bytes, claimed: str, field_name: str) -> None:
+    """A figure whose name or data URI says one format must be that format."""
+    try:
+        actual = Image.open(io.BytesIO(content)).format
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return  # not an image at all: create_question reports that with its own message
+    if actual != claimed:
+        raise RecordError(field_name, f"claims to be {claimed} but the data is {actual or 'unknown'}")
+
+
+def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
+    if isinstance(value, dict) and isinstance(value.get("path"), str):
+        path = value["path"]
+        extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+        if extension and extension not in FORMAT_OF_EXTENSION:
+            raise RecordError(field_name, f"{path!r} is not an image file name")
+        content = source.read_image(path, field_name)
+        claimed = FORMAT_OF_EXTENSION.get(extension)
+    elif isinstance(value, str):
+        claimed = None
+        uri = DATA_URI.match(value)
+        if uri:
+            value = value[uri.end() :]
+            claimed = FORMAT_OF_EXTENSION.get(uri.group(1).lower(), uri.group(1).upper())
+        try:
+            content = base64.b64decode("".join(value.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise RecordError(field_name, "not valid base64") from None
+    else:
+        raise RecordError(field_name, 'expected a base64 string or {"path": ...}')
+    if claimed:
+        check_claimed_format(content, claimed, field_name)
+    return FigureData(content=content, name=field_name, origin=Figure.Origin.IMPORTED)
+
+
+def figures(value: Any, field_name: str, source: ImportSource) -> list[FigureData]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        return [figure(item, f"{field_name}[{i}]", source) for i, item in enumerate(value)]
+    return [figure(value, field_name, source)]
+
+
+def hash_id(record: dict) -> str:
+    value = record.get("hash_id")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return string(value, "hash_id", required=True).strip()
+
+
+def grade_in_stage(value: Any, tag: str) -> tuple[str, int]:
+    """The subject and grade of a release tag; an explicit grade wins when it lies in the tag's stage."""
+    try:
+        subject, stage = parse_release_tag(string(tag, "subject", required=True))
+    except ValueError as exc:
+        raise RecordError("subject", str(exc)) from None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 12 and stage_of_grade(value) == stage:
+        return subject.value, value
+    return subject.value, STAGE_LAST_GRADE[stage]
+
+
+def from_reference(record: dict, source: ImportSource) -> QuestionData:
+    subject, grade = grade_in_stage(record.get("grade"), record.get("subject"))
+    qtype = question_type(record.get("type"))
+    answer = record.get("format_answer") or {}
+    if not isinstance(answer, dict):
+        raise RecordError("format_answer", "expected an object with ground_truth and format_solution")
+    text = string(record.get("question"), "question")
+    embedded: list[dict] = []
+    if qtype == QuestionType.MULTIPLE_CHOICE:
+        text, embedded = split_options(text)
+    solution = answer.get("format_solution")
+    if isinstance(solution, list):
+        steps = string_list(solution, "format_answer.format_solution")
+        raw = "\n".join(steps)
+    else:
+        raw = string(solution, "format_answer.format_solution")
+        steps = split_steps(raw)
+    return QuestionData(
+        hash_id=hash_id(record),
+        subject=subject,
+        grade=grade,
+        qtype=qtype,
+        text=text,
+        options=options(record["options"]) if "options" in record else embedded,
+        answers=string_list(answer.get("ground_truth"), "format_answer.ground_truth"),
+        raw_solution=string(record["raw_solution"], "raw_solution") if "raw_solution" in record else raw,
+        solution_steps=string_list(record["solution_steps"], "solution_steps") if "solution_steps" in record else steps,
+        knowledge_points=knowledge_points(record.get("knowledge_points")),
+        difficulty=difficulty(record.get("difficulty")),
+        source=string(record.get("source"), "source"),
+        figures=figures(record.get("img"), "img", source),
+    )
+
+
+def from_studio(record: dict, source: ImportSource) -> QuestionData:
+    subject = string(record.get("subject"), "subject", required=True)
+    if subject not in Subject.values:
+        raise RecordError("subject", f"unknown subject {subject!r} (expected one of {', '.join(Subject.values)})")
+    grade = record.get("grade")
+    if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
+        raise RecordError("grade", f"expected a grade 1-12, got {grade!r}")
+    return QuestionData(
+        hash_id=hash_id(record),
+        subject=subject,
+        grade=grade,
+        qtype=question_type(record.get("type")),
+        text=string(record.get("text"), "text"),
+        options=options(record.get("options")),
+        answers=string_list(record.get("answers"), "answers"),
+        raw_solution=string(record.get("raw_solution"), "raw_solution"),
+        solution_steps=string_list(record.get("solution_steps"), "solution_steps"),
+        knowledge_points=knowledge_points(record.get("knowledge_points")),
+        difficulty=difficulty(record.get("difficulty")),
+        source=string(record.get("source"), "source"),
+        figures=figures(record.get("figures"), "figures", source),
+    )
+
+
+def is_reference(record: dict) -> bool:
+    return "question" in record or "format_answer" in record
+
+
+def record_to_data(record: Any, source: ImportSource) -> QuestionData:
+    if not isinstance(record, dict):
+        raise RecordError("line", "expected a JSON object")
+    return from_reference(record, source) if is_reference(record) else from_studio(record, source)
+
+
+# --- saving -------------------------------------------------------------------------
+
+
+def differing_fields(question: Question, data: QuestionData) -> list[str]:
+    stored, incoming = content_of(question), content_of(data)
+    return sorted(name for name in stored if stored[name] != incoming[name])
+
+
+def save_question(*, data: QuestionData, user: Any) -> tuple[str, list[str]]:
+    """("created" | "unchanged" | "conflict", differing fields). Never overwrites."""
+    validate(data)
+    existing = Question.objects.filter(hash_id=data.hash_id).first()
+    if existing is None:
+        try:
+            create_question(data=data, user=user, note="imported from JSONL")
+            return "created", []
+        except IntegrityError:
+            # Another import created it between the lookup and the insert.
+            existing = Question.objects.filter(hash_id=data.hash_id).first()
+            if existing is None:
+                raise
+    if existing.content_hash == hash_content(content_of(data)):
+        return "unchanged", []
+    fields = differing_fields(existing, data)
+    return ("conflict", fields) if fields else ("unchanged", [])
+
+
+def import_line(
+    number: int, line: bytes | None, *, source: ImportSource, report: ImportReport, user: Any,
+    source_document: SourceDocument | None,
+) -> None:  # fmt: skip
+    if line is None:
+        report.fail(number, "", f"the line is longer than {MAX_LINE_BYTES:,} bytes")
+        return
+    if not line.strip():
+        return
+    try:
+        record = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        report.fail(number, "", f"not valid JSON: {exc}")
+        return
+    found_id = record.get("hash_id") if isinstance(record, dict) else None
+    found_id = found_id if isinstance(found_id, str) else ""
+    try:
+        data = record_to_data(record, source)
+        data.source_document = source_document
+        outcome, fields = save_question(data=data, user=user)
+    except (RecordError, QuestionDataError, BadImage) as exc:
+        report.fail(number, found_id, str(exc))
+        return
+    if outcome == "created":
+        report.created += 1
+    elif outcome == "unchanged":
+        report.unchanged += 1
+    else:
+        report.conflict(number, data.hash_id, fields)
+
+
+def import_questions_file(
+    *, path: str | Path, user: Any, progress: Callable[[int, int | None], None] | None = None,
+    source_document: SourceDocument | None = None,
+) -> ImportReport:  # fmt: skip
+    """Imports every line of a JSONL or zip file; see the module docstring.
+
+    Raises ImportFileError when the file as a whole is unusable (not JSONL or
+    zip, an unsafe archive); problems with single lines go in the report.
+    """
+    report = ImportReport()
+    with open_source(path) as source:
+        total = source.count_lines()
+        if progress:
+            progress(0, total)
+        for number, line in source.lines():
+            import_line(number, line, source=source, report=report, user=user, source_document=source_document)
+            if progress and number % PROGRESS_EVERY == 0:
+                progress(number, total)
+        if progress:
+            progress(total, total)
+    return report
+
+
+# --- uploads and the job --------------------------------------------------------------
+
+
+class HashingFile(File):
+    """Hashes and measures the bytes as storage copies them, so the file is read once."""
+
+    def chunks(self, chunk_size: int | None = None) -> Iterator[bytes]:
+        self.sha256, self.copied = hashlib.sha256(), 0
+        for chunk in super().chunks(chunk_size):
+            self.copied += len(chunk)
+            if self.copied > settings.MAX_UPLOAD_BYTES:
+                raise ImportFileError(f"The file is over the upload limit of {settings.MAX_UPLOAD_BYTES:,} bytes.")
+            self.sha256.update(chunk)
+            yield chunk
+
+
+def register_upload(*, uploaded_file: Any = None, path: str | Path | None = None, user: Any) -> SourceDocument:
+    """Stores an uploaded file (or a local one) as a SourceDocument, checking size and kind first."""
+    if (uploaded_file is None) == (path is None):
+        raise TypeError("pass exactly one of uploaded_file and path")
+    with open(path, "rb") if path is not None else _rewound(uploaded_file) as handle:  # noqa: SIM115
+        name = Path(path).name if path is not None else Path(uploaded_file.name).name
+        size = Path(path).stat().st_size if path is not None else uploaded_file.size
+        if size > settings.MAX_UPLOAD_BYTES:
+            raise ImportFileError(
+                f"The file is {size:,} bytes, over the upload limit of {settings.MAX_UPLOAD_BYTES:,}."
+            )
+        kind = sniff_kind(handle.read(SNIFF_BYTES))
+        handle.seek(0)
+        content = HashingFile(handle, name=name)
+        document = SourceDocument(kind=kind, original_name=name[:300], sha256="", size=0, uploaded_by=user)
+        document.file.save(name, content, save=False)
+        document.sha256, document.size = content.sha256.hexdigest(), content.copied
+        document.save()
+    return document
+
+
+@contextmanager
+def _rewound(uploaded_file: Any) -> Iterator[Any]:
+    # An UploadedFile may have been read already (by a form's validation); storage must see it all.
+    uploaded_file.seek(0)
+    yield uploaded_file
+
+
+def start_import(*, document: SourceDocument, user: Any) -> Job:
+    job = start_job(
+        kind="annotation.import_questions",
+        user=user,
+        params={"source_document_id": document.pk},
+        title=f"Import {document.original_name}",
+    )
+    SourceDocument.objects.filter(pk=document.pk).update(job=job)
+    document.job = job
+    return job
+
+
+@job_handler("annotation.import_questions", queue=Job.Queue.CPU)
+def import_questions_job(job: Job, progress: Progress) -> dict:
+    """Safe to run again after a crash: lines already imported come back as unchanged."""
+    document = SourceDocument.objects.get(pk=job.params["source_document_id"])
+    try:
+        report = import_questions_file(
+            path=document.file.path, user=job.started_by, progress=progress, source_document=document
+        )
+    except ImportFileError as exc:
+        SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
+        raise
+    except OperationalError as exc:  # a locked or restarting database: worth another try
+        raise TransientJobError(str(exc)) from exc
+    return report.as_dict()

@@ -1,0 +1,58 @@
+"""Figures on a page: embedded images and clusters of vector drawings, cropped
+at about the standard figure size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymupdf
+from django.conf import settings
+
+from annotation.pdf.layout import Box, PageText, union
+
+MIN_SIDE_PT = 20  # smaller than this is a bullet, a rule or a blank line, not a figure
+MAX_PAGE_SHARE = 0.6  # an image covering most of the page is the scan itself
+LABEL_REACH_PT = 10  # vertex labels (A, B, O) sit just outside the drawing
+
+
+@dataclass(frozen=True)
+class FigureRegion:
+    page: int
+    bbox: Box
+    origin: str  # "embedded" or "drawing", as Figure.Origin
+
+
+def _side_ok(box: Box, page_area: float) -> bool:
+    width, height = box[2] - box[0], box[3] - box[1]
+    return min(width, height) >= MIN_SIDE_PT and width * height <= MAX_PAGE_SHARE * page_area
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _with_labels(box: Box, page_text: PageText) -> Box:
+    """Grows a drawing's box over the short labels next to it, so the crop keeps them."""
+    reach = (box[0] - LABEL_REACH_PT, box[1] - LABEL_REACH_PT, box[2] + LABEL_REACH_PT, box[3] + LABEL_REACH_PT)
+    labels = [s.bbox for s in page_text.spans if len(s.text.strip()) <= 3 and _overlaps(s.bbox, reach)]
+    return union([box, *labels])
+
+
+def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion]:
+    area = page.rect.width * page.rect.height
+    images = [tuple(info["bbox"]) for info in page.get_image_info(xrefs=True) if _side_ok(tuple(info["bbox"]), area)]
+    regions = [FigureRegion(page_text.number, box, "embedded") for box in images]
+    for rect in page.cluster_drawings():
+        box = (rect.x0, rect.y0, rect.x1, rect.y1)
+        # A frame drawn around an embedded image belongs to the image.
+        if _side_ok(box, area) and not any(_overlaps(box, image) for image in images):
+            regions.append(FigureRegion(page_text.number, _with_labels(box, page_text), "drawing"))
+    return regions
+
+
+def crop_png(page: pymupdf.Page, box: Box) -> bytes:
+    """Renders the region so that its longer side comes out near the standard size."""
+    rect = pymupdf.Rect(box) & page.rect
+    longest = max(rect.width, rect.height, 1)
+    zoom = min(8.0, max(1.0, settings.FIGURE_STANDARD_SIDE_PX / longest))
+    return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=rect, alpha=False).tobytes("png")

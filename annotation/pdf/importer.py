@@ -1,0 +1,280 @@
+"""Importing an exam PDF: the upload, the job and the import itself.
+
+The import is written to be run again on the same document: pages already
+saved are not rendered again, and questions are keyed by a hash of the
+document's SHA-256, the section and the question number, so a second run
+creates nothing that the first one did. A document that cannot be opened gets
+its reason on ``SourceDocument.error`` before anything else is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pymupdf
+from django.conf import settings
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from annotation.models import Figure, Page, Question, SourceDocument
+from annotation.ocr import OCRServiceError, get_ocr_backend
+from annotation.pdf import figures, reading
+from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
+from annotation.pdf.reading import PdfImportError
+from annotation.pdf.segment import ParsedQuestion, segment
+from annotation.services import FigureData, QuestionData, create_question
+from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.models import Job
+from k12vista.vocabulary import Subject
+
+JOB_KIND = "annotation.import_pdf"
+CHUNK = 1024 * 1024
+DEFAULT_SUBJECT = Subject.MATH
+DEFAULT_GRADE = 9
+
+
+@dataclass
+class ImportSummary:
+    pages: int = 0
+    questions: int = 0  # created by this run; questions already there are counted in ``existing``
+    existing: int = 0
+    figures: int = 0
+    ocr_pages: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- upload -----------------------------------------------------------------------
+
+
+def _chunks(source: Any) -> Any:
+    if hasattr(source, "chunks"):
+        yield from source.chunks(CHUNK)
+        return
+    while block := source.read(CHUNK):
+        yield block
+
+
+@transaction.atomic
+def register_pdf_upload(*, uploaded_file_or_path: Any, user: Any = None) -> SourceDocument:
+    """Copies an upload (or a file on disk) into storage in chunks, hashing as it goes.
+
+    Refuses files over MAX_UPLOAD_BYTES and files that do not start like a PDF,
+    before any row is written.
+    """
+    if isinstance(uploaded_file_or_path, str | Path):
+        with open(uploaded_file_or_path, "rb") as source:
+            return _register(source, name=Path(uploaded_file_or_path).name, user=user)
+    name = Path(getattr(uploaded_file_or_path, "name", "") or "upload.pdf").name
+    return _register(uploaded_file_or_path, name=name, user=user)
+
+
+def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
+    digest, size, head = hashlib.sha256(), 0, b""
+    with tempfile.TemporaryFile() as copy:
+        for block in _chunks(source):
+            size += len(block)
+            if size > settings.MAX_UPLOAD_BYTES:
+                raise PdfImportError(f"{name} is larger than the limit of {settings.MAX_UPLOAD_BYTES} bytes.")
+            head = head or block[:8]
+            digest.update(block)
+            copy.write(block)
+        if not head.startswith(b"%PDF-"):
+            raise PdfImportError(f"{name} is not a PDF (it does not start with %PDF-).")
+        copy.seek(0)
+        uploader = user if getattr(user, "is_authenticated", False) else None
+        document = SourceDocument(kind=SourceDocument.Kind.PDF, original_name=name[:300], sha256=digest.hexdigest(),
+                                  size=size, uploaded_by=uploader)  # fmt: skip
+        document.file.save(name, File(copy), save=False)
+        document.save()
+    return document
+
+
+def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFAULT_SUBJECT,
+                     grade: int = DEFAULT_GRADE) -> Job:  # fmt: skip
+    if subject not in Subject.values:
+        raise PdfImportError(f"Unknown subject {subject!r}.")
+    if not 1 <= int(grade) <= 12:
+        raise PdfImportError(f"Grade must be 1-12, not {grade!r}.")
+    params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade)}
+    job = start_job(kind=JOB_KIND, user=user, params=params, title=f"Import {document.original_name}")
+    SourceDocument.objects.filter(pk=document.pk).update(job=job)
+    return job
+
+
+@job_handler(JOB_KIND, queue=Job.Queue.CPU)
+def import_pdf_job(job: Job, progress: Progress) -> dict:
+    document = SourceDocument.objects.get(pk=job.params["source_document_id"])
+    try:
+        summary = import_document(document=document, subject=job.params.get("subject", DEFAULT_SUBJECT),
+                                  grade=int(job.params.get("grade", DEFAULT_GRADE)), progress=progress)  # fmt: skip
+    except OCRServiceError as exc:
+        raise TransientJobError(str(exc)) from exc
+    return summary.as_dict()
+
+
+# --- import -----------------------------------------------------------------------
+
+
+def _read_document(document: SourceDocument) -> pymupdf.Document:
+    """Opens the stored file through the storage API, so it works with any storage."""
+    with document.file.open("rb") as stored, tempfile.NamedTemporaryFile(suffix=".pdf") as local:
+        for block in _chunks(stored):
+            local.write(block)
+        local.flush()
+        return reading.open_pdf(local.name)
+
+
+def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT, grade: int = DEFAULT_GRADE,
+                    progress: Callable[[int, int], None] | None = None, user: Any = None) -> ImportSummary:  # fmt: skip
+    """Imports one PDF: pages, then questions with their figures. Safe to run again."""
+    try:
+        pdf = _read_document(document)
+    except PdfImportError as exc:
+        SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
+        document.error = str(exc)
+        raise
+    with pdf:
+        summary = ImportSummary(pages=pdf.page_count)
+        pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=progress)
+        lines, layouts = reading_order([p.text for p in pages])
+        parsed = segment(lines)
+        summary.warnings += parsed.warnings
+        _save_questions(document=document, pdf=pdf, pages=pages, layouts=layouts, parsed=parsed.questions,
+                        answers_key=parsed.answers_key, subject=subject, grade=grade, summary=summary,
+                        user=user)  # fmt: skip
+    SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="")
+    if progress:
+        progress(summary.pages, summary.pages)
+    return summary
+
+
+@dataclass
+class ImportedPage:
+    row: Page
+    text: PageText
+    regions: list[figures.FigureRegion]
+
+
+def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: ImportSummary,
+                  progress: Callable[[int, int], None] | None) -> list[ImportedPage]:  # fmt: skip
+    saved = {page.number: page for page in document.pages.all()}
+    imported = []
+    for index, page in enumerate(pdf):
+        number = index + 1
+        page_text = reading.text_layer(page, number)
+        source = "text-layer"
+        if not reading.has_usable_text(page_text):
+            backend = get_ocr_backend()
+            page_text, source = reading.ocr_layer(page, number, backend), backend.name
+            summary.ocr_pages += 1
+        regions = figures.figure_regions(page, page_text)
+        page_text = _without_figure_text(page_text, regions)
+        row = saved.get(number) or _save_page(document=document, page=page, number=number, text=page_text,
+                                              source=source)  # fmt: skip
+        imported.append(ImportedPage(row, page_text, regions))
+        if progress:
+            progress(index, pdf.page_count)
+    return imported
+
+
+def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
+    """Labels inside a figure are part of the figure, not of the question text."""
+
+    def inside(box: tuple) -> bool:
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        return any(r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3] for r in regions)
+
+    spans = [s for s in page_text.spans if not inside(s.bbox)]
+    return PageText(page_text.number, page_text.width, page_text.height, spans)
+
+
+def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:
+    row = Page(document=document, number=number, width_pt=page.rect.width, height_pt=page.rect.height,
+               text=reading.page_text_lines(text), text_source=source)  # fmt: skip
+    png = reading.render_png(page)
+    row.image.save(f"doc{document.pk}-p{number}.png", ContentFile(png), save=False)
+    row.width, row.height = reading.png_size(png)
+    row.save()
+    return row
+
+
+# --- questions ----------------------------------------------------------------------
+
+
+def question_hash(document: SourceDocument, question: ParsedQuestion) -> str:
+    return hashlib.sha256(f"pdf:{document.sha256}:{question.section}:{question.number}".encode()).hexdigest()
+
+
+def _figure_key(layout: PageLayout, box: tuple) -> tuple:
+    """Where a figure falls in reading order: by its middle, so a figure beside a question's first line counts."""
+    middle = (box[1] + box[3]) / 2
+    page, band, column, _ = layout.key_of((box[0], middle, box[2], middle))
+    return (page, band, column, middle)
+
+
+def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figures.FigureRegion]],
+                   answers_key: tuple | None) -> dict[int, list[figures.FigureRegion]]:  # fmt: skip
+    """Each figure goes to the question being read where it stands; none in the answer section."""
+    starts = [(q.lines[0].key, i) for i, q in enumerate(parsed) if q.lines]
+    assigned: dict[int, list[figures.FigureRegion]] = {}
+    for key, region in sorted(regions, key=lambda item: item[0]):
+        if answers_key is not None and key >= answers_key:
+            continue
+        owner = None
+        for start, index in starts:
+            if start <= key:
+                owner = index
+        if owner is not None:
+            assigned.setdefault(owner, []).append(region)
+    return assigned
+
+
+def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> tuple[int, list[float]]:
+    page = lines[0].page
+    boxes = [line.bbox for line in lines if line.page == page] + [r.bbox for r in regions if r.page == page]
+    return page, [round(v, 2) for v in union(boxes)]
+
+
+def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: list[ImportedPage],
+                    layouts: dict[int, PageLayout], parsed: list[ParsedQuestion], answers_key: tuple | None,
+                    subject: str, grade: int, summary: ImportSummary, user: Any) -> None:  # fmt: skip
+    regions = [(_figure_key(layouts[p.row.number], r.bbox), r) for p in pages for r in p.regions]
+    by_question = assign_figures(parsed, regions, answers_key)
+    rows = {p.row.number: p.row for p in pages}
+    hashes = {question_hash(document, q): q for q in parsed if q.lines}
+    existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
+    summary.existing = len(existing)
+    # All questions of a document or none, so a failure leaves no partial paper behind.
+    with transaction.atomic():
+        for index, question in enumerate(parsed):
+            hash_id = question_hash(document, question)
+            if hash_id in existing or not question.lines:
+                continue
+            found = by_question.get(index, [])
+            page_number, bbox = _first_page_box(question.lines, found)
+            data = QuestionData(
+                hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
+                options=question.options, answers=question.answers, raw_solution=question.solution,
+                source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
+                figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
+            )  # fmt: skip
+            create_question(data=data, user=user, note=f"imported from {document.original_name}"[:300])
+            summary.questions += 1
+            summary.figures += len(found)
+
+
+def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,
+                 position: int) -> FigureData:  # fmt: skip
+    content = figures.crop_png(pdf[region.page - 1], region.bbox)
+    origin = Figure.Origin.EMBEDDED if region.origin == "embedded" else Figure.Origin.DRAWING
+    return FigureData(content=content, name=f"{hash_id[:12]}-{position}.png", origin=origin, page=rows[region.page],
+                      bbox=[round(v, 2) for v in region.bbox])  # fmt: skip

@@ -1,0 +1,251 @@
+"""From positioned text runs to lines in reading order.
+
+Exam papers are set in two or three columns, with running headers and page
+numbers, and with exponents as small raised runs. This module finds the
+columns, drops the running text, rebuilds exponents as LaTeX and returns the
+lines in the order a person reads them: page by page, and within a page band
+by band (a full-width line such as a title starts a band), column by column,
+top to bottom.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points, y downwards
+
+SUPERSCRIPT_FLAG = 1  # bit 0 of a span's flags in MuPDF
+MARGIN = 0.1  # running text lives in the top and bottom tenth of a page
+PAGE_NUMBER = re.compile(
+    r"^\s*(?:[-—–]\s*\d+\s*[-—–]|\d+|\d+\s*/\s*\d+|第\s*\d+\s*页(?:\s*[,，]?\s*共\s*\d+\s*页)?"
+    r"|共\s*\d+\s*页\s*第\s*\d+\s*页|page\s*\d+(?:\s*of\s*\d+)?)\s*$",
+    re.IGNORECASE,
+)
+UNICODE_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of text with one font and size, as the text layer or OCR gives it."""
+
+    text: str
+    bbox: Box
+    baseline: float
+    size: float
+    flags: int = 0
+
+
+@dataclass
+class PageText:
+    number: int  # 1-based
+    width: float
+    height: float
+    spans: list[Span]
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    bbox: Box
+    page: int
+    key: tuple  # (page, band, column, y): sorts lines and figures in reading order
+
+
+@dataclass
+class PageLayout:
+    number: int
+    gutters: list[float] = field(default_factory=list)  # x of the gaps between columns
+    band_tops: list[float] = field(default_factory=list)  # y where each full-width line starts a band
+
+    def column_of(self, box: Box) -> int:
+        """Column index, or -1 for something that crosses a gutter."""
+        x0, _, x1, _ = box
+        for gutter in self.gutters:
+            if x0 < gutter - 2 and x1 > gutter + 2:
+                return -1
+        centre = (x0 + x1) / 2
+        return sum(1 for gutter in self.gutters if gutter < centre)
+
+    def key_of(self, box: Box) -> tuple:
+        column = self.column_of(box)
+        band = sum(1 for top in self.band_tops if top <= box[1] + 0.5)
+        # A full-width line comes before the columns of the band it starts.
+        return (self.number, band, column, box[1])
+
+
+# --- running headers and footers ---------------------------------------------------
+
+
+def _running_key(span: Span) -> tuple[int, str]:
+    # Page numbers change from page to page; the rest of a header does not.
+    return round(span.bbox[1] / 3), re.sub(r"\d+", "#", span.text.strip())
+
+
+def _in_margin(span: Span, page: PageText) -> bool:
+    return span.bbox[3] < page.height * MARGIN or span.bbox[1] > page.height * (1 - MARGIN)
+
+
+def strip_running_text(pages: list[PageText]) -> list[PageText]:
+    """Drops page numbers, and text repeated at the same place in the margin of most pages."""
+    seen = Counter(key for page in pages for key in {_running_key(s) for s in page.spans if _in_margin(s, page)})
+    repeats = max(2, (len(pages) + 1) // 2)
+    stripped = []
+    for page in pages:
+        kept = [
+            s for s in page.spans
+            if not (_in_margin(s, page) and (seen[_running_key(s)] >= repeats or PAGE_NUMBER.match(s.text)))
+        ]  # fmt: skip
+        stripped.append(PageText(page.number, page.width, page.height, kept))
+    return stripped
+
+
+# --- columns ------------------------------------------------------------------------
+
+
+def find_gutters(spans: list[Span], width: float, *, step: float = 2.0, min_gap: float = 8.0) -> list[float]:
+    """x positions of the empty vertical bands between columns.
+
+    A gap counts when almost no run crosses it (a centred title may) and several
+    lines start just right of it, which tells a column from the space between
+    two options on a line.
+    """
+    if len(spans) < 6:
+        return []
+    bins = int(width / step) + 1
+    cover = [0] * bins
+    for span in spans:
+        for i in range(max(0, int(span.bbox[0] / step)), min(bins, int(span.bbox[2] / step) + 1)):
+            cover[i] += 1
+    tolerance = max(1, len(spans) // 25)
+    left_edge = min(s.bbox[0] for s in spans)
+    right_edge = max(s.bbox[2] for s in spans)
+    gutters = []
+    i = int(left_edge / step) + 1
+    while i < int(right_edge / step):
+        if cover[i] > tolerance:
+            i += 1
+            continue
+        j = i
+        while j < bins and cover[j] <= tolerance:
+            j += 1
+        x0, x1 = i * step, j * step
+        if x1 - x0 >= min_gap and _is_column_edge(spans, x0, x1):
+            gutters.append((x0 + x1) / 2)
+        i = j
+    return gutters
+
+
+def _is_column_edge(spans: list[Span], x0: float, x1: float) -> bool:
+    starts = {round(s.baseline) for s in spans if x1 - 1 <= s.bbox[0] <= x1 + 24}
+    left = {round(s.baseline) for s in spans if s.bbox[2] <= x0 + 1}
+    right = {round(s.baseline) for s in spans if s.bbox[0] >= x1 - 1}
+    return len(starts) >= 3 and len(left) >= 3 and len(right) >= 3
+
+
+def page_layout(page: PageText) -> PageLayout:
+    layout = PageLayout(page.number, gutters=find_gutters(page.spans, page.width))
+    if layout.gutters:
+        wide = [s.bbox[1] for s in page.spans if layout.column_of(s.bbox) == -1]
+        layout.band_tops = sorted(wide)
+    return layout
+
+
+# --- lines --------------------------------------------------------------------------
+
+
+def _overlap(a: Box, b: Box) -> float:
+    return min(a[3], b[3]) - max(a[1], b[1])
+
+
+def group_lines(spans: list[Span]) -> list[list[Span]]:
+    """Runs that share a line: they overlap vertically by at least half the smaller one."""
+    lines: list[list[Span]] = []
+    for span in sorted(spans, key=lambda s: (s.bbox[1], s.bbox[0])):
+        height = span.bbox[3] - span.bbox[1]
+        for line in reversed(lines[-4:]):
+            main = max(line, key=lambda s: s.size)
+            if _overlap(main.bbox, span.bbox) >= 0.5 * min(height, main.bbox[3] - main.bbox[1]):
+                line.append(span)
+                break
+        else:
+            lines.append([span])
+    return [sorted(line, key=lambda s: s.bbox[0]) for line in lines]
+
+
+def _script(span: Span, main: Span) -> str:
+    """ "^" for a raised small run, "_" for a lowered one, "" for ordinary text."""
+    if span.flags & SUPERSCRIPT_FLAG:
+        return "^"
+    if span.size >= 0.85 * main.size or not span.text.strip().isascii():
+        return ""
+    if span.baseline < main.baseline - 0.15 * main.size:
+        return "^"
+    if span.baseline > main.baseline + 0.1 * main.size:
+        return "_"
+    return ""
+
+
+def _attach_script(text: str, script: str, mark: str) -> str:
+    """``x`` + raised ``2`` -> ``$x^{2}$``: the base is the letters and digits just before."""
+    base = re.search(r"[A-Za-z0-9]+$", text)
+    head, body = (text[: base.start()], base.group()) if base else (text, "{}")
+    return f"{head}${body}{mark}{{{script.strip()}}}$"
+
+
+def line_text(spans: list[Span]) -> str:
+    main = max(spans, key=lambda s: (s.size, len(s.text)))
+    text = ""
+    previous: Span | None = None
+    for span in spans:
+        mark = _script(span, main)
+        if mark and span.text.strip():
+            text = _attach_script(text, span.text, mark)
+        else:
+            # A visible gap between runs is a space (options set at tab stops).
+            if previous is not None and span.bbox[0] - previous.bbox[2] > 0.25 * main.size and not text.endswith(" "):
+                text += " "
+            text += span.text
+        previous = span
+    return unicode_superscripts(text.strip())
+
+
+def unicode_superscripts(text: str) -> str:
+    """``x²`` typed as a character becomes ``$x^{2}$`` too."""
+    return re.sub(
+        r"([A-Za-z0-9)]*)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)",
+        lambda m: f"${m.group(1) or '{}'}^{{{m.group(2).translate(UNICODE_SUPERSCRIPTS)}}}$",
+        text,
+    )
+
+
+def union(boxes: list[Box]) -> Box:
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def page_lines(page: PageText, layout: PageLayout) -> list[Line]:
+    """The page's lines, each built inside one column so that columns never merge."""
+    by_column: dict[int, list[Span]] = {}
+    for span in page.spans:
+        by_column.setdefault(layout.column_of(span.bbox), []).append(span)
+    lines = []
+    for spans in by_column.values():
+        for group in group_lines(spans):
+            text = line_text(group)
+            if text:
+                box = union([s.bbox for s in group])
+                lines.append(Line(text=text, bbox=box, page=page.number, key=layout.key_of(box)))
+    return sorted(lines, key=lambda line: line.key)
+
+
+def reading_order(pages: list[PageText]) -> tuple[list[Line], dict[int, PageLayout]]:
+    """All lines of the document in reading order, and each page's layout (for placing figures)."""
+    pages = strip_running_text(pages)
+    lines: list[Line] = []
+    layouts = {}
+    for page in pages:
+        layout = page_layout(page)
+        layouts[page.number] = layout
+        lines += page_lines(page, layout)
+    return lines, layouts

@@ -1,0 +1,264 @@
+"""From lines in reading order to questions.
+
+The grammar of a Chinese exam paper: section headers (一、选择题) set the type
+of the questions after them; a question starts with its number (``1．``) and
+runs until the next number, section or answer section, across columns and
+pages; options start with ``A．``, several to a line or one a line;
+sub-questions start with ``(1)``, ``（1）`` or ``①``; ``【答案】`` and
+``【解析】`` start the answer and the solution. An answer section at the end
+(参考答案) has numbered entries that are matched back to the questions.
+
+Only numbers that follow on from the previous question start a new one, so a
+``2.`` inside a solution or a wrapped line does not split a question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from annotation.pdf.layout import Line
+from k12vista.vocabulary import QuestionType
+
+CN_NUMERAL = "一二三四五六七八九十"
+SECTION = re.compile(rf"^[{CN_NUMERAL}]+\s*[、．.]\s*(\S+?题)")
+SECTION_TYPES = [
+    (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
+    (("填空",), QuestionType.FILL_IN_BLANK),
+    (("解答", "计算", "问答", "证明", "简答", "综合", "实验", "探究", "作图", "应用"), QuestionType.FREE_RESPONSE),
+]
+ANSWER_SECTION = re.compile(
+    r"^(?:参考答案|答案与解析|参考答案与解析|参考答案及解析|答案解析|答案及解析|参考答案及评分标准)"
+)
+NUMBER = re.compile(r"^(\d{1,3})\s*(?:[．、]|\.(?!\d))\s*")
+OPTION = re.compile(r"(?:^|(?<=\s))([A-H])\s*[.．、:：]\s*")
+SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
+MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
+CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
+CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
+
+
+@dataclass
+class ParsedQuestion:
+    number: int
+    section: int
+    qtype: str
+    lines: list[Line] = field(default_factory=list)
+    stem: list[str] = field(default_factory=list)
+    options: list[dict] = field(default_factory=list)
+    answer: str = ""
+    solution: str = ""
+    part: str = "stem"  # where the next line goes: stem, option, answer or solution
+
+    @property
+    def text(self) -> str:
+        return "".join(self.stem).strip()
+
+    @property
+    def answers(self) -> list[str]:
+        return split_answer(self.answer, self.qtype)
+
+
+@dataclass
+class AnswerEntry:
+    number: int
+    text: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Segmented:
+    questions: list[ParsedQuestion]
+    warnings: list[str]
+    answers_key: tuple | None = None  # where the answer section starts, in reading order
+
+
+def section_type(title: str) -> str | None:
+    for words, qtype in SECTION_TYPES:
+        if any(word in title for word in words):
+            return qtype
+    return None
+
+
+def _join(parts: list[str], text: str) -> None:
+    """Wrapped lines join without a space between Chinese characters, with one between Latin words."""
+    if parts and parts[-1] and not parts[-1].endswith("\n") and parts[-1][-1].isascii() and text[:1].isascii():
+        parts.append(" ")
+    parts.append(text)
+
+
+def normalize_sub_question(text: str) -> str:
+    """(1), （1） and ① all become ``(1)`` so annotators see one style."""
+    match = SUB_QUESTION.match(text)
+    if not match:
+        return text
+    number = match.group(1) or str(CIRCLED.index(match.group(2)) + 1)
+    return f"({number}) " + text[match.end() :]
+
+
+class Segmenter:
+    def __init__(self, *, default_type: str | None = None) -> None:
+        self.questions: list[ParsedQuestion] = []
+        self.entries: list[AnswerEntry] = []
+        self.warnings: list[str] = []
+        self.qtype = default_type
+        self.section = 0
+        self.in_answers = False
+        self.current: ParsedQuestion | None = None
+        self.entry: AnswerEntry | None = None
+        self.answers_key: tuple | None = None
+
+    def feed(self, line: Line) -> None:
+        text = line.text.strip()
+        if ANSWER_SECTION.match(text) and len(text) <= 24:
+            self.in_answers, self.current, self.entry = True, None, None
+            self.answers_key = self.answers_key or line.key
+            return
+        section = SECTION.match(text)
+        if section:
+            self.section += 1
+            self.current = None
+            if not self.in_answers:
+                self.qtype = section_type(section.group(1)) or self.qtype
+            return
+        number = NUMBER.match(text)
+        if number and self._starts_item(int(number.group(1))):
+            text = text[number.end() :]
+            self._start(int(number.group(1)), line)
+        if self.in_answers:
+            if self.entry is not None:
+                self._add_to_entry(self.entry, text)
+        elif self.current is not None:
+            self.current.lines.append(line)
+            self._add(self.current, text)
+
+    def _add_to_entry(self, entry: AnswerEntry, text: str) -> None:
+        # Sub-answers and 【】 parts start on their own line; wrapped lines join.
+        if entry.text and (SUB_QUESTION.match(text) or MARKER.match(text)):
+            entry.text.append("\n")
+        _join(entry.text, text)
+
+    def _starts_item(self, number: int) -> bool:
+        if self.in_answers:
+            return self.entry is None or number > self.entry.number
+        last = self.questions[-1].number if self.questions else None
+        return last is None or number == last + 1 or (self.current is None and number == 1)
+
+    def _start(self, number: int, line: Line) -> None:
+        if self.in_answers:
+            self.entry = AnswerEntry(number)
+            self.entries.append(self.entry)
+            return
+        self.current = ParsedQuestion(number=number, section=self.section, qtype=self.qtype or "")
+        self.questions.append(self.current)
+
+    def _add(self, question: ParsedQuestion, text: str) -> None:
+        """Routes a line (or the pieces between its 【】 markers) to stem, options, answer or solution."""
+        pieces = MARKER.split(text)
+        self._add_piece(question, pieces[0])
+        for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
+            question.part = "answer" if marker == "答案" else "solution"
+            if question.part == "solution" and question.solution:
+                question.solution += "\n"
+            self._add_piece(question, piece)
+
+    def _add_piece(self, question: ParsedQuestion, text: str) -> None:
+        text = text.strip()
+        if not text:
+            return
+        if question.part == "answer":
+            question.answer = f"{question.answer} {text}".strip()
+        elif question.part == "solution":
+            question.solution += text
+        elif question.part == "option" or OPTION.match(text):
+            self._add_options(question, text)
+        else:
+            if SUB_QUESTION.match(text):
+                text = normalize_sub_question(text)
+                if question.stem:
+                    question.stem.append("\n")
+            _join(question.stem, text)
+
+    def _add_options(self, question: ParsedQuestion, text: str) -> None:
+        starts = list(OPTION.finditer(text))
+        if not starts or starts[0].start() > 0:
+            # A wrapped option: the text goes on from the last option.
+            if question.options:
+                question.options[-1]["text"] += text if not text.isascii() else " " + text
+            return
+        question.part = "option"
+        for match, following in zip(starts, [*starts[1:], None], strict=True):
+            end = following.start() if following else len(text)
+            question.options.append({"label": match.group(1), "text": text[match.end() : end].strip()})
+
+    def result(self) -> Segmented:
+        for question in self.questions:
+            if not question.qtype:
+                question.qtype = guess_type(question)
+        self._match_answers()
+        return Segmented(self.questions, self.warnings, self.answers_key)
+
+    def _match_answers(self) -> None:
+        """Answer-section entries go to the question with the same number, in order."""
+        open_questions: dict[int, list[ParsedQuestion]] = {}
+        for question in self.questions:
+            open_questions.setdefault(question.number, []).append(question)
+        for entry in self.entries:
+            candidates = open_questions.get(entry.number)
+            if not candidates:
+                self.warnings.append(f"answer {entry.number} in the answer section matches no question")
+                continue
+            question = candidates.pop(0)
+            answer, solution = split_entry("".join(entry.text))
+            question.answer = question.answer or answer
+            question.solution = question.solution or solution
+        for question in self.questions:
+            if not question.answer:
+                chosen = CHOSEN.search(question.solution)
+                question.answer = chosen.group(1) if chosen else ""
+
+
+def split_entry(text: str) -> tuple[str, str]:
+    """(answer, solution) of an answer-section entry: 【答案】 and 【解析】 if marked, else all answer."""
+    pieces = MARKER.split(text)
+    answer, solution = pieces[0].strip(), []
+    for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
+        if marker == "答案":
+            answer = f"{answer} {piece.strip()}".strip()
+        else:
+            solution.append(piece.strip())
+    solution_text = "\n".join(solution)
+    if not answer:
+        chosen = CHOSEN.search(solution_text)
+        answer = chosen.group(1) if chosen else ""
+    return answer, solution_text
+
+
+def split_answer(answer: str, qtype: str) -> list[str]:
+    """Sub-answers: the letter(s) of a choice, one per blank, one per sub-question."""
+    answer = answer.strip()
+    if not answer:
+        return []
+    if qtype == QuestionType.MULTIPLE_CHOICE:
+        letters = re.match(r"^[A-H]+", answer.replace(" ", ""))
+        return [letters.group() if letters else answer]
+    flat = answer.replace("\n", " ")
+    parts = re.split(r"\s*(?:[(（]\s*\d{1,2}\s*[)）]|[①②③④⑤⑥⑦⑧⑨⑩])\s*", flat)
+    if len(parts) == 1 and qtype == QuestionType.FILL_IN_BLANK:
+        parts = re.split(r"\s*[;；]\s*|\s{2,}", flat)
+    return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
+
+
+def guess_type(question: ParsedQuestion) -> str:
+    """Type of a question outside any recognised section."""
+    if len(question.options) >= 2:
+        return QuestionType.MULTIPLE_CHOICE
+    if re.search(r"_{3,}|＿{2,}", question.text):
+        return QuestionType.FILL_IN_BLANK
+    return QuestionType.FREE_RESPONSE
+
+
+def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
+    segmenter = Segmenter(default_type=default_type)
+    for line in lines:
+        segmenter.feed(line)
+    return segmenter.result()

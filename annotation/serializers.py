@@ -1,0 +1,27 @@
+from rest_framework import serializers
+
+from annotation.models import Flag, Question
+
+
+class FlagSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Flag
+        fields = ["code", "origin", "message", "detail", "run_ref", "created", "resolved_at"]
+
+
+class QuestionSerializer(serializers.ModelSerializer):
+    knowledge_points = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    figures = serializers.SerializerMethodField()
+    flags = FlagSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Question
+        fields = [
+            "id", "hash_id", "subject", "grade", "stage", "qtype", "text", "options", "answers", "raw_solution",
+            "solution_steps", "knowledge_points", "difficulty", "source", "status", "reject_reason", "version",
+            "figures", "flags", "created", "updated",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_figures(self, question) -> list[dict]:
+        return [{"url": f.image.url, "width": f.width, "height": f.height} for f in question.figures.all()]

@@ -1,0 +1,394 @@
+import base64
+import hashlib
+import io
+import json
+import zipfile
+from unittest import mock
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile, TemporaryUploadedFile
+from django.core.management import call_command
+from PIL import Image
+
+from annotation import jsonl_import
+from annotation.jsonl_import import (
+    BoundedReader,
+    ImportFileError,
+    import_questions_file,
+    register_upload,
+    split_options,
+    split_steps,
+    start_import,
+)
+from annotation.models import Figure, Question, SourceDocument
+from bench.generate import counts_for_scale, iter_questions
+from k12vista.jobs import execute_job
+from k12vista.models import Job
+
+SCALE = 0.0003  # ten questions
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+def image_bytes(fmt="JPEG", size=(240, 160)):
+    image = Image.new("RGB", size, "white")
+    for x in range(20, 200):
+        image.putpixel((x, 80), (0, 0, 0))
+    buffer = io.BytesIO()
+    image.save(buffer, fmt)
+    return buffer.getvalue()
+
+
+def b64(content):
+    return base64.b64encode(content).decode("ascii")
+
+
+def write_lines(path, lines):
+    """Writes records (dicts) or raw text lines, one a line."""
+    with open(path, "w", encoding="utf-8") as out:
+        for line in lines:
+            out.write((line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)) + "\n")
+    return path
+
+
+def studio(hash_id="s1", **fields):
+    record = {
+        "hash_id": hash_id,
+        "subject": "physics",
+        "grade": 8,
+        "type": "fill_in_blank",
+        "text": "电阻为___欧。",
+        "answers": ["$5$"],
+        "solution_steps": ["由欧姆定律得 $R=U/I$。", "$R=5$。"],
+        "knowledge_points": ["欧姆定律"],
+        "difficulty": 0.4,
+        "source": "2024 期中",
+        "figures": [b64(image_bytes())],
+    }
+    return record | fields
+
+
+def reference(hash_id="r1", **fields):
+    record = {
+        "hash_id": hash_id,
+        "question": "如图，求 $x$ 的值。则 $x$ 为（　　）\nA. $1$\nB. $2$\nC. $3$\nD. $4$",
+        "type": "选择题",
+        "subject": "math-g9",
+        "img": b64(image_bytes()),
+        "format_answer": {"ground_truth": ["B"], "format_solution": "步骤1：由图可知 $x=2$。\n步骤2：故选 B。"},
+    }
+    return record | fields
+
+
+def release_file(tmp_path, scale=SCALE):
+    return write_lines(tmp_path / "release.jsonl", iter_questions(scale, 0))
+
+
+def test_it_imports_the_reference_release_format(researcher, tmp_path):
+    path = release_file(tmp_path)
+    records = {r["hash_id"]: r for r in iter_questions(SCALE, 0, with_images=False)}
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert report.created == counts_for_scale(SCALE)["questions"] == 10
+    assert report.failed == report.conflicts == 0
+    for question in Question.objects.prefetch_related("figures", "knowledge_points"):
+        record = records[question.hash_id]
+        assert question.answers == record["format_answer"]["ground_truth"]
+        assert question.raw_solution == record["format_answer"]["format_solution"]
+        assert len(question.solution_steps) == record["format_answer"]["format_solution"].count("步骤")
+        assert question.grade == record["grade"]
+        assert sorted(kp.name for kp in question.knowledge_points.all()) == sorted(record["knowledge_points"])
+        assert question.difficulty == record["difficulty"]
+        assert [f.origin for f in question.figures.all()] == [Figure.Origin.IMPORTED]
+        if record["type"] == "选择题":
+            assert [o["label"] for o in question.options] == ["A", "B", "C", "D"]
+            assert "\nA." not in question.text
+    assert Question.objects.first().edits.get().user == researcher
+
+
+def test_it_splits_embedded_options_in_any_of_the_usual_styles():
+    for text in [
+        "求值（ ）A. 1 B. 2 C. 3 D. 4",
+        "求值（ ）\nA、1\nB、2\nC、3\nD、4",
+        "求值（ ）\nA．1\nB．2\nC．3\nD．4",
+    ]:
+        stem, options = split_options(text)
+        assert stem == "求值（ ）"
+        assert options == [{"label": label, "text": str(n)} for n, label in enumerate("ABCD", start=1)]
+
+
+def test_it_does_not_take_a_point_named_a_for_an_option():
+    stem, options = split_options("点 A. 在圆上，则（ ）\nA. 1\nB. 2\nC. 3\nD. 4")
+    assert stem == "点 A. 在圆上，则（ ）"
+    assert len(options) == 4
+    assert split_options("如图，A、B、C、D 四点共圆。") == ("如图，A、B、C、D 四点共圆。", [])
+
+
+def test_it_splits_numbered_solutions_into_steps():
+    assert split_steps("步骤1：设 $x$。\n步骤2：解得 $x=3.5$。") == ["设 $x$。", "解得 $x=3.5$。"]
+    assert split_steps("1. 设 $x$。\n继续。\n2、得解。") == ["设 $x$。\n继续。", "得解。"]
+    assert split_steps("3.14 是圆周率的近似值。") == []
+
+
+def test_it_keeps_an_explicit_grade_only_inside_the_tags_stage(researcher, tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [reference("in", grade=8), reference("out", grade=3), reference("none")])
+
+    import_questions_file(path=path, user=researcher)
+
+    assert dict(Question.objects.values_list("hash_id", "grade")) == {"in": 8, "out": 9, "none": 9}
+
+
+def test_it_reads_a_list_solution_and_several_images(researcher, tmp_path):
+    record = reference(img=[b64(image_bytes()), b64(image_bytes("PNG"))])
+    record["format_answer"]["format_solution"] = ["设 $x$。", "故选 B。"]
+    path = write_lines(tmp_path / "q.jsonl", [record])
+
+    import_questions_file(path=path, user=researcher)
+
+    question = Question.objects.get()
+    assert question.solution_steps == ["设 $x$。", "故选 B。"]
+    assert question.raw_solution == "设 $x$。\n故选 B。"
+    assert question.figures.count() == 2
+
+
+def studio_zip(path, records, files):
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("questions.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in records))
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return path
+
+
+def test_it_imports_our_format_from_a_zip_with_images(researcher, tmp_path):
+    records = [
+        studio("s1", figures=[{"path": "images/a.png"}, {"path": "./images/b.jpg"}]),
+        studio("s2", type="问答题", figures=["data:image/jpeg;base64," + b64(image_bytes())]),
+    ]
+    path = studio_zip(tmp_path / "q.zip", records, {"images/a.png": image_bytes("PNG"), "images/b.jpg": image_bytes()})
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert (report.created, report.failed) == (2, 0), report.failed_lines
+    first = Question.objects.get(hash_id="s1")
+    assert (first.subject, first.grade, first.stage, first.qtype) == ("physics", 8, "middle", "fill_in_blank")
+    assert first.solution_steps == ["由欧姆定律得 $R=U/I$。", "$R=5$。"]
+    assert first.source == "2024 期中"
+    assert [f.image.name.rsplit(".", 1)[-1] for f in first.figures.all()] == ["png", "jpg"]
+    assert Question.objects.get(hash_id="s2").qtype == "free_response"
+
+
+def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_path):
+    lines = [
+        studio("good1"),
+        '{"hash_id": "broken", ',
+        studio("bad-subject", subject="music"),
+        reference("bad-tag", subject="music-g9"),
+        studio("bad-type", type="判断题"),
+        studio("bad-base64", figures=["not base64!!"]),
+        studio("not-an-image", figures=[b64(b"just some text, not pixels")]),
+        studio("lying-image", figures=["data:image/png;base64," + b64(image_bytes("JPEG"))]),
+        studio("path-outside-zip", figures=[{"path": "images/a.png"}]),
+        studio("bad-grade", grade=13),
+        "",
+        reference("good2"),
+    ]
+    path = write_lines(tmp_path / "q.jsonl", lines)
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert report.created == 2
+    assert set(Question.objects.values_list("hash_id", flat=True)) == {"good1", "good2"}
+    reasons = {entry["line"]: entry["reason"] for entry in report.failed_lines}
+    assert report.failed == len(reasons) == 9
+    assert reasons[2].startswith("not valid JSON")
+    assert reasons[3].startswith("subject: unknown subject 'music'")
+    assert reasons[4].startswith("subject: unknown subject tag 'music-g9'")
+    assert reasons[5].startswith("type: unknown question type '判断题'")
+    assert reasons[6] == "figures[0]: not valid base64"
+    assert reasons[7].startswith("figures[0]: not a usable image")
+    assert reasons[8] == "figures[0]: claims to be PNG but the data is JPEG"
+    assert reasons[9].startswith("figures[0]: a figure given by path needs a zip archive")
+    assert reasons[10].startswith("grade:")
+    assert {entry["hash_id"] for entry in report.failed_lines if entry["line"] > 2} >= {"bad-subject", "bad-grade"}
+
+
+def test_it_caps_the_listed_problems_and_says_so(researcher, tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl_import, "REPORT_LIMIT", 2)
+    path = write_lines(tmp_path / "q.jsonl", ["{", "{", "{"])
+
+    report = import_questions_file(path=path, user=researcher).as_dict()
+
+    assert report["failed"] == 3
+    assert len(report["failed_lines"]) == 2
+    assert report["failed_lines_truncated"] is True
+
+
+def test_it_skips_an_overlong_line_without_reading_it_whole(researcher, tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl_import, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(jsonl_import, "READ_CHUNK", 64)
+    path = write_lines(tmp_path / "q.jsonl", [reference("long", question="x" * 5000), studio("short", figures=[])])
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert report.failed_lines == [{"line": 1, "hash_id": "", "reason": "the line is longer than 1,000 bytes"}]
+    assert report.created == 1
+
+
+def test_it_creates_nothing_on_reimport(researcher, tmp_path):
+    path = release_file(tmp_path)
+    import_questions_file(path=path, user=researcher)
+    hashes = dict(Question.objects.values_list("hash_id", "content_hash"))
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert (report.created, report.unchanged, report.conflicts, report.failed) == (0, 10, 0, 0)
+    assert dict(Question.objects.values_list("hash_id", "content_hash")) == hashes
+    assert Figure.objects.count() == 10
+
+
+def test_it_reports_changed_content_as_a_conflict_and_keeps_the_original(researcher, tmp_path):
+    import_questions_file(path=write_lines(tmp_path / "a.jsonl", [studio("s1")]), user=researcher)
+    before = Question.objects.get()
+
+    changed = studio("s1", answers=["$6$"], knowledge_points=["电功率"])
+    report = import_questions_file(path=write_lines(tmp_path / "b.jsonl", [changed]), user=researcher)
+
+    assert report.conflicts == 1
+    assert report.conflict_lines[0]["line"] == 1
+    assert report.conflict_lines[0]["fields"] == ["answers", "knowledge_points"]
+    after = Question.objects.get()
+    assert (after.answers, after.content_hash, after.version) == (["$5$"], before.content_hash, before.version)
+
+
+def test_it_refuses_a_zip_entry_that_climbs_out(researcher, tmp_path):
+    path = studio_zip(tmp_path / "q.zip", [studio()], {"../evil.png": image_bytes()})
+
+    with pytest.raises(ImportFileError, match=r"'\.\./evil\.png', which points outside the archive"):
+        import_questions_file(path=path, user=researcher)
+    assert not Question.objects.exists()
+
+
+def test_it_refuses_a_zip_entry_with_an_absolute_path(researcher, tmp_path):
+    path = studio_zip(tmp_path / "q.zip", [studio()], {"/etc/evil.png": image_bytes()})
+
+    with pytest.raises(ImportFileError, match="an absolute path"):
+        import_questions_file(path=path, user=researcher)
+
+
+def test_it_refuses_a_zip_bomb(researcher, tmp_path):
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("questions.jsonl", json.dumps(studio()))
+        archive.writestr("images/zeros.png", b"\0" * (8 * 1024 * 1024))
+
+    with pytest.raises(ImportFileError, match="over the limit of 200:1"):
+        import_questions_file(path=tmp_path / "bomb.zip", user=researcher)
+
+
+def test_it_refuses_an_archive_that_unpacks_too_large(researcher, tmp_path, settings):
+    settings.ZIP_MAX_UNCOMPRESSED_BYTES = 1000
+    path = studio_zip(tmp_path / "q.zip", [studio()], {"images/a.jpg": image_bytes()})
+
+    with pytest.raises(ImportFileError, match="over the limit of 1,000"):
+        import_questions_file(path=path, user=researcher)
+
+
+def test_it_stops_reading_an_entry_past_its_declared_size():
+    reader = BoundedReader(io.BytesIO(b"0123456789"), 4, "questions.jsonl")
+
+    with pytest.raises(ImportFileError, match="larger than its header says"):
+        reader.read()
+
+
+def test_it_refuses_a_file_that_is_neither_jsonl_nor_zip(researcher, tmp_path):
+    path = tmp_path / "exam.pdf"
+    path.write_bytes(b"%PDF-1.7\n...")
+
+    with pytest.raises(ImportFileError, match="neither JSONL"):
+        import_questions_file(path=path, user=researcher)
+    with pytest.raises(ImportFileError, match="neither JSONL"):
+        register_upload(path=path, user=researcher)
+
+
+def test_it_reports_progress_with_the_line_count(researcher, tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl_import, "PROGRESS_EVERY", 4)
+    calls = []
+
+    import_questions_file(path=release_file(tmp_path), user=researcher, progress=lambda d, t: calls.append((d, t)))
+
+    assert calls == [(0, 10), (4, 10), (8, 10), (10, 10)]
+
+
+def test_it_registers_an_upload_with_its_hash(researcher):
+    content = json.dumps(studio()).encode()
+    upload = SimpleUploadedFile("batch.jsonl", content)
+
+    document = register_upload(uploaded_file=upload, user=researcher)
+
+    assert (document.kind, document.size, document.original_name) == ("jsonl", len(content), "batch.jsonl")
+    assert document.sha256 == hashlib.sha256(content).hexdigest()
+    assert document.file.read() == content
+
+
+def test_it_registers_a_large_upload_spooled_to_disk(researcher):
+    content = json.dumps(studio()).encode()
+    upload = TemporaryUploadedFile("batch.jsonl", "application/jsonl", len(content), "utf-8")
+    upload.write(content)
+
+    document = register_upload(uploaded_file=upload, user=researcher)
+
+    assert document.sha256 == hashlib.sha256(content).hexdigest()
+    assert document.file.read() == content
+
+
+def test_it_refuses_an_upload_over_the_size_limit(researcher, settings):
+    settings.MAX_UPLOAD_BYTES = 10
+
+    with pytest.raises(ImportFileError, match="over the upload limit of 10"):
+        register_upload(uploaded_file=SimpleUploadedFile("a.jsonl", b'{"hash_id": "x"}'), user=researcher)
+    assert not SourceDocument.objects.exists()
+
+
+def start(document, user):
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        return start_import(document=document, user=user)
+
+
+def test_it_imports_as_a_job(researcher, tmp_path):
+    document = register_upload(path=release_file(tmp_path), user=researcher)
+    job = start(document, researcher)
+
+    assert execute_job(job.pk) == Job.Status.SUCCEEDED
+
+    job.refresh_from_db()
+    assert (job.result["created"], job.result["failed"], job.done, job.total) == (10, 0, 10, 10)
+    assert SourceDocument.objects.get().job == job
+    assert Question.objects.filter(source_document=document).count() == 10
+
+
+def test_it_records_a_refused_archive_on_the_document(researcher, tmp_path):
+    path = studio_zip(tmp_path / "q.zip", [studio()], {"../evil.png": image_bytes()})
+    document = register_upload(path=path, user=researcher)
+    job = start(document, researcher)
+
+    assert execute_job(job.pk) == Job.Status.FAILED
+
+    job.refresh_from_db()
+    assert "points outside the archive" in job.error
+    assert "points outside the archive" in SourceDocument.objects.get().error
+
+
+def test_it_prints_a_json_summary_from_the_command(researcher, tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [studio("s1"), "{"])
+    out = io.StringIO()
+
+    call_command("import_questions", str(path), "--user", "rita", stdout=out)
+
+    summary = json.loads(out.getvalue())
+    assert (summary["created"], summary["unchanged"], summary["conflicts"], summary["failed"]) == (1, 0, 0, 1)
+    assert summary["failed_lines"][0]["line"] == 2
+    assert Question.objects.get().source_document_id == summary["source_document"]
+    assert Question.objects.get().edits.get().user == researcher
