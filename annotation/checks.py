@@ -7,15 +7,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from annotation.latex import count_blanks, latex_problems
+from annotation.latex import count_blanks, latex_problems_in
 from annotation.models import Flag, Question
 from k12vista.vocabulary import QuestionType
 
 Code = Flag.Code
 
 
-def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
-    """(code, message, detail) for every rule the question breaks."""
+def rule_findings(question: Question, figures: list | None = None) -> list[tuple[str, str, dict]]:
+    """(code, message, detail) for every rule the question breaks.
+
+    ``figures`` lets a caller check a question before it is saved."""
     found: list[tuple[str, str, dict]] = []
     if not question.text.strip():
         found.append((Code.EMPTY_TEXT, "The question has no text.", {}))
@@ -42,10 +44,10 @@ def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
     texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
     texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
     texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
-    for where, text in texts.items():
-        problems, _checked = latex_problems(text)
-        found += [(Code.LATEX_ERROR, f"{where}: {p.message}", {"where": where, "tex": p.tex}) for p in problems]
-    figures = list(question.figures.all())
+    problems, _checked = latex_problems_in(texts)
+    for where, found_here in problems.items():
+        found += [(Code.LATEX_ERROR, f"{where}: {p.message}", {"where": where, "tex": p.tex}) for p in found_here]
+    figures = list(question.figures.all()) if figures is None else figures
     if not figures:
         found.append((Code.FIGURE_MISSING, "The question has no figure.", {}))
     for figure in figures:
@@ -55,7 +57,7 @@ def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
                     Code.LOW_RESOLUTION,
                     f"Figure {figure.position + 1} is {figure.width}×{figure.height} px, "
                     f"below {settings.FIGURE_MIN_SIDE_PX} px.",
-                    {"figure": figure.pk},
+                    {"figure": figure.position},
                 )
             )
         if figure.sharpness is not None and figure.sharpness < settings.FIGURE_BLUR_THRESHOLD:
@@ -64,19 +66,21 @@ def rule_findings(question: Question) -> list[tuple[str, str, dict]]:
                     Code.BLURRED_FIGURE,
                     f"Figure {figure.position + 1} looks blurred (sharpness {figure.sharpness:.0f}, "
                     f"threshold {settings.FIGURE_BLUR_THRESHOLD:.0f}).",
-                    {"figure": figure.pk},
+                    {"figure": figure.position},
                 )
             )
     return found
 
 
 @transaction.atomic
-def refresh_rule_flags(question: Question) -> list[Flag]:
-    """Replaces the question's open rule flags with what the rules find now."""
+def refresh_rule_flags(question: Question, findings: list[tuple[str, str, dict]] | None = None) -> list[Flag]:
+    """Replaces the question's open rule flags with what the rules find now
+    (or with ``findings`` already computed for it)."""
+    findings = rule_findings(question) if findings is None else findings
     Flag.objects.filter(question=question, origin=Flag.Origin.RULE, resolved_at__isnull=True).delete()
     return Flag.objects.bulk_create(
         Flag(question=question, code=code, origin=Flag.Origin.RULE, message=message, detail=detail)
-        for code, message, detail in rule_findings(question)
+        for code, message, detail in findings
     )
 
 

@@ -42,17 +42,22 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import io
 import json
+import queue
 import re
+import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from django import db
 from django.conf import settings
 from django.core.files import File
 from django.db import IntegrityError, OperationalError
@@ -173,10 +178,16 @@ class BoundedReader:
         return data
 
     def read(self, size: int = -1) -> bytes:
-        return self._count(self.stream.read(size if size >= 0 else self.left + 1))
+        return self._count(self._damaged_is_refused(self.stream.read, size if size >= 0 else self.left + 1))
 
     def readline(self, size: int = -1) -> bytes:
-        return self._count(self.stream.readline(size))
+        return self._count(self._damaged_is_refused(self.stream.readline, size))
+
+    def _damaged_is_refused(self, read: Callable[[int], bytes], size: int) -> bytes:
+        try:
+            return read(size)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:  # a bad CRC, truncated data
+            raise ImportFileError(f"{self.name} in the archive is damaged: {exc}") from None
 
     def close(self) -> None:
         self.stream.close()
@@ -186,6 +197,14 @@ class BoundedReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> BoundedReader:
+    try:
+        stream = archive.open(info)
+    except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # encrypted, unknown compression
+        raise ImportFileError(f"{info.filename} in the archive cannot be read: {exc}") from None
+    return BoundedReader(stream, info.file_size, info.filename)
 
 
 def check_member_name(name: str) -> None:
@@ -238,6 +257,7 @@ class ImportSource:
     open_lines: Callable[[], Any]
     archive: zipfile.ZipFile | None = None
     members: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
         """(line number, bytes) for every line; None for a line over MAX_LINE_BYTES."""
@@ -261,13 +281,20 @@ class ImportSource:
         return count + (last != b"\n")
 
     def read_image(self, path: str, field_name: str) -> bytes:
+        with self.lock:  # import threads share the archive's file handle
+            return self._read_image(path, field_name)
+
+    def _read_image(self, path: str, field_name: str) -> bytes:
         if self.archive is None:
             raise RecordError(field_name, "a figure given by path needs a zip archive holding the image")
         info = self.members.get(path.replace("\\", "/").removeprefix("./"))
         if info is None or info.is_dir():
             raise RecordError(field_name, f"{path!r} is not in the archive")
-        with BoundedReader(self.archive.open(info), info.file_size, info.filename) as stream:
-            return stream.read()
+        try:
+            with open_member(self.archive, info) as stream:
+                return stream.read()
+        except ImportFileError as exc:  # one bad image spoils its line, not the file
+            raise RecordError(field_name, str(exc)) from None
 
 
 @contextmanager
@@ -284,7 +311,7 @@ def open_source(path: str | Path) -> Iterator[ImportSource]:
     with archive:
         member = check_archive(archive, archive_size=Path(path).stat().st_size)
         yield ImportSource(
-            open_lines=lambda: BoundedReader(archive.open(member), member.file_size, member.filename),
+            open_lines=lambda: open_member(archive, member),
             archive=archive,
             members={info.filename: info for info in archive.infolist()},
         )
@@ -560,20 +587,21 @@ def save_question(*, data: QuestionData, user: Any) -> tuple[str, list[str]]:
     return ("conflict", fields) if fields else ("unchanged", [])
 
 
+Outcome = tuple[str, int, str, Any]  # (created|unchanged|conflict|failed|skip, line, hash_id, detail)
+
+
 def import_line(
-    number: int, line: bytes | None, *, source: ImportSource, report: ImportReport, user: Any,
-    source_document: SourceDocument | None,
-) -> None:  # fmt: skip
+    number: int, line: bytes | None, *, source: ImportSource, user: Any, source_document: SourceDocument | None,
+) -> Outcome:  # fmt: skip
+    """Imports one line in its own transaction and says what happened; never raises for a bad line."""
     if line is None:
-        report.fail(number, "", f"the line is longer than {MAX_LINE_BYTES:,} bytes")
-        return
+        return "failed", number, "", f"the line is longer than {MAX_LINE_BYTES:,} bytes"
     if not line.strip():
-        return
+        return "skip", number, "", None
     try:
         record = json.loads(line)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        report.fail(number, "", f"not valid JSON: {exc}")
-        return
+        return "failed", number, "", f"not valid JSON: {exc}"
     found_id = record.get("hash_id") if isinstance(record, dict) else None
     found_id = found_id if isinstance(found_id, str) else ""
     try:
@@ -581,21 +609,33 @@ def import_line(
         data.source_document = source_document
         outcome, fields = save_question(data=data, user=user)
     except (RecordError, QuestionDataError, BadImage) as exc:
-        report.fail(number, found_id, str(exc))
-        return
-    if outcome == "created":
+        return "failed", number, found_id, str(exc)
+    return outcome, number, data.hash_id, fields
+
+
+def tally(report: ImportReport, outcome: Outcome) -> None:
+    kind, number, hash_id, detail = outcome
+    if kind == "created":
         report.created += 1
-    elif outcome == "unchanged":
+    elif kind == "unchanged":
         report.unchanged += 1
-    else:
-        report.conflict(number, data.hash_id, fields)
+    elif kind == "conflict":
+        report.conflict(number, hash_id, detail)
+    elif kind == "failed":
+        report.fail(number, hash_id, detail)
 
 
 def import_questions_file(
     *, path: str | Path, user: Any, progress: Callable[[int, int | None], None] | None = None,
-    source_document: SourceDocument | None = None,
+    source_document: SourceDocument | None = None, workers: int = 1,
 ) -> ImportReport:  # fmt: skip
     """Imports every line of a JSONL or zip file; see the module docstring.
+
+    With ``workers`` > 1, lines are imported by that many threads, each with
+    its own database connection: decoding figures (Pillow), the sharpness
+    measure (numpy), the KaTeX process and the database all release the GIL,
+    so threads overlap on several cores. Memory stays flat: the reader waits
+    while a bounded queue of lines is full.
 
     Raises ImportFileError when the file as a whole is unusable (not JSONL or
     zip, an unsafe archive); problems with single lines go in the report.
@@ -605,13 +645,59 @@ def import_questions_file(
         total = source.count_lines()
         if progress:
             progress(0, total)
-        for number, line in source.lines():
-            import_line(number, line, source=source, report=report, user=user, source_document=source_document)
-            if progress and number % PROGRESS_EVERY == 0:
-                progress(number, total)
+        run = functools.partial(import_line, source=source, user=user, source_document=source_document)
+        outcomes = _run_serially(source, run) if workers <= 1 else _run_in_threads(source, run, workers)
+        for done, outcome in enumerate(outcomes, start=1):
+            tally(report, outcome)
+            if progress and done % PROGRESS_EVERY == 0:
+                progress(done, total)
         if progress:
             progress(total, total)
     return report
+
+
+def _run_serially(source: ImportSource, run: Callable[..., Outcome]) -> Iterator[Outcome]:
+    for number, line in source.lines():
+        yield run(number, line)
+
+
+def _run_in_threads(source: ImportSource, run: Callable[..., Outcome], workers: int) -> Iterator[Outcome]:
+    lines: queue.Queue = queue.Queue(maxsize=4 * workers)
+    outcomes: queue.Queue = queue.Queue()
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            while (item := lines.get()) is not None:
+                try:
+                    outcomes.put(run(*item))
+                except BaseException as exc:  # a database error: stop, and let the job decide
+                    failures.append(exc)
+                    outcomes.put(("skip", item[0], "", None))
+        finally:
+            db.connection.close()  # each thread has its own connection
+
+    threads = [threading.Thread(target=work, name=f"import-{i}", daemon=True) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    sent = 0
+    for item in source.lines():
+        if failures:
+            break
+        lines.put(item)
+        sent += 1
+        while not outcomes.empty():
+            sent -= 1
+            yield outcomes.get()
+    for _thread in threads:
+        lines.put(None)
+    for thread in threads:
+        thread.join()
+    while sent > 0:
+        sent -= 1
+        yield outcomes.get()
+    if failures:
+        raise failures[0]
 
 
 # --- uploads and the job --------------------------------------------------------------
@@ -676,7 +762,11 @@ def import_questions_job(job: Job, progress: Progress) -> dict:
     document = SourceDocument.objects.get(pk=job.params["source_document_id"])
     try:
         report = import_questions_file(
-            path=document.file.path, user=job.started_by, progress=progress, source_document=document
+            path=document.file.path,
+            user=job.started_by,
+            progress=progress,
+            source_document=document,
+            workers=settings.IMPORT_WORKERS,
         )
     except ImportFileError as exc:
         SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))

@@ -89,14 +89,26 @@ _katex = _KatexProcess()
 
 def latex_problems(text: str) -> tuple[list[LatexProblem], bool]:
     """Problems in the text's LaTeX, and whether KaTeX itself checked the formulas."""
-    formulas, problems = split_formulas(text)
+    found, checked = latex_problems_in({"text": text})
+    return found["text"], checked
+
+
+def latex_problems_in(texts: dict[str, str]) -> tuple[dict[str, list[LatexProblem]], bool]:
+    """Problems per named text, checked in one KaTeX round trip for them all."""
+    found: dict[str, list[LatexProblem]] = {}
+    formulas: list[tuple[str, Formula]] = []
+    for where, text in texts.items():
+        these, found[where] = split_formulas(text)
+        formulas += [(where, f) for f in these]
     if not formulas:
-        return problems, True
-    results = _katex.check(formulas)
+        return found, True
+    results = _katex.check([f for _where, f in formulas])
     if results is None:
-        return problems, False
-    problems += [LatexProblem(error, f.tex) for f, error in zip(formulas, results, strict=True) if error]
-    return problems, True
+        return found, False
+    for (where, formula), error in zip(formulas, results, strict=True):
+        if error:
+            found[where].append(LatexProblem(error, formula.tex))
+    return found, True
 
 
 BLANK = re.compile(r"_{3,}|\\underline\{\s*(?:\\quad|\\qquad|\s|~)*\}|（\s*）|\(\s{2,}\)")

@@ -125,11 +125,12 @@ def knowledge_points_for(subject: str, names: Iterable[str]) -> list[KnowledgePo
 # --- creating -----------------------------------------------------------------
 
 
-@transaction.atomic
 def create_question(*, data: QuestionData, user: Any = None, note: str = "created") -> Question:
     """Creates a question with its figures and flags, all or nothing.
 
     Raises QuestionDataError for invalid data or a figure that is not an image.
+    The slow parts (decoding figures, the checks, KaTeX) run before the
+    transaction opens, so the database is locked only for the writes.
     """
     validate(data)
     prepared = [images.prepare_figure(f.content, name=f.name) for f in data.figures]
@@ -151,19 +152,18 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         bbox=data.bbox,
         content_hash=hash_content(content_of(data)),
     )
-    question.save()
-    question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
-    for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
-        attach_figure(
-            question=question,
-            prepared=ready,
-            position=position,
-            origin=figure.origin,
-            page=figure.page,
-            bbox=figure.bbox,
-        )
-    QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
-    checks.refresh_rule_flags(question)
+    unsaved = [
+        Figure(position=i, width=p.width, height=p.height, sharpness=p.sharpness) for i, p in enumerate(prepared)
+    ]
+    findings = checks.rule_findings(question, figures=unsaved)
+    with transaction.atomic():
+        question.save()
+        question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
+        for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
+            attach_figure(question=question, prepared=ready, position=position, origin=figure.origin,
+                          page=figure.page, bbox=figure.bbox)  # fmt: skip
+        QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
+        checks.refresh_rule_flags(question, findings)
     return question
 
 

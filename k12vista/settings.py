@@ -327,6 +327,8 @@ FIGURE_BLUR_THRESHOLD = float(env_int("FIGURE_BLUR_THRESHOLD", 60))
 # Zip imports: refuse archives that would unpack past these (zip bombs).
 ZIP_MAX_UNCOMPRESSED_BYTES = env_int("ZIP_MAX_UNCOMPRESSED_BYTES", 4 * 1024**3, minimum=1)
 ZIP_MAX_RATIO = env_int("ZIP_MAX_RATIO", 200, minimum=1)
+# Threads a JSONL import job uses (each with its own database connection).
+IMPORT_WORKERS = env_int("IMPORT_WORKERS", 3, minimum=1)
 # How long an annotator holds a question before it can go to someone else.
 ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 

@@ -8,6 +8,13 @@ from k12vista.roles import Role
 PASSWORD = "correct horse battery staple"
 
 
+@pytest.fixture(autouse=True)
+def _imports_in_the_test_thread(settings):
+    """Import threads open their own database connections, which cannot see a
+    test's uncommitted transaction; tests of the threads themselves say so."""
+    settings.IMPORT_WORKERS = 1
+
+
 def make_person(username: str, *roles: Role):
     return services.create_user(username=username, roles=list(roles), password=PASSWORD)
 

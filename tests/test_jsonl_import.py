@@ -264,6 +264,21 @@ def test_it_reports_changed_content_as_a_conflict_and_keeps_the_original(researc
     assert (after.answers, after.content_hash, after.version) == (["$5$"], before.content_hash, before.version)
 
 
+def test_it_fails_only_the_line_whose_image_is_damaged_in_the_archive(researcher, tmp_path):
+    image = image_bytes()
+    records = [studio("s1", figures=[{"path": "images/a.jpg"}]), studio("s2")]
+    path = studio_zip(tmp_path / "q.zip", records, {"images/a.jpg": image})
+    data = path.read_bytes()
+    at = data.index(image) + 100
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
+
+    report = import_questions_file(path=path, user=researcher)
+
+    assert report.created == 1
+    assert report.failed_lines[0]["line"] == 1
+    assert report.failed_lines[0]["reason"].startswith("figures[0]: images/a.jpg in the archive is damaged")
+
+
 def test_it_refuses_a_zip_entry_that_climbs_out(researcher, tmp_path):
     path = studio_zip(tmp_path / "q.zip", [studio()], {"../evil.png": image_bytes()})
 
@@ -392,3 +407,17 @@ def test_it_prints_a_json_summary_from_the_command(researcher, tmp_path):
     assert summary["failed_lines"][0]["line"] == 2
     assert Question.objects.get().source_document_id == summary["source_document"]
     assert Question.objects.get().edits.get().user == researcher
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_imports_with_several_threads_and_the_same_outcome(tmp_path, django_user_model):
+    path = write_lines(
+        tmp_path / "mixed.jsonl",
+        [*iter_questions(SCALE, 0), "not json", reference("bad-subject", subject="music-g9"), reference("r-ok")],
+    )
+    report = import_questions_file(path=path, user=None, workers=3)
+    assert (report.created, report.failed, report.unchanged) == (11, 2, 0)
+    assert sorted(row["line"] for row in report.failed_lines) == [11, 12]
+    again = import_questions_file(path=path, user=None, workers=3)
+    assert (again.created, again.unchanged, again.failed) == (0, 11, 2)
+    assert Question.objects.count() == 11
