@@ -8,7 +8,15 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from annotation import jsonl_import, pdf, queues, services
-from annotation.forms import PdfUploadForm, QuestionFileForm, QuestionFilterForm, QuestionForm, RejectForm, StepsForm
+from annotation.forms import (
+    PdfUploadForm,
+    QuestionFileForm,
+    QuestionFilterForm,
+    QuestionForm,
+    RejectForm,
+    StepsForm,
+    filter_controls,
+)
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
 from k12vista.jobs import start_job
 from k12vista.roles import Role, has_role, require_role, role_required
@@ -199,7 +207,7 @@ def question_list(request: HttpRequest) -> HttpResponse:
         query = request.GET.copy()
         query["after"] = rows[-1].pk
         next_query = query.urlencode()
-    ctx = {"form": form, "questions": rows, "next_query": next_query}
+    ctx = {"form": form, "controls": filter_controls(form), "questions": rows, "next_query": next_query}
     if request.htmx:
         return render(request, "annotation/question_list.html#rows", ctx)
     return render(request, "annotation/question_list.html", ctx)

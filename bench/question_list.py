@@ -1,7 +1,11 @@
 """Server time of the question list, the annotator queue and the question API at
 300,000 questions.
 
-    DEBUG=1 DATA_DIR=/tmp/k12-listbench .venv/bin/python -m bench.question_list --questions 300000
+    DATA_DIR=/tmp/k12-listbench SECRET_KEY=... ALLOWED_HOSTS=testserver BEHIND_TLS=0 \
+        .venv/bin/python -m bench.question_list --questions 300000
+
+Run it with DEBUG off, as production runs: DEBUG turns off the cached
+template loader and records every query, which is not what users get.
 
 It migrates the database named by DATABASE_URL (the SQLite file under DATA_DIR by
 default; use a throwaway one), fills it with synthetic questions by bulk insert
@@ -67,15 +71,14 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
     from django.test import Client
-    from django.test.utils import setup_test_environment
 
     from annotation.models import Question
     from k12vista import services
     from k12vista.roles import Role
 
     call_command("migrate", verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)  # the manifest production serves from
     fill(args.questions)
-    setup_test_environment()
     from django.conf import settings
     from django.contrib.auth import get_user_model
 

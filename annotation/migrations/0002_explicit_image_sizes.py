@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0001_question_bank'),
+        ("annotation", "0001_question_bank"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='figure',
-            name='image',
-            field=models.ImageField(max_length=300, upload_to='figures/%Y/%m/'),
+            model_name="figure",
+            name="image",
+            field=models.ImageField(max_length=300, upload_to="figures/%Y/%m/"),
         ),
         migrations.AlterField(
-            model_name='page',
-            name='image',
-            field=models.ImageField(max_length=300, upload_to='pages/%Y/%m/'),
+            model_name="page",
+            name="image",
+            field=models.ImageField(max_length=300, upload_to="pages/%Y/%m/"),
         ),
     ]

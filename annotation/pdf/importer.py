@@ -9,9 +9,12 @@ its reason on ``SourceDocument.error`` before anything else is written.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -20,15 +23,16 @@ import pymupdf
 from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
+from annotation.images import BadImage
 from annotation.models import Figure, Page, Question, SourceDocument
-from annotation.ocr import OCRServiceError, get_ocr_backend
+from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
 from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, segment
-from annotation.services import FigureData, QuestionData, create_question
+from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import Subject
@@ -47,6 +51,8 @@ class ImportSummary:
     figures: int = 0
     ocr_pages: int = 0
     warnings: list[str] = field(default_factory=list)
+    # Wall time of each stage, so a slow import shows where it spent its time.
+    seconds: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -135,26 +141,45 @@ def _read_document(document: SourceDocument) -> pymupdf.Document:
 
 def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT, grade: int = DEFAULT_GRADE,
                     progress: Callable[[int, int], None] | None = None, user: Any = None) -> ImportSummary:  # fmt: skip
-    """Imports one PDF: pages, then questions with their figures. Safe to run again."""
+    """Imports one PDF: pages, then questions with their figures. Safe to run again.
+
+    A refusal (PdfImportError) is recorded on the document before it is raised.
+    """
     try:
-        pdf = _read_document(document)
+        summary = _import(document=document, subject=subject, grade=grade, user=user,
+                          report=progress or (lambda done, total: None))  # fmt: skip
     except PdfImportError as exc:
         SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
         document.error = str(exc)
         raise
-    with pdf:
-        summary = ImportSummary(pages=pdf.page_count)
-        pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=progress)
-        lines, layouts = reading_order([p.text for p in pages])
-        parsed = segment(lines)
-        summary.warnings += parsed.warnings
-        _save_questions(document=document, pdf=pdf, pages=pages, layouts=layouts, parsed=parsed.questions,
-                        answers_key=parsed.answers_key, subject=subject, grade=grade, summary=summary,
-                        user=user)  # fmt: skip
     SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="")
-    if progress:
-        progress(summary.pages, summary.pages)
     return summary
+
+
+def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
+            report: Callable[[int, int], None]) -> ImportSummary:  # fmt: skip
+    with _read_document(document) as pdf:
+        summary = ImportSummary(pages=pdf.page_count)
+        steps = summary.pages + 1  # one step per page, and a last one for saving the questions
+        with _timed(summary, "pages"):
+            pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=lambda n: report(n, steps))
+        with _timed(summary, "segment"):
+            lines, layouts = reading_order([p.text for p in pages])
+            parsed = segment(lines)
+        summary.warnings += parsed.warnings
+        with _timed(summary, "questions"):
+            _save_questions(document=document, pdf=pdf, pages=pages, layouts=layouts, parsed=parsed.questions,
+                            answers_key=parsed.answers_key, subject=subject, grade=grade, summary=summary,
+                            user=user, heartbeat=lambda: report(summary.pages, steps))  # fmt: skip
+    report(steps, steps)
+    return summary
+
+
+@contextmanager
+def _timed(summary: ImportSummary, stage: str) -> Iterator[None]:
+    started = time.perf_counter()
+    yield
+    summary.seconds[stage] = round(time.perf_counter() - started, 3)
 
 
 @dataclass
@@ -165,25 +190,38 @@ class ImportedPage:
 
 
 def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: ImportSummary,
-                  progress: Callable[[int, int], None] | None) -> list[ImportedPage]:  # fmt: skip
+                  progress: Callable[[int], None]) -> list[ImportedPage]:  # fmt: skip
     saved = {page.number: page for page in document.pages.all()}
     imported = []
     for index, page in enumerate(pdf):
         number = index + 1
-        page_text = reading.text_layer(page, number)
-        source = "text-layer"
-        if not reading.has_usable_text(page_text):
-            backend = get_ocr_backend()
-            page_text, source = reading.ocr_layer(page, number, backend), backend.name
-            summary.ocr_pages += 1
-        regions = figures.figure_regions(page, page_text)
-        page_text = _without_figure_text(page_text, regions)
-        row = saved.get(number) or _save_page(document=document, page=page, number=number, text=page_text,
-                                              source=source)  # fmt: skip
-        imported.append(ImportedPage(row, page_text, regions))
-        if progress:
-            progress(index, pdf.page_count)
+        try:
+            imported.append(_import_page(document=document, page=page, number=number, row=saved.get(number),
+                                         summary=summary))  # fmt: skip
+        except OCRServiceError:
+            raise  # worth retrying: the job handler turns it into a TransientJobError
+        except OCRUnavailable as exc:
+            message = f"Page {number} has no text layer and needs OCR, which is not available: {exc}"
+            raise PdfImportError(message) from exc
+        except (RuntimeError, ValueError) as exc:
+            # MuPDF raises RuntimeError subclasses for broken page content.
+            raise PdfImportError(f"Page {number} is damaged and cannot be read ({exc}).") from exc
+        progress(number)
     return imported
+
+
+def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
+                 summary: ImportSummary) -> ImportedPage:  # fmt: skip
+    page_text = reading.text_layer(page, number)
+    source = "text-layer"
+    if not reading.has_usable_text(page_text):
+        backend = get_ocr_backend()
+        page_text, source = reading.ocr_layer(page, number, backend), backend.name
+        summary.ocr_pages += 1
+    regions = figures.figure_regions(page, page_text)
+    page_text = _without_figure_text(page_text, regions)
+    row = row or _save_page(document=document, page=page, number=number, text=page_text, source=source)
+    return ImportedPage(row, page_text, regions)
 
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
@@ -224,17 +262,13 @@ def _figure_key(layout: PageLayout, box: tuple) -> tuple:
 def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figures.FigureRegion]],
                    answers_key: tuple | None) -> dict[int, list[figures.FigureRegion]]:  # fmt: skip
     """Each figure goes to the question being read where it stands; none in the answer section."""
-    starts = [(q.lines[0].key, i) for i, q in enumerate(parsed) if q.lines]
+    starts = [(q.lines[0].key, i) for i, q in enumerate(parsed) if q.lines]  # in reading order already
+    start_keys = [key for key, _ in starts]
     assigned: dict[int, list[figures.FigureRegion]] = {}
     for key, region in sorted(regions, key=lambda item: item[0]):
-        if answers_key is not None and key >= answers_key:
-            continue
-        owner = None
-        for start, index in starts:
-            if start <= key:
-                owner = index
-        if owner is not None:
-            assigned.setdefault(owner, []).append(region)
+        at = bisect.bisect_right(start_keys, key)
+        if at and (answers_key is None or key < answers_key):
+            assigned.setdefault(starts[at - 1][1], []).append(region)
     return assigned
 
 
@@ -246,30 +280,44 @@ def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> t
 
 def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: list[ImportedPage],
                     layouts: dict[int, PageLayout], parsed: list[ParsedQuestion], answers_key: tuple | None,
-                    subject: str, grade: int, summary: ImportSummary, user: Any) -> None:  # fmt: skip
+                    subject: str, grade: int, summary: ImportSummary, user: Any,
+                    heartbeat: Callable[[], None]) -> None:  # fmt: skip
+    """Creates the questions not saved yet, each in its own transaction.
+
+    One transaction for the whole paper would hold SQLite's write lock for
+    minutes on a long paper and hide the job's heartbeat; instead a crash
+    leaves the questions saved so far, and the next run skips them by hash_id.
+    """
     regions = [(_figure_key(layouts[p.row.number], r.bbox), r) for p in pages for r in p.regions]
     by_question = assign_figures(parsed, regions, answers_key)
     rows = {p.row.number: p.row for p in pages}
-    hashes = {question_hash(document, q): q for q in parsed if q.lines}
+    hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
     summary.existing = len(existing)
-    # All questions of a document or none, so a failure leaves no partial paper behind.
-    with transaction.atomic():
-        for index, question in enumerate(parsed):
-            hash_id = question_hash(document, question)
-            if hash_id in existing or not question.lines:
-                continue
-            found = by_question.get(index, [])
-            page_number, bbox = _first_page_box(question.lines, found)
-            data = QuestionData(
-                hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
-                options=question.options, answers=question.answers, raw_solution=question.solution,
-                source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
-                figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
-            )  # fmt: skip
+    for index, question in enumerate(parsed):
+        hash_id = question_hash(document, question)
+        if hash_id in existing or not question.lines:
+            continue
+        found = by_question.get(index, [])
+        page_number, bbox = _first_page_box(question.lines, found)
+        data = QuestionData(
+            hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
+            options=question.options, answers=question.answers, raw_solution=question.solution,
+            source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
+            figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
+        )  # fmt: skip
+        try:
             create_question(data=data, user=user, note=f"imported from {document.original_name}"[:300])
-            summary.questions += 1
-            summary.figures += len(found)
+        except IntegrityError:
+            summary.existing += 1  # another import of the same paper saved it first
+            continue
+        except (QuestionDataError, BadImage) as exc:
+            summary.warnings.append(f"question {question.number} was not imported: {exc}")
+            continue
+        summary.questions += 1
+        summary.figures += len(found)
+        if summary.questions % 20 == 0:
+            heartbeat()
 
 
 def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,

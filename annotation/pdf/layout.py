@@ -93,12 +93,17 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     repeats = max(2, (len(pages) + 1) // 2)
     stripped = []
     for page in pages:
-        kept = [
-            s for s in page.spans
-            if not (_in_margin(s, page) and (seen[_running_key(s)] >= repeats or PAGE_NUMBER.match(s.text)))
-        ]  # fmt: skip
+        body = [s for s in page.spans if not _in_margin(s, page)]
+        kept = [s for s in page.spans if not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)]
         stripped.append(PageText(page.number, page.width, page.height, kept))
     return stripped
+
+
+def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
+    if not _in_margin(span, page) or not (repeated or PAGE_NUMBER.match(span.text)):
+        return False
+    # An exponent on the first line can reach into the margin; it shares its line with body text.
+    return not any(b.bbox[1] < span.bbox[3] and span.bbox[1] < b.bbox[3] for b in body)
 
 
 # --- columns ------------------------------------------------------------------------

@@ -27,11 +27,13 @@ SECTION_TYPES = [
     (("填空",), QuestionType.FILL_IN_BLANK),
     (("解答", "计算", "问答", "证明", "简答", "综合", "实验", "探究", "作图", "应用"), QuestionType.FREE_RESPONSE),
 ]
-ANSWER_SECTION = re.compile(
-    r"^(?:参考答案|答案与解析|参考答案与解析|参考答案及解析|答案解析|答案及解析|参考答案及评分标准)"
-)
-NUMBER = re.compile(r"^(\d{1,3})\s*(?:[．、]|\.(?!\d))\s*")
-OPTION = re.compile(r"(?:^|(?<=\s))([A-H])\s*[.．、:：]\s*")
+# "参考答案" also covers 参考答案与解析, 参考答案及评分标准 and the like; a bare "答案" only as a
+# whole line, since "【答案】C" starts an inline answer.
+ANSWER_SECTION = re.compile(r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)")
+NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d))\s*")
+# Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
+OPTION = re.compile(r"(?<![A-Za-z])([A-H])\s*[.．、:：]\s*")
+POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
@@ -169,7 +171,7 @@ class Segmenter:
             question.answer = f"{question.answer} {text}".strip()
         elif question.part == "solution":
             question.solution += text
-        elif question.part == "option" or OPTION.match(text):
+        elif question.part == "option" or _starts_options(text):
             self._add_options(question, text)
         else:
             if SUB_QUESTION.match(text):
@@ -215,6 +217,12 @@ class Segmenter:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
+
+
+def _starts_options(text: str) -> bool:
+    """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
+    match = OPTION.match(text)
+    return bool(match) and match.group(1) == "A" and not POINT_LIST.match(text)
 
 
 def split_entry(text: str) -> tuple[str, str]:
