@@ -1,6 +1,14 @@
-"""Personas: one user per role, created through the same service the admin screen uses."""
+"""Personas: one user per role, created through the same service the admin
+screen uses; and a real Celery worker for tests that need jobs to run."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.db import connection
 
 from k12vista import services
 from k12vista.roles import Role
@@ -66,3 +74,30 @@ def login(client):
         return client
 
     return _login
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def worker(transactional_db):
+    """A Celery worker process on the configured broker and the test database."""
+    env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING",
+         "--hostname", f"test-{os.getpid()}@%h"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    yield process
+    process.terminate()
+    process.wait(timeout=30)

@@ -1,47 +1,18 @@
 """A real Celery worker process on the configured broker (filesystem, Redis or
 RabbitMQ) and the test database: the job mechanism end to end."""
 
-import os
-import subprocess
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from k12vista import jobs
 from k12vista.models import Job
 from k12vista.tasks import run_job
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
-def worker():
-    env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
-    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING",
-         "--hostname", f"test-{os.getpid()}@%h"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    yield process
-    process.terminate()
-    process.wait(timeout=30)
 
 
 def wait_for(job: Job, timeout: float = 60) -> Job:
