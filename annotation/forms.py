@@ -85,7 +85,8 @@ class StepsForm(forms.Form):
 
     def __init__(self, data=None, *, steps=None, **kwargs):
         super().__init__(data, **kwargs)
-        self.submitted_steps = [s.strip() for s in data.getlist("step")] if data is not None else list(steps or [])
+        submitted = [s.strip() for s in data.getlist("step")] if data is not None else list(steps or [])
+        self.submitted_steps = submitted or [""]  # always at least one box to type in
 
     def clean(self):
         cleaned = super().clean()

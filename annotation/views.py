@@ -321,7 +321,8 @@ def start_pdf_imports(request: HttpRequest, form: PdfUploadForm) -> list[SourceD
 def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request.user, *UPLOADERS)
     document = get_object_or_404(documents_for(request.user), pk=pk)
-    ctx = {"document": document, "job": document.job, "questions": document.questions.order_by("id")[:200]}
+    questions = document.questions.order_by("id").prefetch_related("figures", "flags")[:200]
+    ctx = {"document": document, "job": document.job, "questions": questions}
     if request.htmx:
         return render(request, "annotation/import_detail.html#status", ctx)
     return render(request, "annotation/import_detail.html", ctx)
