@@ -14,8 +14,8 @@ def test_it_imports_a_reference_file_and_reports_bad_lines(page, worker, tmp_pat
     from bench.generate import iter_questions
 
     good = [json.dumps(r, ensure_ascii=False) for r in iter_questions(0.0002, seed=5)][:4]
-    lines = [good[0], "{broken json", good[1], '{"hash_id": "z9", "question": "?", "type": "判断题", "subject": "math-g9"}',
-             good[2], good[3]]  # fmt: skip
+    unknown_type = '{"hash_id": "z9", "question": "?", "type": "判断题", "subject": "math-g9"}'
+    lines = [good[0], "{broken json", good[1], unknown_type, good[2], good[3]]
     path = tmp_path / "release.jsonl"
     path.write_text("\n".join(lines), encoding="utf-8")
 
