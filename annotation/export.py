@@ -46,7 +46,8 @@ class ExportError(ValueError):
 
 
 def filter_questions(params: dict[str, Any]) -> QuerySet[Question]:
-    """Questions matching ``subject``, ``grade``, ``stage``, ``qtype``, ``status``, ``hash_ids`` (all optional).
+    """Questions matching ``subject``, ``grade``, ``stage``, ``qtype``, ``status``, ``flag``,
+    ``knowledge_point``, ``q``, ``source_document`` and ``hash_ids`` (all optional).
 
     Values are checked here, so that a typo fails the export instead of
     exporting nothing; the filtering itself is the list screen's.
@@ -66,6 +67,8 @@ def filter_questions(params: dict[str, Any]) -> QuerySet[Question]:
             filters["qtype"] = question_type_from_name(filters["qtype"]).value
         except ValueError as exc:
             raise ExportError(str(exc)) from None
+    # The list screen's other filters pass through as they are.
+    filters |= {name: params.get(name) for name in ("flag", "knowledge_point", "q", "source_document")}
     questions = Question.objects.matching(filters).order_by("id")
     if params.get("hash_ids"):
         questions = questions.filter(hash_id__in=list(params["hash_ids"]))

@@ -131,3 +131,19 @@ def test_it_exports_the_filtered_questions_for_download(researcher, login, no_br
 def test_it_keeps_exports_from_annotators(annotator, login, no_broker):
     assert login(annotator).post("/annotate/questions/export/", {"fmt": "reference"}).status_code == 403
     assert not Job.objects.exists()
+
+
+def test_it_exports_only_flagged_questions_when_the_list_is_filtered_by_flag(researcher, login, no_broker):
+    from tests.annotation_factories import make_question
+
+    flagged = make_question(answers=[])
+    make_question()
+    login(researcher).post("/annotate/questions/export/", {"flag": "missing_answer", "fmt": "reference"})
+    job = Job.objects.get()
+    execute_job(job.pk)
+    job.refresh_from_db()
+    assert job.result["count"] == 1
+    from django.conf import settings
+
+    line = (settings.MEDIA_ROOT / job.result["path"]).read_text(encoding="utf-8")
+    assert json.loads(line)["hash_id"] == flagged.hash_id
