@@ -271,21 +271,21 @@ def not_a_pdf() -> bytes:
     return "这不是PDF，只是一个改了扩展名的文本文件。\n".encode()
 
 
-def exam_pages(count: int, *, figure_every: int = 4) -> bytes:
+def exam_pages(count: int, *, per_column: int = 5, figure_every: int = 4) -> bytes:
     """A long two-column paper of ``count`` pages, numbered on, for benchmarks.
 
-    Each column holds five multiple-choice questions; every ``figure_every``-th
-    question has a vector figure.
+    Each column holds ``per_column`` multiple-choice questions; every
+    ``figure_every``-th question has a vector figure.
     """
     w = Writer(pymupdf.open(), TWO_COLUMNS)
     w.new_page()
     w.line("一、选择题")
     number = 0
     while len(w.pages) <= count:
-        for _ in range(5):
+        for _ in range(per_column):
             number += 1
-            w.line(f"{number}．已知 x", ("sup", "2"), f"={number}，下列关于 x 的说法中")
-            w.line("正确的是（  ）")
+            w.line(f"{number}．已知 x", ("sup", "2"), f"={number}，下列关于 x 的")
+            w.line("说法中正确的是（  ）")
             if number % figure_every == 0:
                 w.circle_figure(size=70)
             if number % 2:

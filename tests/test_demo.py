@@ -2,8 +2,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from annotation.models import Question
+from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from k12vista.roles import roles_of
 
 

@@ -1,5 +1,6 @@
 """PDF import: the test papers are built at test time by tests/fixtures_pdf.py."""
 
+import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -7,13 +8,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.db.models.fields.files import FieldFile
 from PIL import Image
 
 from annotation import ocr
 from annotation.models import Figure, Page, Question, SourceDocument
-from annotation.pdf import PdfImportError, import_document, register_pdf_upload, start_pdf_import
-from annotation.pdf.layout import Span, line_text
-from annotation.pdf.segment import split_answer
+from annotation.pdf import PdfImportError, import_document, importer, register_pdf_upload, start_pdf_import
+from annotation.pdf.layout import Line, Span, line_text
+from annotation.pdf.segment import segment, split_answer
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests import fixtures_pdf
@@ -150,10 +152,11 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
     job = start_pdf_import(document=document, user=annotator, subject="physics", grade=8)
     assert execute_job(job.pk) == Job.Status.SUCCEEDED
     job.refresh_from_db()
-    assert job.result | {"warnings": []} == {
-        "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": []
+    assert job.result | {"warnings": [], "seconds": {}} == {
+        "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "seconds": {}
     }  # fmt: skip
-    assert (job.done, job.total) == (2, 2)
+    assert set(job.result["seconds"]) == {"pages", "segment", "questions"}
+    assert (job.done, job.total) == (3, 3)  # a step per page and one for the questions
     assert set(Question.objects.values_list("subject", "grade")) == {("physics", 8)}
     again = start_pdf_import(document=document, user=annotator, subject="physics", grade=8)
     assert execute_job(again.pk) == Job.Status.SUCCEEDED
@@ -164,11 +167,9 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
 
 def test_it_resumes_after_a_crash_without_rendering_saved_pages_again(exam, monkeypatch):
     document = upload(exam.pdf)
-    from annotation.pdf import importer
-
     real_save_questions = importer._save_questions
 
-    def crash(**kwargs):
+    def crash(*args, **kwargs):
         raise RuntimeError("worker died")
 
     monkeypatch.setattr(importer, "_save_questions", crash)
@@ -177,8 +178,39 @@ def test_it_resumes_after_a_crash_without_rendering_saved_pages_again(exam, monk
     assert Page.objects.filter(document=document).count() == 2 and Question.objects.count() == 0
     images = set(Page.objects.values_list("image", flat=True))
     monkeypatch.setattr(importer, "_save_questions", real_save_questions)
+    monkeypatch.setattr(importer.reading, "render_png", crash)  # a page rendered again would fail the run
     assert import_document(document=document).questions == 8
     assert set(Page.objects.values_list("image", flat=True)) == images
+
+
+def test_it_finishes_a_half_saved_paper_without_duplicates(exam, monkeypatch):
+    document = upload(exam.pdf)
+    real_create = importer.create_question
+    created = []
+
+    def dies_after_three(**kwargs):
+        if len(created) == 3:
+            raise RuntimeError("worker died")
+        created.append(real_create(**kwargs))
+
+    monkeypatch.setattr(importer, "create_question", dies_after_three)
+    monkeypatch.setattr(importer, "SAVE_BATCH", 2)
+    with pytest.raises(RuntimeError):
+        import_document(document=document)
+    assert Question.objects.count() == 2  # the first batch; the second one rolled back with the crash
+    monkeypatch.setattr(importer, "create_question", real_create)
+    summary = import_document(document=document)
+    assert (summary.questions, summary.existing) == (6, 2) and Question.objects.count() == 8
+    assert Figure.objects.count() == 2
+
+
+def test_it_reads_the_file_through_a_storage_without_local_paths(exam, monkeypatch):
+    def no_path(self):
+        raise NotImplementedError("This backend doesn't support absolute paths.")
+
+    document = upload(exam.pdf)
+    monkeypatch.setattr(FieldFile, "path", property(no_path))
+    assert import_document(document=document).questions == 8
 
 
 def test_it_imports_the_same_file_uploaded_twice_once(exam):
@@ -243,8 +275,6 @@ def test_it_hashes_the_upload_while_copying_it(exam, tmp_path):
     path = tmp_path / "paper.pdf"
     path.write_bytes(exam.pdf)
     document = register_pdf_upload(uploaded_file_or_path=path)
-    import hashlib
-
     assert document.sha256 == hashlib.sha256(exam.pdf).hexdigest() and document.size == len(exam.pdf)
     assert document.original_name == "paper.pdf" and document.kind == SourceDocument.Kind.PDF
 
@@ -299,6 +329,17 @@ def test_the_setting_swaps_the_ocr_backend(fake_ocr):
     assert not question.figures.exists()  # the scan itself is not a figure
 
 
+def test_a_scan_without_a_working_ocr_backend_fails_with_the_reason(settings, monkeypatch):
+    settings.OCR_BACKEND = "annotation.ocr.TesseractBackend"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    document = upload(fixtures_pdf.scanned_page(), "scan.pdf")
+    with pytest.raises(PdfImportError):
+        import_document(document=document)
+    document.refresh_from_db()
+    assert "Page 1 has no text layer and needs OCR" in document.error and "tesseract" in document.error
+    assert not Page.objects.exists()
+
+
 def test_a_backend_that_is_not_an_ocr_backend_is_refused():
     with pytest.raises(ocr.OCRUnavailable, match="not a subclass"):
         ocr.get_ocr_backend("annotation.models.Page")
@@ -306,21 +347,15 @@ def test_a_backend_that_is_not_an_ocr_backend_is_refused():
         ocr.get_ocr_backend("annotation.nothing.Here")
 
 
-def test_the_default_backend_reads_chinese_from_a_scanned_page():
-    backend = ocr.get_ocr_backend("annotation.ocr.RapidOCRBackend")
-    import pymupdf
-
-    page = pymupdf.open(stream=fixtures_pdf.scanned_page(), filetype="pdf")[0]
-    image = Image.frombytes("RGB", *_pixmap(page))
-    result = backend.recognize(image)
-    text = result.markdown.replace(" ", "")
-    assert "最大的数" in text and "选择题" in text
-    assert all(0 <= line.box[0] < line.box[2] <= image.width for line in result.lines)
-
-
-def _pixmap(page):
-    pix = page.get_pixmap(dpi=150, alpha=False)
-    return (pix.width, pix.height), pix.samples
+def test_the_default_backend_reads_chinese_from_a_scanned_page(settings):
+    assert settings.OCR_BACKEND == "annotation.ocr.RapidOCRBackend"
+    document = upload(fixtures_pdf.scanned_page(), "scan.pdf")
+    assert import_document(document=document).ocr_pages == 1
+    page = Page.objects.get(document=document)
+    assert page.text_source == "rapidocr" and "最大的数" in page.text.replace(" ", "")
+    question = Question.objects.get(source_document=document)
+    assert question.qtype == "multiple_choice" and "最大的数" in question.text
+    assert [o["label"] for o in question.options] == list("ABCD")
 
 
 def test_tesseract_says_clearly_when_it_is_not_installed(monkeypatch):
@@ -417,6 +452,34 @@ def test_a_lowered_small_run_becomes_a_subscript_and_a_flagged_one_a_superscript
     assert line_text([base, lowered]) == "$a_{1}$"
     assert line_text([base, flagged]) == "$a^{n}$"
     assert line_text([Span("10", (0, 0, 12, 12), 10, 10.5), Span("³", (12, 0, 16, 8), 10, 10.5)]) == "$10^{3}$"
+
+
+def _lines(*texts):
+    return [Line(text, (0, i * 20, 100, i * 20 + 12), 1, (1, 0, 0, i * 20)) for i, text in enumerate(texts)]
+
+
+def test_a_stem_line_naming_points_is_not_an_option_line():
+    lines = _lines("一、选择题", "1．甲从", "A、B 两地同时出发，则（  ）", "A.-1B.0", "C.2 D.3")
+    (question,) = segment(lines).questions
+    assert question.text == "甲从A、B 两地同时出发，则（  ）"
+    assert [(o["label"], o["text"]) for o in question.options] == [("A", "-1"), ("B", "0"), ("C", "2"), ("D", "3")]
+
+
+def test_section_header_variants_set_the_type_and_a_choice_run_answers_several():
+    paper = ["第一部分 选择题", "1．甲", "A．1 B．2 C．3 D．4", "2．乙", "A．1 B．2 C．3 D．4"]
+    paper += ["第二大题：填空题", "3．丙____", "四、判断题", "4．丁", "参考答案", "1-2 CB", "3．5"]
+    parsed = segment(_lines(*paper))
+    assert [(q.number, q.qtype) for q in parsed.questions] == [
+        (1, "multiple_choice"), (2, "multiple_choice"), (3, "fill_in_blank"), (4, "free_response"),
+    ]  # fmt: skip
+    assert [q.answers for q in parsed.questions] == [["C"], ["B"], ["5"], []]
+
+
+def test_a_lost_question_number_does_not_swallow_the_rest():
+    parsed = segment(_lines("一、解答题", "1．甲", "2．乙", "4．丁", "5．戊", "9．这是第五题里的一行"))
+    assert [q.number for q in parsed.questions] == [1, 2, 4, 5]
+    assert parsed.questions[-1].text == "戊9．这是第五题里的一行"
+    assert parsed.warnings == ["question 3 was not found; the paper goes on with 4"]
 
 
 def test_answers_split_by_blank_and_sub_question():

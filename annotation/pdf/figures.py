@@ -3,10 +3,12 @@ at about the standard figure size."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 import pymupdf
 from django.conf import settings
+from PIL import Image
 
 from annotation.pdf.layout import Box, PageText, union
 
@@ -50,9 +52,16 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     return regions
 
 
-def crop_png(page: pymupdf.Page, box: Box) -> bytes:
-    """Renders the region so that its longer side comes out near the standard size."""
+def crop(page: pymupdf.Page, box: Box) -> bytes:
+    """Renders the region so that its longer side comes out near the standard size.
+
+    Returns an uncompressed BMP: the question bank re-encodes every figure it
+    stores (images.prepare_figure), so compressing here would be paid twice.
+    """
     rect = pymupdf.Rect(box) & page.rect
     longest = max(rect.width, rect.height, 1)
     zoom = min(8.0, max(1.0, settings.FIGURE_STANDARD_SIDE_PX / longest))
-    return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=rect, alpha=False).tobytes("png")
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=rect, alpha=False)
+    buffer = io.BytesIO()
+    Image.frombytes("RGB", (pix.width, pix.height), pix.samples).save(buffer, "BMP")
+    return buffer.getvalue()

@@ -41,6 +41,7 @@ JOB_KIND = "annotation.import_pdf"
 CHUNK = 1024 * 1024
 DEFAULT_SUBJECT = Subject.MATH
 DEFAULT_GRADE = 9
+SAVE_BATCH = 25  # questions a transaction
 
 
 @dataclass
@@ -90,7 +91,7 @@ def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
             size += len(block)
             if size > settings.MAX_UPLOAD_BYTES:
                 raise PdfImportError(f"{name} is larger than the limit of {settings.MAX_UPLOAD_BYTES} bytes.")
-            head = head or block[:8]
+            head += block[: 5 - len(head)]
             digest.update(block)
             copy.write(block)
         if not head.startswith(b"%PDF-"):
@@ -131,12 +132,12 @@ def import_pdf_job(job: Job, progress: Progress) -> dict:
 
 
 def _read_document(document: SourceDocument) -> pymupdf.Document:
-    """Opens the stored file through the storage API, so it works with any storage."""
-    with document.file.open("rb") as stored, tempfile.NamedTemporaryFile(suffix=".pdf") as local:
-        for block in _chunks(stored):
-            local.write(block)
-        local.flush()
-        return reading.open_pdf(local.name)
+    try:
+        path = document.file.path
+    except NotImplementedError:  # a storage without local files (S3 and the like): read it through the API
+        with document.file.open("rb") as stored:
+            return reading.open_pdf(stored.read())
+    return reading.open_pdf(path)
 
 
 def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT, grade: int = DEFAULT_GRADE,
@@ -282,11 +283,12 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
                     layouts: dict[int, PageLayout], parsed: list[ParsedQuestion], answers_key: tuple | None,
                     subject: str, grade: int, summary: ImportSummary, user: Any,
                     heartbeat: Callable[[], None]) -> None:  # fmt: skip
-    """Creates the questions not saved yet, each in its own transaction.
+    """Creates the questions not saved yet, SAVE_BATCH to a transaction.
 
     One transaction for the whole paper would hold SQLite's write lock for
-    minutes on a long paper and hide the job's heartbeat; instead a crash
-    leaves the questions saved so far, and the next run skips them by hash_id.
+    minutes on a long paper and hide the job's heartbeat (it beats between
+    batches); one per question spends most of its time committing. A crash
+    keeps the batches saved so far, and the next run skips them by hash_id.
     """
     regions = [(_figure_key(layouts[p.row.number], r.bbox), r) for p in pages for r in p.regions]
     by_question = assign_figures(parsed, regions, answers_key)
@@ -294,35 +296,42 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
     summary.existing = len(existing)
-    for index, question in enumerate(parsed):
-        hash_id = question_hash(document, question)
-        if hash_id in existing or not question.lines:
-            continue
-        found = by_question.get(index, [])
-        page_number, bbox = _first_page_box(question.lines, found)
-        data = QuestionData(
-            hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
-            options=question.options, answers=question.answers, raw_solution=question.solution,
-            source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
-            figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
-        )  # fmt: skip
-        try:
-            create_question(data=data, user=user, note=f"imported from {document.original_name}"[:300])
-        except IntegrityError:
-            summary.existing += 1  # another import of the same paper saved it first
-            continue
-        except (QuestionDataError, BadImage) as exc:
-            summary.warnings.append(f"question {question.number} was not imported: {exc}")
-            continue
-        summary.questions += 1
-        summary.figures += len(found)
-        if summary.questions % 20 == 0:
-            heartbeat()
+    todo = [(i, q) for i, q in enumerate(parsed) if q.lines and question_hash(document, q) not in existing]
+    for start in range(0, len(todo), SAVE_BATCH):
+        with transaction.atomic():
+            for index, question in todo[start : start + SAVE_BATCH]:
+                _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
+                               grade=grade, found=by_question.get(index, []), summary=summary, user=user)  # fmt: skip
+        heartbeat()
+
+
+def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
+                   question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
+                   summary: ImportSummary, user: Any) -> None:  # fmt: skip
+    hash_id = question_hash(document, question)
+    page_number, bbox = _first_page_box(question.lines, found)
+    data = QuestionData(
+        hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
+        options=question.options, answers=question.answers, raw_solution=question.solution,
+        source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
+        figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
+    )  # fmt: skip
+    # create_question is atomic itself: a refused question rolls back to its own savepoint only.
+    try:
+        create_question(data=data, user=user, note=f"imported from {document.original_name}"[:300])
+    except IntegrityError:
+        summary.existing += 1  # another import of the same paper saved it first
+        return
+    except (QuestionDataError, BadImage) as exc:
+        summary.warnings.append(f"question {question.number} was not imported: {exc}")
+        return
+    summary.questions += 1
+    summary.figures += len(found)
 
 
 def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,
                  position: int) -> FigureData:  # fmt: skip
-    content = figures.crop_png(pdf[region.page - 1], region.bbox)
+    content = figures.crop(pdf[region.page - 1], region.bbox)
     origin = Figure.Origin.EMBEDDED if region.origin == "embedded" else Figure.Origin.DRAWING
-    return FigureData(content=content, name=f"{hash_id[:12]}-{position}.png", origin=origin, page=rows[region.page],
+    return FigureData(content=content, name=f"{hash_id[:12]}-{position}.bmp", origin=origin, page=rows[region.page],
                       bbox=[round(v, 2) for v in region.bbox])  # fmt: skip

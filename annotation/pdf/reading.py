@@ -21,27 +21,38 @@ class PdfImportError(Exception):
     """A document that cannot be imported; the message is shown to the uploader as it is."""
 
 
-def open_pdf(path: str | Path) -> pymupdf.Document:
-    """Opens and checks a PDF; every refusal is a PdfImportError with a message for people."""
-    with open(path, "rb") as file:
-        head = file.read(1024)
+def open_pdf(source: str | Path | bytes) -> pymupdf.Document:
+    """Opens and checks a PDF (a path or its bytes); every refusal is a PdfImportError with a message for people."""
+    try:
+        if isinstance(source, bytes):
+            head = source[:1024]
+        else:
+            with open(source, "rb") as file:
+                head = file.read(1024)
+    except OSError as exc:
+        raise PdfImportError(f"The stored file cannot be read ({exc.strerror}).") from exc
     if b"%PDF-" not in head:
         raise PdfImportError("This file is not a PDF (it does not start with %PDF-).")
+    where = {"stream": source} if isinstance(source, bytes) else {"filename": str(source)}
     try:
-        doc = pymupdf.open(path, filetype="pdf")
+        doc = pymupdf.open(**where, filetype="pdf")
     except (pymupdf.FileDataError, RuntimeError, ValueError) as exc:
         raise PdfImportError(f"The PDF is damaged and cannot be read ({exc}).") from None
-    if doc.needs_pass:
+    problem = _refusal(doc)
+    if problem:
         doc.close()
-        raise PdfImportError("The PDF is encrypted and needs a password; upload a copy without a password.")
-    if doc.page_count == 0:
-        doc.close()
-        raise PdfImportError("The PDF has no pages.")
-    if doc.page_count > settings.PDF_MAX_PAGES:
-        count = doc.page_count
-        doc.close()
-        raise PdfImportError(f"The PDF has {count} pages; at most {settings.PDF_MAX_PAGES} are accepted.")
+        raise PdfImportError(problem)
     return doc
+
+
+def _refusal(doc: pymupdf.Document) -> str:
+    if doc.needs_pass:
+        return "The PDF is encrypted and needs a password; upload a copy without a password."
+    if doc.page_count == 0:
+        return "The PDF has no pages."
+    if doc.page_count > settings.PDF_MAX_PAGES:
+        return f"The PDF has {doc.page_count} pages; at most {settings.PDF_MAX_PAGES} are accepted."
+    return ""
 
 
 def render_png(page: pymupdf.Page, *, dpi: int = PAGE_DPI) -> bytes:
@@ -59,6 +70,9 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
     flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_DEHYPHENATE
     for block in page.get_text("dict", flags=flags)["blocks"]:
         for line in block.get("lines", []):
+            # Rotated text is the binding margin's 姓名/考号 or a watermark, never the questions.
+            if abs(line["dir"][1]) > 0.1:
+                continue
             for span in line["spans"]:
                 if not span["text"].strip() or span.get("alpha", 255) == 0:
                     continue

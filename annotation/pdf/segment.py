@@ -21,7 +21,10 @@ from annotation.pdf.layout import Line
 from k12vista.vocabulary import QuestionType
 
 CN_NUMERAL = "一二三四五六七八九十"
-SECTION = re.compile(rf"^[{CN_NUMERAL}]+\s*[、．.]\s*(\S+?题)")
+# 一、选择题 / 二．填空题 / 第三部分 解答题 / 第二大题：计算题
+SECTION = re.compile(
+    rf"^(?:第?[{CN_NUMERAL}]+(?:部分|大题)\s*[、．.:：]?|[{CN_NUMERAL}]+\s*[、．.:：])\s*(\S{{0,12}}?题)"
+)
 SECTION_TYPES = [
     (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
     (("填空",), QuestionType.FILL_IN_BLANK),
@@ -36,6 +39,9 @@ OPTION = re.compile(r"(?<![A-Za-z])([A-H])\s*[.．、:：]\s*")
 POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
+# A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
+CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
+MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -120,7 +126,10 @@ class Segmenter:
             self.section += 1
             self.current = None
             if not self.in_answers:
-                self.qtype = section_type(section.group(1)) or self.qtype
+                # A section of another kind (判断题) has its questions' types guessed one by one.
+                self.qtype = section_type(section.group(1))
+            return
+        if self.in_answers and self._choice_run(text):
             return
         number = NUMBER.match(text)
         if number and self._starts_item(int(number.group(1))):
@@ -139,11 +148,26 @@ class Segmenter:
             entry.text.append("\n")
         _join(entry.text, text)
 
+    def _choice_run(self, text: str) -> bool:
+        run = CHOICE_RUN.match(text)
+        if not run or int(run.group(2)) - int(run.group(1)) + 1 != len(run.group(3)):
+            return False
+        for offset, letter in enumerate(run.group(3)):
+            self.entries.append(AnswerEntry(int(run.group(1)) + offset, [letter]))
+        self.entry = None
+        return True
+
     def _starts_item(self, number: int) -> bool:
+        """Only a number that follows on starts a question, so "2." inside a solution does not."""
         if self.in_answers:
             return self.entry is None or number > self.entry.number
         last = self.questions[-1].number if self.questions else None
-        return last is None or number == last + 1 or (self.current is None and number == 1)
+        if last is None or number == last + 1 or (self.current is None and number == 1):
+            return True
+        if last + 1 < number <= last + 1 + MAX_SKIPPED:
+            self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
+            return True
+        return False
 
     def _start(self, number: int, line: Line) -> None:
         if self.in_answers:
