@@ -11,7 +11,9 @@ PYTHON ?= $(shell for p in python3.13 python3.12 $(wildcard /root/.pyenv/version
 TEST_DATA_DIR ?= $(CURDIR)/data/test
 PYTEST_ARGS ?=
 
-.PHONY: run test lint install install-dev chromium vendor messages clean
+ML_VENV ?= .venv-ml
+
+.PHONY: run test lint install install-dev chromium ml vendor messages clean
 
 $(VENV)/bin/python:
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is needed (none found on PATH or in pyenv)"; exit 1; }
@@ -42,11 +44,18 @@ chromium:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# .venv-ml: Python 3.11 with CPU torch and transformers, for the tests' local
+# OpenAI-compatible model server (`transformers serve` on a tiny model built at test time).
+ml: $(ML_VENV)/.ml-installed
+$(ML_VENV)/.ml-installed: scripts/ml-venv.sh
+	scripts/ml-venv.sh $(ML_VENV)
+	touch $@
+
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install-dev chromium lint
+test: install-dev chromium ml lint
 	rm -rf $(TEST_DATA_DIR)/broker
 	mkdir -p $(TEST_DATA_DIR)
 	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
