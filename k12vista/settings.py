@@ -332,6 +332,13 @@ IMPORT_WORKERS = env_int("IMPORT_WORKERS", 3, minimum=1)
 # How long an annotator holds a question before it can go to someone else.
 ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 
+# --- Models -------------------------------------------------------------
+
+# Endpoint URLs must start with one of these, so the studio cannot be pointed
+# at an internal address by accident. Add your vLLM hosts and API providers.
+MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:", "http://localhost:"])
+MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
+
 # --- Logging --------------------------------------------------------------
 
 LOGGING = {

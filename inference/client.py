@@ -1,0 +1,110 @@
+"""Calling a model through the OpenAI-compatible API (vllm serve, closed APIs,
+transformers serve), with our own retry loop so that every attempt is counted
+and every failure is classified."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from PIL import Image
+
+# Worth another try after a pause: the server is busy, restarting or slow.
+TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class ModelCallError(Exception):
+    """A call that failed for good; ``transient`` says whether retrying later may help."""
+
+    def __init__(self, message: str, *, transient: bool, attempts: int) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    latency_ms: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str
+    attempts: int
+
+
+def image_data_url(content: bytes, *, max_side: int) -> str:
+    """A figure as a JPEG data URL, shrunk on our side to the endpoint's largest side."""
+    image = Image.open(io.BytesIO(content))
+    image = image.convert("RGB")
+    if max(image.size) > max_side:
+        image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=90)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def build_messages(*, system: str, user: str, image_urls: list[str] = ()) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    if image_urls:
+        parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}} for url in image_urls]
+        parts.append({"type": "text", "text": user})
+        messages.append({"role": "user", "content": parts})
+    else:
+        messages.append({"role": "user", "content": user})
+    return messages
+
+
+def is_transient(exc: Exception) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in TRANSIENT_STATUS
+
+
+def describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, str | dict) else ""
+        return f"HTTP {exc.status_code}: {body or exc.message}"[:2000]
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+async def complete(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    retries: int = 4,
+    backoff: float = 1.0,
+) -> Completion:
+    """One chat completion. Timeouts, 429 and 5xx are retried with exponential
+    backoff and jitter; anything else (a bad request, a wrong key) fails at once."""
+    attempts = 0
+    while True:
+        attempts += 1
+        started = time.perf_counter()
+        try:
+            reply = await client.chat.completions.create(model=model, messages=messages, **params)
+        except (openai.APIError, openai.APIConnectionError) as exc:
+            transient = is_transient(exc)
+            if not transient or attempts > retries:
+                raise ModelCallError(describe(exc), transient=transient, attempts=attempts) from exc
+            await asyncio.sleep(backoff * 2 ** (attempts - 1) * (0.5 + random.random()))  # noqa: S311
+            continue
+        choice = reply.choices[0] if reply.choices else None
+        usage = reply.usage
+        return Completion(
+            text=(choice.message.content or "") if choice else "",
+            latency_ms=round((time.perf_counter() - started) * 1000),
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            finish_reason=(choice.finish_reason or "") if choice else "",
+            attempts=attempts,
+        )

@@ -1,0 +1,158 @@
+"""Model endpoints, prompt templates, inference runs and their responses."""
+
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Count, Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from k12vista.vocabulary import QuestionType
+
+
+class ModelEndpoint(models.Model):
+    """Where a model answers. The API key is never stored: only the name of the
+    environment variable that holds it on the workers."""
+
+    class Kind(models.TextChoices):
+        OPENAI = "openai", _("OpenAI-compatible HTTP (vllm serve, closed APIs)")
+        VLLM_OFFLINE = "vllm_offline", _("vLLM offline engine on a GPU worker")
+        TRANSFORMERS = "transformers", _("transformers on CPU")
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.OPENAI)
+    base_url = models.URLField(max_length=300, blank=True)  # for OPENAI
+    model_name = models.CharField(max_length=200)  # the served model name, or a local path for the engines
+    api_key_env = models.CharField(max_length=100, blank=True)
+    max_concurrency = models.PositiveSmallIntegerField(default=8)
+    timeout_seconds = models.PositiveIntegerField(default=120)
+    accepts_images = models.BooleanField(default=True)
+    max_image_side = models.PositiveIntegerField(default=1024)
+    supports_json_schema = models.BooleanField(default=True)
+    default_params = models.JSONField(default=dict, blank=True)  # temperature, max_tokens, top_p...
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def api_key(self) -> str:
+        """Read on the worker at call time; servers without auth accept any string."""
+        if not self.api_key_env:
+            return "no-key"
+        return os.environ.get(self.api_key_env, "")
+
+
+class PromptTemplate(models.Model):
+    """One version of one prompt. Rows are never edited: a change is a new
+    version, so every run can say exactly which text produced its numbers."""
+
+    class Kind(models.TextChoices):
+        ANSWER_DIRECT = "answer_direct", _("Answer directly")
+        ANSWER_STEPS = "answer_step_by_step", _("Answer step by step")
+        JUDGE_DIRECT = "judge_direct", _("Judge a direct answer")
+        JUDGE_STEPS = "judge_steps", _("Judge the steps")
+        SPLIT_STEPS = "split_steps", _("Split into steps")
+        RESTRUCTURE = "restructure_solution", _("Restructure a solution")
+        CAPTION = "caption_image", _("Caption an image")
+        OCR_PAGE = "ocr_page", _("OCR a page")
+        CHECK_STRUCTURE = "check_structure", _("Check a question's structure")
+
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    qtype = models.CharField(max_length=20, choices=QuestionType.choices, blank=True)
+    name = models.CharField(max_length=200)
+    system = models.TextField(blank=True)
+    user_template = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    version = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind", "qtype", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "qtype", "version"], name="prompt_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class InferenceRun(models.Model):
+    """A model answering a set of questions, as one job."""
+
+    class Mode(models.TextChoices):
+        DIRECT = "direct", _("Direct")
+        STEP_BY_STEP = "step_by_step", _("Step by step")
+
+    class InputForm(models.TextChoices):
+        IMAGES = "images", _("Text and images")
+        CAPTIONS = "captions", _("Text and captions (text-only models)")
+
+    name = models.CharField(max_length=200)
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="runs")
+    mode = models.CharField(max_length=20, choices=Mode.choices)
+    input_form = models.CharField(max_length=10, choices=InputForm.choices, default=InputForm.IMAGES)
+    # The question set: the question bank's browse filters, frozen when the run starts.
+    filters = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True)  # sampling parameters, merged over the endpoint's
+    seed = models.BigIntegerField(null=True, blank=True)
+    # What produced the numbers: prompt ids and content hashes per question type,
+    # the endpoint as it was, and the number and newest change of the questions.
+    provenance = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def counts(self) -> dict[str, int]:
+        rows = self.responses.aggregate(
+            total=Count("id"),
+            ok=Count("id", filter=Q(status=Response.Status.OK)),
+            failed=Count("id", filter=Q(status=Response.Status.FAILED)),
+            pending=Count("id", filter=Q(status=Response.Status.PENDING)),
+        )
+        return rows
+
+
+class Response(models.Model):
+    """One model answer to one question in one run: unique on (run, question),
+    so a run restarted after a crash finishes with no duplicates."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        OK = "ok", _("Answered")
+        FAILED = "failed", _("Failed")
+
+    run = models.ForeignKey(InferenceRun, on_delete=models.CASCADE, related_name="responses")
+    question = models.ForeignKey("annotation.Question", on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    prompt_id = models.BigIntegerField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=30, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "question"], name="response_unique")]
+        indexes = [models.Index(fields=["run", "status"], name="response_run_status")]
+
+    def __str__(self) -> str:
+        return f"{self.run} / {self.question_id}"

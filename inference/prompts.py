@@ -1,0 +1,93 @@
+"""Prompt templates as stored, versioned rows: the defaults from
+default_prompts.py are loaded once, and every edit is a new version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from annotation.models import Question
+from inference import default_prompts
+from inference.models import PromptTemplate
+from k12vista.vocabulary import QUESTION_TYPE_ZH, SUBJECT_ZH, QuestionType, Subject
+
+QUESTION_TYPES = [t.value for t in QuestionType]
+
+
+def hash_row(*, kind: str, qtype: str, system: str, user_template: str) -> str:
+    return default_prompts.hash_prompt_text(kind=kind, question_type=qtype or None, system=system,
+                                            user_template=user_template)  # fmt: skip
+
+
+def ensure_default_prompts() -> int:
+    """Creates version 1 of every default prompt that has no version yet."""
+    created = 0
+    for default in default_prompts.DEFAULT_PROMPTS:
+        qtype = default.question_type or ""
+        if PromptTemplate.objects.filter(kind=default.kind, qtype=qtype).exists():
+            continue
+        try:
+            with transaction.atomic():
+                PromptTemplate.objects.create(
+                    kind=default.kind, qtype=qtype, name=default.name, system=default.system,
+                    user_template=default.user_template, content_hash=default_prompts.content_hash(default),
+                    version=1,
+                )  # fmt: skip
+                created += 1
+        except IntegrityError:  # another worker loaded it at the same moment
+            continue
+    return created
+
+
+def current(kind: str, qtype: str = "") -> PromptTemplate:
+    """The newest version for this kind and question type (or the type-free one)."""
+    found = PromptTemplate.objects.filter(kind=kind, qtype__in=[qtype, ""]).order_by("-qtype", "-version").first()
+    if found is None:
+        raise LookupError(f"no prompt of kind {kind!r} for {qtype or 'any type'!r}")
+    return found
+
+
+class PromptError(ValueError):
+    pass
+
+
+@transaction.atomic
+def save_version(*, kind: str, qtype: str, name: str, system: str, user_template: str, user: Any) -> PromptTemplate:
+    """A researcher's edit: a new version, unless the text did not change."""
+    unknown = default_prompts.placeholders(_Text(system, user_template)) - default_prompts.PLACEHOLDERS
+    if unknown:
+        raise PromptError(f"unknown placeholders: {', '.join('${' + n + '}' for n in sorted(unknown))}")
+    digest = hash_row(kind=kind, qtype=qtype, system=system, user_template=user_template)
+    latest = PromptTemplate.objects.filter(kind=kind, qtype=qtype).order_by("-version").first()
+    if latest is not None and latest.content_hash == digest:
+        return latest
+    version = (PromptTemplate.objects.filter(kind=kind, qtype=qtype).aggregate(v=Max("version"))["v"] or 0) + 1
+    return PromptTemplate.objects.create(kind=kind, qtype=qtype, name=name, system=system, user_template=user_template,
+                                         content_hash=digest, version=version, created_by=user)  # fmt: skip
+
+
+class _Text:
+    def __init__(self, system: str, user_template: str) -> None:
+        self.name, self.system, self.user_template = "draft", system, user_template
+
+
+def question_values(question: Question, *, caption: str = "") -> dict[str, str]:
+    return {
+        "question": question.text,
+        "options": "\n".join(f"{o['label']}. {o['text']}" for o in question.options),
+        "subject": SUBJECT_ZH[Subject(question.subject)],
+        "grade": str(question.grade),
+        "reference_answer": default_prompts.BLANK_SEPARATOR.join(question.answers),
+        "reference_solution": "\n".join(question.solution_steps) or question.raw_solution,
+        "raw_solution": question.raw_solution,
+        "caption": default_prompts.figure_description(caption),
+        "question_type": QUESTION_TYPE_ZH[QuestionType(question.qtype)],
+    }
+
+
+def render(template: PromptTemplate, *, question: Question | None = None, **values: str) -> tuple[str, str]:
+    """(system, user) text; raises MissingPlaceholderError naming what has no value."""
+    given = (question_values(question) if question is not None else {}) | values
+    return default_prompts.render(template, **given)

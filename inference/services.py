@@ -1,0 +1,208 @@
+"""Endpoints and inference runs. Views, API, jobs and commands call these."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from annotation.models import Question
+from inference import client, prompts
+from inference.models import InferenceRun, ModelEndpoint, PromptTemplate, Response
+from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.models import Job
+
+
+class EndpointError(ValueError):
+    """An endpoint setting that cannot be used; the message says which and why."""
+
+
+def check_endpoint_url(url: str) -> str:
+    """Refuses URLs outside MODEL_URL_ALLOWLIST (prefix match on the normalised URL)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EndpointError(f"{url!r} is not an http(s) URL")
+    port = f":{parts.port}" if parts.port else ""
+    normalised = f"{parts.scheme}://{parts.hostname}{port}{parts.path}".rstrip("/")
+    if not any(normalised.startswith(prefix.rstrip("/")) for prefix in settings.MODEL_URL_ALLOWLIST):
+        raise EndpointError(
+            f"{parts.scheme}://{parts.hostname}{port} is not in MODEL_URL_ALLOWLIST; "
+            "an administrator adds model servers there."
+        )
+    return normalised
+
+
+@transaction.atomic
+def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
+    if endpoint.kind == ModelEndpoint.Kind.OPENAI:
+        endpoint.base_url = check_endpoint_url(endpoint.base_url)
+    if endpoint.max_concurrency < 1:
+        raise EndpointError("max_concurrency must be at least 1")
+    if endpoint.pk is None:
+        endpoint.created_by = user
+    endpoint.save()
+    return endpoint
+
+
+# --- runs -------------------------------------------------------------------------
+
+ANSWER_KIND = {
+    InferenceRun.Mode.DIRECT: PromptTemplate.Kind.ANSWER_DIRECT,
+    InferenceRun.Mode.STEP_BY_STEP: PromptTemplate.Kind.ANSWER_STEPS,
+}
+
+
+def questions_of(run: InferenceRun):
+    return Question.objects.matching(run.filters)
+
+
+@transaction.atomic
+def start_inference_run(
+    *, endpoint: ModelEndpoint, mode: str, filters: dict, user: Any, input_form: str = InferenceRun.InputForm.IMAGES,
+    params: dict | None = None, seed: int | None = None, name: str = "",
+) -> InferenceRun:  # fmt: skip
+    """Freezes what will produce the numbers (prompts, endpoint, question set)
+    and starts the run as a job on the io queue."""
+    if not endpoint.active:
+        raise EndpointError(f"endpoint {endpoint} is switched off")
+    if endpoint.kind != ModelEndpoint.Kind.OPENAI:
+        raise EndpointError(f"{endpoint.get_kind_display()} endpoints run on their own workers (not built yet)")
+    prompts.ensure_default_prompts()
+    chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
+    questions = Question.objects.matching(filters)
+    run = InferenceRun.objects.create(
+        name=name or f"{endpoint.name} · {mode}",
+        endpoint=endpoint,
+        mode=mode,
+        input_form=input_form,
+        filters=filters,
+        params={**endpoint.default_params, **(params or {})},
+        seed=seed,
+        created_by=user,
+        provenance={
+            "prompts": {q: {"id": p.pk, "version": p.version, "hash": p.content_hash} for q, p in chosen.items()},
+            "endpoint": {"base_url": endpoint.base_url, "model_name": endpoint.model_name},
+            "questions": {
+                "count": questions.count(),
+                "last_change": str(questions.aggregate(last=Max("updated"))["last"]),
+            },
+        },
+    )  # fmt: skip
+    run.job = start_job(kind="inference.run", user=user, params={"run_id": run.pk}, title=run.name)
+    run.save(update_fields=["job"])
+    return run
+
+
+def retry_failed(*, run: InferenceRun, user: Any) -> Job:
+    """Sends failed answers back to pending and runs the job again for them only."""
+    run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
+    run.job = start_job(kind="inference.run", user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
+    run.save(update_fields=["job"])
+    return run.job
+
+
+def create_missing_responses(run: InferenceRun) -> int:
+    """One pending row per question of the run; existing rows are kept, so a
+    restarted job resumes where it stopped."""
+    ids = questions_of(run).values_list("id", flat=True).order_by("id")
+    batch, created = [], 0
+    for question_id in ids.iterator(chunk_size=5000):
+        batch.append(Response(run=run, question_id=question_id))
+        if len(batch) == 5000:
+            created += len(Response.objects.bulk_create(batch, ignore_conflicts=True))
+            batch = []
+    if batch:
+        created += len(Response.objects.bulk_create(batch, ignore_conflicts=True))
+    return created
+
+
+def request_for(run: InferenceRun, response: Response) -> tuple[PromptTemplate, list[dict]]:
+    """The prompt and messages for one question, with its figures as images."""
+    question = response.question
+    template = PromptTemplate.objects.get(pk=run.provenance["prompts"][question.qtype]["id"])
+    system, user = prompts.render(template, question=question)
+    image_urls = []
+    if run.input_form == InferenceRun.InputForm.IMAGES and run.endpoint.accepts_images:
+        for figure in question.figures.all():
+            with figure.image.open("rb") as stored:
+                image_urls.append(client.image_data_url(stored.read(), max_side=run.endpoint.max_image_side))
+    return template, client.build_messages(system=system, user=user, image_urls=image_urls)
+
+
+def save_answer(response: Response, *, completion: client.Completion | None, error: str = "", attempts: int = 0):
+    fields: dict[str, Any] = {"finished": timezone.now()}
+    if completion is not None:
+        fields |= {
+            "status": Response.Status.OK, "raw_output": completion.text, "latency_ms": completion.latency_ms,
+            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+            "finish_reason": completion.finish_reason, "attempts": completion.attempts, "error": "",
+        }  # fmt: skip
+    else:
+        fields |= {"status": Response.Status.FAILED, "error": error, "attempts": attempts}
+    Response.objects.filter(pk=response.pk).update(**fields)
+
+
+@job_handler("inference.run", queue=Job.Queue.IO)
+def run_inference_job(job: Job, progress: Progress) -> dict:
+    """Answers every pending question of the run with at most the endpoint's
+    max_concurrency requests in flight. Safe to run again: answered rows are skipped."""
+    run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
+    create_missing_responses(run)
+    total = run.responses.count()
+    done_before = run.responses.exclude(status=Response.Status.PENDING).count()
+    progress(done_before, total)
+    pending = list(run.responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id"))
+    # async_to_sync, not asyncio.run: the database calls inside then run in this
+    # thread, on this job's connection.
+    async_to_sync(_answer_all)(run, pending, progress, done_before, total)
+    return run.counts()
+
+
+async def _answer_all(run: InferenceRun, pending: list[Response], progress: Progress, done: int, total: int):
+    endpoint = run.endpoint
+    api = openai.AsyncOpenAI(
+        base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing", timeout=endpoint.timeout_seconds,
+        max_retries=0,  # our loop retries and counts attempts
+    )  # fmt: skip
+    limit = asyncio.Semaphore(endpoint.max_concurrency)
+    params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
+    if run.seed is not None:
+        params["seed"] = run.seed
+    counter = {"done": done}
+    report = sync_to_async(progress, thread_sensitive=True)
+
+    async def answer(response: Response) -> None:
+        async with limit:
+            template, messages = await sync_to_async(request_for, thread_sensitive=True)(run, response)
+            try:
+                completion = await client.complete(api, model=endpoint.model_name, messages=messages, params=params,
+                                                   retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
+                await sync_to_async(save_answer, thread_sensitive=True)(response, completion=completion)
+            except client.ModelCallError as exc:
+                await sync_to_async(save_answer, thread_sensitive=True)(
+                    response, completion=None, error=str(exc), attempts=exc.attempts
+                )
+            counter["done"] += 1
+            await report(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for response in pending:
+                group.create_task(answer(response))
+    except* Exception as group_error:
+        # The first real error (a cancel, a lost job, a database failure) ends the run.
+        raise group_error.exceptions[0] from None
+    finally:
+        await api.close()
+
+
+# Sampling parameters we pass on; anything else in params is ignored rather than
+# sent to a server that may reject the whole request for it.
+ALLOWED_PARAMS = {"temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "stop", "n"}

@@ -1,0 +1,168 @@
+"""Inference runs against real HTTP servers on this machine: a scripted fake for
+status codes, and transformers serve with a tiny model for the whole path."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from inference import services
+from inference.models import InferenceRun, ModelEndpoint, Response
+from k12vista.jobs import execute_job
+from tests.annotation_factories import make_question
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions with the next status from ``script``."""
+
+    script: list[int] = []
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body)
+        status = type(self).script.pop(0) if type(self).script else 200
+        if status != 200:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps({"error": {"message": f"scripted {status}"}}).encode())
+            return
+        reply = {
+            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "步骤1：得 $x=2$。\n答案：B"},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }  # fmt: skip
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def scripted_server():
+    Scripted.script, Scripted.seen = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _quick_retries(settings):
+    settings.MODEL_CALL_RETRIES = 2
+
+
+def endpoint(base_url, **fields) -> ModelEndpoint:
+    return services.save_endpoint(
+        endpoint=ModelEndpoint(name=fields.pop("name", "m"), base_url=base_url, model_name=fields.pop("model", "m"),
+                               api_key_env="K12_TEST_KEY", **fields),
+        user=None,
+    )  # fmt: skip
+
+
+def run_now(run: InferenceRun) -> InferenceRun:
+    execute_job(run.job_id)
+    run.refresh_from_db()
+    return run
+
+
+def start(ep, researcher, **kwargs) -> InferenceRun:
+    from unittest import mock
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        return services.start_inference_run(endpoint=ep, mode="step_by_step", filters={}, user=researcher, **kwargs)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["http://10.0.0.5:8000/v1", "http://169.254.169.254/latest", "file:///etc/passwd"])
+def test_it_refuses_endpoint_urls_outside_the_allowlist(url):
+    with pytest.raises(services.EndpointError):
+        endpoint(url)
+    assert not ModelEndpoint.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_accepts_an_allowed_url_and_never_stores_the_key(settings, monkeypatch):
+    settings.MODEL_URL_ALLOWLIST = ["https://gpu01.lab:8000"]
+    monkeypatch.setenv("K12_TEST_KEY", "sk-secret")
+    ep = endpoint("https://gpu01.lab:8000/v1/")
+    assert ep.base_url == "https://gpu01.lab:8000/v1" and ep.api_key() == "sk-secret"
+    assert "sk-secret" not in json.dumps(list(ModelEndpoint.objects.values()), default=str)
+
+
+def test_it_answers_every_question_once_and_records_the_call(scripted_server, researcher):
+    questions = [make_question() for _ in range(3)]
+    run = run_now(start(endpoint(scripted_server, max_concurrency=2), researcher, seed=7))
+    rows = list(run.responses.order_by("question_id"))
+    assert [r.question_id for r in rows] == [q.pk for q in questions]
+    assert all(r.status == "ok" and r.raw_output.endswith("答案：B") for r in rows)
+    assert {(r.prompt_tokens, r.completion_tokens, r.finish_reason, r.attempts) for r in rows} == {(11, 7, "stop", 1)}
+    sent = Scripted.seen[0]
+    assert sent["seed"] == 7 and sent["messages"][-1]["content"][0]["type"] == "image_url"
+    assert run.provenance["prompts"]["multiple_choice"]["hash"]
+    assert run.provenance["questions"]["count"] == 3
+
+
+def test_it_resumes_without_asking_twice(scripted_server, researcher):
+    make_question(), make_question()
+    run = run_now(start(endpoint(scripted_server), researcher))
+    asked = len(Scripted.seen)
+    from k12vista.models import Job
+
+    again = Job.objects.create(kind="inference.run", params={"run_id": run.pk})
+    execute_job(again.pk)
+    assert len(Scripted.seen) == asked and run.responses.count() == 2
+
+
+def test_it_retries_rate_limits_and_server_errors(scripted_server, researcher):
+    make_question()
+    Scripted.script = [429, 503]
+    run = run_now(start(endpoint(scripted_server), researcher))
+    response = run.responses.get()
+    assert response.status == "ok" and response.attempts == 3
+
+
+def test_it_records_a_permanent_error_on_the_item_and_goes_on(scripted_server, researcher):
+    make_question(), make_question()
+    Scripted.script = [400]
+    run = run_now(start(endpoint(scripted_server, max_concurrency=1), researcher))
+    failed = run.responses.get(status="failed")
+    assert "HTTP 400" in failed.error and failed.attempts == 1
+    assert run.responses.filter(status="ok").count() == 1
+    assert run.counts() == {"total": 2, "ok": 1, "failed": 1, "pending": 0}
+
+
+def test_it_reports_a_server_that_is_down_and_retries_failed_items_later(researcher, scripted_server):
+    make_question()
+    ep = endpoint("http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    run = run_now(start(ep, researcher))
+    failed = run.responses.get()
+    assert failed.status == "failed" and "APIConnectionError" in failed.error and failed.attempts == 3
+    ModelEndpoint.objects.filter(pk=ep.pk).update(base_url=scripted_server)
+    from unittest import mock
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        job = services.retry_failed(run=run, user=researcher)
+    execute_job(job.pk)
+    assert run.responses.get().status == "ok"
+
+
+def test_it_runs_against_a_real_openai_compatible_model_server(tiny_model_server, researcher):  # noqa: F811
+    base_url, model_name = tiny_model_server
+    make_question(), make_question(qtype="fill_in_blank", text="$1+1=$___", options=[], answers=["2"])
+    ep = endpoint(base_url, model=model_name, default_params={"max_tokens": 6, "temperature": 0})
+    run = run_now(start(ep, researcher))
+    rows = list(run.responses.all())
+    assert [r.status for r in rows] == ["ok", "ok"], [r.error for r in rows]
+    assert all(r.completion_tokens and r.prompt_tokens and r.latency_ms is not None for r in rows)
+    assert Response.objects.filter(run=run, finish_reason__in=["length", "stop"]).count() == 2
