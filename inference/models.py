@@ -10,7 +10,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from k12vista.vocabulary import QuestionType
+from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
 
 class ModelEndpoint(models.Model):
@@ -156,3 +156,174 @@ class Response(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} / {self.question_id}"
+
+
+class ScoringRun(models.Model):
+    """A judge model (or the PEM) scoring the responses of one inference run."""
+
+    class Method(models.TextChoices):
+        JUDGE_DIRECT = "judge_direct", _("Judge extracts and scores sub-answers (direct mode)")
+        JUDGE_STEPS = "judge_steps", _("Judge or PEM labels every step (step-by-step mode)")
+
+    name = models.CharField(max_length=200)
+    inference_run = models.ForeignKey(InferenceRun, on_delete=models.CASCADE, related_name="scoring_runs")
+    judge = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="scoring_runs")
+    method = models.CharField(max_length=20, choices=Method.choices)
+    params = models.JSONField(default=dict, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)  # prompt id/hash, judge, schema used
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Judgment(models.Model):
+    """One scored response. ``score`` is None when the judge's output could not be
+    parsed (or the call failed): such items count against coverage, never as 0."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        OK = "ok", _("Scored")
+        PARSE_FAILED = "parse_failed", _("Output not understood")
+        CALL_FAILED = "call_failed", _("Call failed")
+        NO_RESPONSE = "no_response", _("The model gave no answer")
+
+    scoring_run = models.ForeignKey(ScoringRun, on_delete=models.CASCADE, related_name="judgments")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="judgments")
+    status = models.CharField(max_length=15, choices=Status.choices, default=Status.PENDING)
+    score = models.FloatField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    parse_status = models.CharField(max_length=10, blank=True)  # ok | repaired | failed
+    parse_notes = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    # direct mode: what the judge extracted and how it scored each sub-answer
+    reference_answers = models.JSONField(default=list, blank=True)
+    model_answers = models.JSONField(default=list, blank=True)
+    item_scores = models.JSONField(default=list, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=30, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["scoring_run", "id"]
+        constraints = [models.UniqueConstraint(fields=["scoring_run", "response"], name="judgment_unique")]
+        indexes = [models.Index(fields=["scoring_run", "status"], name="judgment_run_status")]
+
+    def __str__(self) -> str:
+        return f"{self.scoring_run} / {self.response_id}"
+
+
+class JudgedStep(models.Model):
+    """One step of a response as the judge split it, with its label and reason.
+    The pem app reads these as model judgments of steps."""
+
+    judgment = models.ForeignKey(Judgment, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveSmallIntegerField()
+    text = models.TextField()
+    label = models.CharField(max_length=3, choices=STEP_LABEL_CHOICES)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["judgment", "position"]
+        constraints = [models.UniqueConstraint(fields=["judgment", "position"], name="judged_step_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.judgment} #{self.position} {self.label}"
+
+
+class AssistRun(models.Model):
+    """Model help for the question bank: the results go back into it as
+    proposals, flags or captions, for people to review."""
+
+    class Kind(models.TextChoices):
+        RESTRUCTURE = "restructure_solution", _("Restructure solutions into steps")
+        CHECK_STRUCTURE = "check_structure", _("Check question structure")
+        CAPTION = "caption_image", _("Caption figures for text-only models")
+        SMALL_MODEL_FILTER = "small_model_filter", _("Difficulty filter: small models answer")
+        TEXT_ONLY_FILTER = "text_only_filter", _("Difficulty filter: a large model without the image")
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="assist_runs")
+    filters = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AssistResult(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        OK = "ok", _("Done")
+        PARSE_FAILED = "parse_failed", _("Output not understood")
+        CALL_FAILED = "call_failed", _("Call failed")
+
+    run = models.ForeignKey(AssistRun, on_delete=models.CASCADE, related_name="results")
+    question = models.ForeignKey("annotation.Question", on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=15, choices=Status.choices, default=Status.PENDING)
+    raw_output = models.TextField(blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "question"], name="assist_result_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run} / {self.question_id}"
+
+
+class Caption(models.Model):
+    """A figure description written by a model, given to text-only models in place of the image."""
+
+    question = models.ForeignKey("annotation.Question", on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(AssistRun, on_delete=models.CASCADE, related_name="captions")
+    text = models.TextField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["question", "-created"]
+        constraints = [models.UniqueConstraint(fields=["question", "run"], name="caption_unique")]
+
+    def __str__(self) -> str:
+        return f"caption of {self.question_id}"
+
+
+class PublishedResult(models.Model):
+    """A number from a paper or leaderboard, shown beside our runs for comparison."""
+
+    model = models.CharField(max_length=200)
+    mode = models.CharField(max_length=20, choices=InferenceRun.Mode.choices)
+    group = models.CharField(max_length=50)  # overall | stage:primary | subject:math | type:... | cell:math-g9
+    score = models.FloatField()  # 0-1
+    source = models.CharField(max_length=300)
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["model", "mode", "group"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "mode", "group", "source"], name="published_result_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.mode} {self.group}: {self.score:.4f}"
