@@ -1,3 +1,3 @@
-"""Importing the services registers the inference job handlers."""
+"""Importing these registers the inference job handlers."""
 
-from inference import services  # noqa: F401
+from inference import scoring, services  # noqa: F401

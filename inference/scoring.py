@@ -1,0 +1,399 @@
+"""Scoring runs: a judge model scores the responses of one inference run
+(PIPELINE.md stage 9), as a job on the io queue.
+
+Direct mode: the judge extracts the reference and the model's sub-answers and
+marks each 0 or 1; the score is the mean. Step by step: the judge splits the
+answer into steps and labels each; the score is correct steps / steps.
+
+Unlike the public reference code, nothing leaves the denominator: a response
+the model never gave is NO_RESPONSE, a judge output that still cannot be read
+after the retries is PARSE_FAILED (raw output and reason kept), a failed call
+is CALL_FAILED. All three have score None, which counts against coverage and
+never as 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import openai
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from inference import client, default_prompts, parsing, prompts
+from inference.models import (
+    InferenceRun,
+    JudgedStep,
+    Judgment,
+    ModelEndpoint,
+    PromptTemplate,
+    Response,
+    ScoringRun,
+)
+from inference.services import ALLOWED_PARAMS, EndpointError
+from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.models import Job
+from k12vista.vocabulary import CORRECT
+
+# Extra calls after an output the parser cannot read. A sampling judge often
+# gets it right the second time; a greedy one repeats itself, which costs little.
+PARSE_RETRIES = 2
+
+METHOD_OF_MODE = {
+    InferenceRun.Mode.DIRECT: ScoringRun.Method.JUDGE_DIRECT,
+    InferenceRun.Mode.STEP_BY_STEP: ScoringRun.Method.JUDGE_STEPS,
+}
+PROMPT_KIND = {
+    ScoringRun.Method.JUDGE_DIRECT: PromptTemplate.Kind.JUDGE_DIRECT,
+    ScoringRun.Method.JUDGE_STEPS: PromptTemplate.Kind.JUDGE_STEPS,
+}
+OUTPUT_KIND = {
+    ScoringRun.Method.JUDGE_DIRECT: "direct_judgment",
+    ScoringRun.Method.JUDGE_STEPS: "step_judgment",
+}
+# What render() gets for a judge prompt: prompts.question_values plus the answer.
+JUDGE_VALUES = frozenset(
+    {"question", "options", "subject", "grade", "reference_answer", "reference_solution", "raw_solution",
+     "caption", "question_type", "model_answer"}
+)  # fmt: skip
+FAILED_STATUSES = (Judgment.Status.PARSE_FAILED, Judgment.Status.CALL_FAILED)
+
+
+class ScoringError(ValueError):
+    """A scoring run that cannot start; the message says why."""
+
+
+def parser_version() -> str:
+    """The parser's own version if it declares one, else a hash of its source:
+    any change to how output is read changes the provenance."""
+    declared = getattr(parsing, "PARSER_VERSION", "")
+    if declared:
+        return str(declared)
+    return "sha256:" + hashlib.sha256(Path(parsing.__file__).read_bytes()).hexdigest()[:16]
+
+
+def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str) -> None:
+    if method not in ScoringRun.Method.values:
+        raise ScoringError(f"unknown scoring method {method!r}")
+    expected = METHOD_OF_MODE[InferenceRun.Mode(inference_run.mode)]
+    if method != expected:
+        raise ScoringError(
+            f"{inference_run} is a {inference_run.get_mode_display().lower()} run; "
+            f"score it with {expected.label}, not {ScoringRun.Method(method).label}"
+        )
+    if not judge.active:
+        raise EndpointError(f"endpoint {judge} is switched off")
+    if judge.kind != ModelEndpoint.Kind.OPENAI:
+        raise EndpointError(f"{judge.get_kind_display()} endpoints cannot judge yet; choose an OpenAI-compatible one")
+    # A partial run would score the answers that happened to arrive first.
+    answering = inference_run.job is not None and not inference_run.job.is_finished
+    if answering or inference_run.responses.filter(status=Response.Status.PENDING).exists():
+        raise ScoringError(f"{inference_run} is still answering; score it once every question has an answer or failed")
+
+
+@transaction.atomic
+def start_scoring_run(
+    *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
+    name: str = "",
+) -> ScoringRun:  # fmt: skip
+    """Freezes what will produce the scores (judge prompts, judge, structured
+    output, parser) and starts the scoring as a job on the io queue."""
+    check_can_score(inference_run=inference_run, judge=judge, method=method)
+    kind = PROMPT_KIND[ScoringRun.Method(method)]
+    prompts.ensure_default_prompts()
+    chosen = {qtype: prompts.current(kind, qtype) for qtype in prompts.QUESTION_TYPES}
+    for template in {t.pk: t for t in chosen.values()}.values():
+        unknown = default_prompts.placeholders(template) - JUDGE_VALUES
+        if unknown:
+            names = ", ".join("${" + n + "}" for n in sorted(unknown))
+            raise ScoringError(f"prompt {template} uses {names}, which a judge prompt cannot fill")
+    output_kind = OUTPUT_KIND[ScoringRun.Method(method)]
+    schema = parsing.response_format(output_kind)["json_schema"]["schema"]
+    run = ScoringRun.objects.create(
+        name=name or f"{judge.name} · {inference_run.name}",
+        inference_run=inference_run,
+        judge=judge,
+        method=method,
+        params={**judge.default_params, **(params or {})},
+        created_by=user,
+        provenance={
+            "prompts": {q: {"id": p.pk, "version": p.version, "hash": p.content_hash} for q, p in chosen.items()},
+            "judge": {"name": judge.name, "base_url": judge.base_url, "model_name": judge.model_name},
+            "response_format": {
+                "json_schema": judge.supports_json_schema,
+                "kind": output_kind,
+                "schema_hash": hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest(),
+            },
+            "parser": {"version": parser_version(), "parse_retries": PARSE_RETRIES},
+            "images": sends_images(method, judge),
+            "inference_run": {"id": inference_run.pk, "mode": inference_run.mode, **inference_run.counts()},
+        },
+    )
+    _start_job(run, user=user, title=run.name)
+    return run
+
+
+@transaction.atomic
+def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
+    """Sends judgments whose call failed or whose output was not understood back
+    to pending, and runs the job again for them only. Answers that arrived since
+    (the inference run's failed items were retried) are judged too."""
+    if scoring_run.job is not None and not scoring_run.job.is_finished:
+        raise ScoringError(f"{scoring_run} is still running")
+    judgments = scoring_run.judgments.filter(
+        Q(status__in=FAILED_STATUSES) | Q(status=Judgment.Status.NO_RESPONSE, response__status=Response.Status.OK)
+    )
+    judgments.update(status=Judgment.Status.PENDING, error="", score=None)
+    return _start_job(scoring_run, user=user, title=f"{scoring_run.name} (rescore)")
+
+
+def _start_job(run: ScoringRun, *, user: Any, title: str) -> Job:
+    run.job = start_job(kind="inference.score", user=user, params={"scoring_run_id": run.pk}, title=title)
+    run.save(update_fields=["job"])
+    return run.job
+
+
+def coverage(scoring_run: ScoringRun) -> dict[str, Any]:
+    """Judgments per status, and how many of the inference run's responses have
+    a score. Responses not judged yet count as pending."""
+    counts = scoring_run.judgments.aggregate(
+        judged=Count("id"), **{status.value: Count("id", filter=Q(status=status)) for status in Judgment.Status}
+    )
+    total = max(scoring_run.inference_run.responses.count(), counts["judged"])
+    counts[Judgment.Status.PENDING.value] += total - counts.pop("judged")
+    scored = counts[Judgment.Status.OK.value]
+    return {**counts, "scored": scored, "total": total, "coverage": scored / total if total else None}
+
+
+# --- the job --------------------------------------------------------------------------
+
+
+def create_missing_judgments(run: ScoringRun) -> int:
+    """One pending judgment per response; existing rows are kept, so a restarted
+    job resumes where it stopped."""
+    ids = Response.objects.filter(run=run.inference_run_id).values_list("id", flat=True).order_by("id")
+    batch, created = [], 0
+    for response_id in ids.iterator(chunk_size=5000):
+        batch.append(Judgment(scoring_run=run, response_id=response_id))
+        if len(batch) == 5000:
+            created += len(Judgment.objects.bulk_create(batch, ignore_conflicts=True))
+            batch = []
+    if batch:
+        created += len(Judgment.objects.bulk_create(batch, ignore_conflicts=True))
+    return created
+
+
+def mark_missing_answers(run: ScoringRun) -> int:
+    """Pending judgments of responses with nothing to judge become NO_RESPONSE:
+    no call is made, and the item counts against coverage, not as a 0."""
+    rows = run.judgments.filter(status=Judgment.Status.PENDING).values_list(
+        "id", "response__status", "response__raw_output"
+    )
+    missing = [pk for pk, status, output in rows.iterator() if status != Response.Status.OK or not output.strip()]
+    for start in range(0, len(missing), 500):
+        Judgment.objects.filter(pk__in=missing[start : start + 500], status=Judgment.Status.PENDING).update(
+            status=Judgment.Status.NO_RESPONSE, score=None, finished=timezone.now()
+        )
+    return len(missing)
+
+
+@job_handler("inference.score", queue=Job.Queue.IO)
+def run_scoring_job(job: Job, progress: Progress) -> dict:
+    """Judges every pending judgment with at most the judge's max_concurrency
+    requests in flight. Safe to run again: finished judgments are skipped."""
+    run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
+    create_missing_judgments(run)
+    mark_missing_answers(run)
+    total = run.judgments.count()
+    done_before = run.judgments.exclude(status=Judgment.Status.PENDING).count()
+    progress(done_before, total)
+    pending = list(
+        run.judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id")
+    )
+    async_to_sync(_judge_all)(run, pending, progress, done_before, total)
+    return coverage(run)
+
+
+def sends_images(method: str, judge: ModelEndpoint) -> bool:
+    # Labelling steps needs the figure (ICE is a misread figure); comparing
+    # final answers does not.
+    return method == ScoringRun.Method.JUDGE_STEPS and judge.accepts_images
+
+
+def judge_messages(run: ScoringRun, judgment: Judgment) -> list[dict]:
+    response = judgment.response
+    question = response.question
+    template = PromptTemplate.objects.get(pk=run.provenance["prompts"][question.qtype]["id"])
+    system, user = prompts.render(template, question=question, model_answer=response.raw_output)
+    image_urls = []
+    if run.provenance.get("images"):
+        for figure in question.figures.all():
+            with figure.image.open("rb") as stored:
+                image_urls.append(client.image_data_url(stored.read(), max_side=run.judge.max_image_side))
+    return client.build_messages(system=system, user=user, image_urls=image_urls)
+
+
+def request_params(run: ScoringRun) -> dict[str, Any]:
+    params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
+    if run.provenance["response_format"]["json_schema"]:
+        params["response_format"] = parsing.response_format(run.provenance["response_format"]["kind"])
+    return params
+
+
+def parse_steps(text: str | None) -> parsing.ParseResult:
+    result = parsing.parse_step_judgment(text)
+    if result.usable and not result.value["steps"]:
+        # Correct steps / steps has no value without steps; never a 0.
+        return parsing.ParseResult(parsing.ParseStatus.FAILED, error="the judgment lists no steps")
+    return result
+
+
+PARSERS: dict[str, Callable[[str | None], parsing.ParseResult]] = {
+    ScoringRun.Method.JUDGE_DIRECT: parsing.parse_direct_judgment,
+    ScoringRun.Method.JUDGE_STEPS: parse_steps,
+}
+
+
+@dataclass
+class Verdict:
+    """Everything the judge said about one response, over all its calls."""
+
+    completions: list[client.Completion] = field(default_factory=list)
+    parse_errors: list[str] = field(default_factory=list)
+    result: parsing.ParseResult | None = None
+    call_error: str = ""
+    call_attempts: int = 0
+
+    @property
+    def attempts(self) -> int:
+        return sum(c.attempts for c in self.completions) + self.call_attempts
+
+
+async def ask_judge(api: openai.AsyncOpenAI, *, run: ScoringRun, messages: list[dict], params: dict) -> Verdict:
+    """Calls the judge until its output parses, at most 1 + PARSE_RETRIES times."""
+    verdict = Verdict()
+    parse = PARSERS[run.method]
+    for _ in range(1 + PARSE_RETRIES):
+        try:
+            completion = await client.complete(api, model=run.judge.model_name, messages=messages, params=params,
+                                               retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
+        except client.ModelCallError as exc:
+            verdict.call_error, verdict.call_attempts = str(exc), exc.attempts
+            return verdict
+        verdict.completions.append(completion)
+        result = parse(completion.text)
+        if result.usable:
+            verdict.result = result
+            return verdict
+        verdict.parse_errors.append(result.error)
+    return verdict
+
+
+def judgment_fields(method: str, verdict: Verdict) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The judgment's new fields and its steps, from what the judge said."""
+    last = verdict.completions[-1] if verdict.completions else None
+    fields: dict[str, Any] = {
+        "finished": timezone.now(),
+        "attempts": verdict.attempts,
+        "raw_output": last.text if last else "",
+        # Usage over every call made for this judgment: what it cost.
+        "latency_ms": sum(c.latency_ms for c in verdict.completions) if last else None,
+        "prompt_tokens": _total(c.prompt_tokens for c in verdict.completions),
+        "completion_tokens": _total(c.completion_tokens for c in verdict.completions),
+        "finish_reason": last.finish_reason if last else "",
+        "score": None,
+        "parsed": None,
+        "reference_answers": [],
+        "model_answers": [],
+        "item_scores": [],
+        "error": "",
+    }
+    earlier = [f"call {n} not understood: {error}" for n, error in enumerate(verdict.parse_errors, 1)]
+    if verdict.call_error:
+        fields |= {"status": Judgment.Status.CALL_FAILED, "error": verdict.call_error, "parse_notes": earlier}
+        fields["parse_status"] = parsing.ParseStatus.FAILED if earlier else ""
+        return fields, []
+    result = verdict.result
+    if result is None:
+        fields |= {
+            "status": Judgment.Status.PARSE_FAILED, "parse_status": parsing.ParseStatus.FAILED,
+            "error": verdict.parse_errors[-1], "parse_notes": earlier,
+        }  # fmt: skip
+        return fields, []
+    fields |= {
+        "status": Judgment.Status.OK, "parsed": result.value, "parse_status": result.status,
+        "parse_notes": earlier + list(result.notes),
+    }  # fmt: skip
+    if method == ScoringRun.Method.JUDGE_DIRECT:
+        scores = result.value["scores"]
+        fields |= {
+            "reference_answers": result.value["reference_answers"], "model_answers": result.value["model_answers"],
+            "item_scores": scores, "score": fmean(scores),
+        }  # fmt: skip
+        return fields, []
+    steps = result.value["steps"]
+    fields["score"] = sum(step["label"] == CORRECT for step in steps) / len(steps)
+    return fields, steps
+
+
+def _total(values) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+@transaction.atomic
+def save_judgment(judgment: Judgment, *, fields: dict[str, Any], steps: list[dict[str, str]]) -> bool:
+    """Saves one judgment with its steps. The update claims the row (still
+    pending), so a judgment finished meanwhile is left as it is; its steps are
+    replaced in the same transaction, never duplicated."""
+    if not Judgment.objects.filter(pk=judgment.pk, status=Judgment.Status.PENDING).update(**fields):
+        return False
+    JudgedStep.objects.filter(judgment=judgment).delete()
+    JudgedStep.objects.bulk_create(
+        JudgedStep(judgment=judgment, position=n, text=s["step"], label=s["label"], reason=s["reason"])
+        for n, s in enumerate(steps, 1)
+    )  # fmt: skip
+    return True
+
+
+async def _judge_all(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
+    judge = run.judge
+    api = openai.AsyncOpenAI(
+        base_url=judge.base_url, api_key=judge.api_key() or "missing", timeout=judge.timeout_seconds,
+        max_retries=0,  # our loop retries and counts attempts
+    )  # fmt: skip
+    limit = asyncio.Semaphore(judge.max_concurrency)
+    params = request_params(run)
+    counter = {"done": done}
+    report = sync_to_async(progress, thread_sensitive=True)
+    build = sync_to_async(judge_messages, thread_sensitive=True)
+    save = sync_to_async(save_judgment, thread_sensitive=True)
+
+    async def judge_one(judgment: Judgment) -> None:
+        async with limit:
+            messages = await build(run, judgment)
+            verdict = await ask_judge(api, run=run, messages=messages, params=params)
+            fields, steps = judgment_fields(run.method, verdict)
+            await save(judgment, fields=fields, steps=steps)
+            counter["done"] += 1
+            await report(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for judgment in pending:
+                group.create_task(judge_one(judgment))
+    except* Exception as group_error:
+        # The first real error (a cancel, a lost job, a database failure) ends the run.
+        raise group_error.exceptions[0] from None
+    finally:
+        await api.close()
