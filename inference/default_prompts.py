@@ -343,6 +343,7 @@ _JUDGE_DIRECT = DefaultPrompt(
 
                 【题目】
                 ${question}
+                ${options}
 
                 【标准答案】
                 ${reference_answer}

@@ -317,6 +317,9 @@ JOB_STALE_AFTER_SECONDS = env_int("JOB_STALE_AFTER_SECONDS", 300, minimum=5)
 # Django's EMAIL_BACKEND is. annotation.ocr has the offline default (RapidOCR);
 # the vision-model backend lives with the model endpoints.
 OCR_BACKEND = env_str("OCR_BACKEND", "annotation.ocr.RapidOCRBackend")
+# With OCR_BACKEND=inference.ocr_vision.VisionOCRBackend: the name of the model
+# endpoint (a vision model such as Qwen2.5-VL behind vllm serve) that reads pages.
+OCR_VISION_ENDPOINT = env_str("OCR_VISION_ENDPOINT")
 MATHPIX_APP_ID = env_str("MATHPIX_APP_ID")
 MATHPIX_APP_KEY = env_str("MATHPIX_APP_KEY")
 PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)

@@ -118,7 +118,7 @@ def test_it_does_not_expand_placeholders_inside_values():
 
 def test_it_names_each_missing_placeholder():
     prompt = default_prompt("judge_direct")
-    values = {name: VALUES[name] for name in ("question", "subject", "grade", "reference_answer")}
+    values = {name: VALUES[name] for name in ("question", "options", "subject", "grade", "reference_answer")}
     with pytest.raises(MissingPlaceholderError, match=r"\$\{model_answer\}, \$\{reference_solution\}") as caught:
         render(prompt, **values)
     assert caught.value.names == ["model_answer", "reference_solution"]

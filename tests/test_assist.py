@@ -1,0 +1,309 @@
+"""Model help for the question bank as assist runs, against real HTTP servers on
+this machine: a scripted fake answering per kind, and the tiny model server."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
+
+import pytest
+
+from annotation.models import Flag, StepProposal
+from inference import assist, services
+from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint
+from k12vista.jobs import execute_job
+from k12vista.models import Job
+from tests.annotation_factories import make_question
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions: the next status from ``script`` (200 when
+    empty), with the text ``answer(request body)`` returns."""
+
+    script: list[int] = []
+    seen: list[dict] = []
+    answer = staticmethod(lambda body: "")
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body)
+        status = type(self).script.pop(0) if type(self).script else 200
+        if status != 200:
+            payload = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+        else:
+            payload = json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": type(self).answer(body)},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            }, ensure_ascii=False).encode()  # fmt: skip
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+def prompt_text(body: dict) -> str:
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+@pytest.fixture
+def scripted_server():
+    Scripted.script, Scripted.seen, Scripted.answer = [], [], staticmethod(lambda body: "")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _quick_retries(settings):
+    settings.MODEL_CALL_RETRIES = 2
+
+
+def answering(text_or_function):
+    Scripted.answer = staticmethod(text_or_function if callable(text_or_function) else lambda body: text_or_function)
+
+
+def endpoint(base_url, **fields) -> ModelEndpoint:
+    return services.save_endpoint(
+        endpoint=ModelEndpoint(name=fields.pop("name", "m"), base_url=base_url, model_name=fields.pop("model", "m"),
+                               **fields),
+        user=None,
+    )  # fmt: skip
+
+
+def start(ep, researcher, kind, **kwargs) -> AssistRun:
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        return assist.start_assist_run(kind=kind, endpoint=ep, filters=kwargs.pop("filters", {}), user=researcher,
+                                       **kwargs)  # fmt: skip
+
+
+def run_now(run: AssistRun) -> AssistRun:
+    assert execute_job(run.job_id) == Job.Status.SUCCEEDED
+    run.refresh_from_db()
+    return run
+
+
+def model_flags(question):
+    return list(Flag.objects.filter(question=question, origin=Flag.Origin.MODEL).order_by("id"))
+
+
+STEPS = json.dumps({"steps": ["由 $x^2=4$ 得 $x=\\pm 2$。", "又 $x>0$，所以 $x=2$。", "故选 B。"]}, ensure_ascii=False)
+PROBLEMS = json.dumps(
+    {"ok": False, "problems": [{"code": "incomplete_options", "message": "只有三个选项。"},
+                               {"code": "garbled_text", "message": "题干有乱码。"}]},
+    ensure_ascii=False,
+)  # fmt: skip
+
+
+def test_it_freezes_what_produces_the_results(scripted_server, researcher):
+    make_question(), make_question(subject="physics")
+    run = start(endpoint(scripted_server, default_params={"temperature": 0}), researcher, "restructure_solution",
+                filters={"subject": "math"}, params={"max_tokens": 300})  # fmt: skip
+    assert run.job.kind == "inference.assist" and run.job.queue == "io"
+    assert run.params == {"temperature": 0, "max_tokens": 300}
+    prompt = run.provenance["prompts"]["fill_in_blank"]
+    assert prompt["id"] and len(prompt["hash"]) == 64
+    assert run.provenance["endpoint"]["model_name"] == "m" and run.provenance["schema"] == "restructured_solution"
+    assert run.provenance["questions"]["count"] == 1
+
+
+def test_it_refuses_a_switched_off_endpoint_and_captions_without_images(scripted_server, researcher):
+    with pytest.raises(services.EndpointError, match="switched off"):
+        start(endpoint(scripted_server, active=False), researcher, "check_structure")
+    with pytest.raises(services.EndpointError, match="images"):
+        start(endpoint(scripted_server, name="text", accepts_images=False), researcher, "caption_image")
+    assert not AssistRun.objects.exists()
+
+
+def test_it_proposes_restructured_steps_through_the_question_bank(scripted_server, researcher):
+    question = make_question()
+    answering(STEPS)
+    run = run_now(start(endpoint(scripted_server, model="qwen-72b"), researcher, "restructure_solution"))
+    proposal = StepProposal.objects.get(question=question)
+    assert proposal.steps[1] == "又 $x>0$，所以 $x=2$。" and proposal.status == "pending"
+    assert proposal.run_ref == f"inference.assist:{run.pk}" and proposal.model_name == "qwen-72b"
+    result = run.results.get()
+    assert result.status == "ok" and result.raw_output == STEPS and result.parsed["parse_status"] == "ok"
+    sent = Scripted.seen[0]
+    assert "因为 $x^2=4$ 且 $x>0$" in prompt_text(sent)  # the raw solution
+    assert sent["response_format"]["json_schema"]["name"] == "restructured_solution"
+    assert assist.counts(run) == {"total": 1, "ok": 1, "parse_failed": 0, "call_failed": 0, "pending": 0}
+
+
+def test_it_skips_questions_without_a_raw_solution_without_asking(scripted_server, researcher):
+    make_question(raw_solution="")
+    run = run_now(start(endpoint(scripted_server), researcher, "restructure_solution"))
+    assert Scripted.seen == []
+    assert run.results.get().parsed == {"skipped": "the question has no raw solution to restructure"}
+    assert not StepProposal.objects.exists()
+
+
+def test_it_flags_structure_problems_once_per_run(scripted_server, researcher):
+    question = make_question()
+    answering(PROBLEMS)
+    run = run_now(start(endpoint(scripted_server), researcher, "check_structure"))
+    flags = model_flags(question)
+    assert [(f.message, f.detail["code"], f.code) for f in flags] == [
+        ("只有三个选项。", "incomplete_options", "model_check"),
+        ("题干有乱码。", "garbled_text", "model_check"),
+    ]
+    assert {f.run_ref for f in flags} == {f"inference.assist:{run.pk}"}
+
+    # The same item processed again (a crash after the flags, before the row): no duplicates.
+    run.results.update(status="pending")
+    execute_job(Job.objects.create(kind="inference.assist", params={"run_id": run.pk}).pk)
+    assert len(Scripted.seen) == 2 and len(model_flags(question)) == 2
+
+
+def test_a_clean_structure_check_writes_nothing(scripted_server, researcher):
+    question = make_question()
+    answering('{"ok": true, "problems": []}')
+    run = run_now(start(endpoint(scripted_server), researcher, "check_structure"))
+    assert run.results.get().parsed["ok"] is True and model_flags(question) == []
+
+
+def test_it_captions_figures_from_the_images_it_sends(scripted_server, researcher):
+    question = make_question()
+    answering("坐标系中有一个圆，圆心在第一象限。")
+    run = run_now(start(endpoint(scripted_server), researcher, "caption_image"))
+    caption = Caption.objects.get(question=question, run=run)
+    assert caption.text == "坐标系中有一个圆，圆心在第一象限。"
+    parts = Scripted.seen[0]["messages"][-1]["content"]
+    assert parts[0]["type"] == "image_url" and parts[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert "response_format" not in Scripted.seen[0]
+    assert model_flags(question) == [] and not StepProposal.objects.exists()
+
+
+def _by_question(correct_marker: str, correct: str, wrong: str):
+    return lambda body: correct if correct_marker in prompt_text(body) else wrong
+
+
+def test_the_small_model_filter_flags_only_correctly_answered_questions(scripted_server, researcher):
+    easy = make_question(text="甲：已知 $x^2=4$，且 $x>0$，则 $x$ 等于")
+    hard = make_question(text="乙：已知 $x^2=9$，且 $x>0$，则 $x$ 等于", answers=["C"])
+    answering(_by_question("甲", "最终答案：B", "最终答案：D"))
+    run = run_now(start(endpoint(scripted_server, model="MiniCPM-V-2.6"), researcher, "small_model_filter"))
+    [flag] = model_flags(easy)
+    assert flag.message == "answered correctly by MiniCPM-V-2.6 (small_model_filter)"
+    assert flag.run_ref == f"inference.assist:{run.pk}" and flag.detail["code"] == "small_model_filter"
+    assert model_flags(hard) == []
+    verdicts = {r.question_id: r.parsed for r in run.results.all()}
+    assert verdicts[easy.pk]["correct"] is True and verdicts[easy.pk]["model_answers"] == ["B"]
+    assert verdicts[hard.pk]["correct"] is False and verdicts[hard.pk]["model_answers"] == ["D"]
+    assert all(body["messages"][-1]["content"][0]["type"] == "image_url" for body in Scripted.seen)
+    # Never rejected or edited: only flagged.
+    easy.refresh_from_db()
+    assert easy.status == "imported" and easy.version == 1
+
+
+def test_it_lists_the_questions_all_small_models_solved(scripted_server, researcher):
+    easy, hard = make_question(text="甲：$x^2=4$，$x>0$，$x$ 等于"), make_question(text="乙：$x^2=4$，$x>0$，$x$ 等于")
+    answering("最终答案：B")
+    first = run_now(start(endpoint(scripted_server, name="a"), researcher, "small_model_filter"))
+    answering(_by_question("甲", "最终答案：B", "最终答案：A"))
+    second = run_now(start(endpoint(scripted_server, name="b"), researcher, "small_model_filter"))
+    assert list(assist.solved_by_all([first, second])) == [easy]
+    assert list(assist.solved_by_all([first])) == [easy, hard]
+    with pytest.raises(ValueError, match="filter runs"):
+        assist.solved_by_all([])
+
+
+def test_the_text_only_filter_answers_without_images_and_compares_short_answers(scripted_server, researcher):
+    solved = make_question(qtype="fill_in_blank", text="丙：$1+1=$___，$2\\times 3=$___", options=[],
+                           answers=["2", "$6$"])  # fmt: skip
+    unsolved = make_question(qtype="fill_in_blank", text="丁：$\\frac{1}{2}=$___", options=[], answers=["0.5"])
+    answering(_by_question("丙", "最终答案：$2$；６.0", "最终答案：\\frac{1}{2}"))
+    run = run_now(start(endpoint(scripted_server, model="qwen-72b"), researcher, "text_only_filter"))
+    assert [f.message for f in model_flags(solved)] == ["answered correctly by qwen-72b (text_only_filter)"]
+    assert model_flags(unsolved) == []  # a known limit: no symbolic equivalence, so the question is kept
+    assert all(isinstance(body["messages"][-1]["content"], str) for body in Scripted.seen)
+    assert run.results.get(question=unsolved).parsed["correct"] is False
+
+
+@pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        ("最终答案：B", "B"),
+        ("最终答案：B．$2$", "B"),
+        ("（B）", "B"),
+        ("答案：选B", "B"),
+        ("<think>A 还是 C？</think>\nC", "C"),
+        ("最终答案：$2$", "B"),  # the option's content instead of its letter
+    ],
+)
+def test_it_reads_the_option_letter_of_a_direct_answer(db, output, letter):
+    question = make_question()
+    assert assist.judge_answer(question, output)["model_answers"] == [letter]
+
+
+def test_an_answer_without_an_option_letter_is_a_parse_failure(scripted_server, researcher):
+    question = make_question()
+    answering("我认为这道题比较简单。")
+    run = run_now(start(endpoint(scripted_server), researcher, "small_model_filter"))
+    result = run.results.get()
+    assert result.status == "parse_failed" and "no option letter" in result.error
+    assert result.raw_output == "我认为这道题比较简单。" and model_flags(question) == []
+
+
+def test_unreadable_output_is_kept_as_a_parse_failure_and_writes_nothing(scripted_server, researcher):
+    question = make_question()
+    answering("抱歉，我无法整理这个解析。")
+    run = run_now(start(endpoint(scripted_server), researcher, "restructure_solution"))
+    result = run.results.get()
+    assert result.status == "parse_failed" and result.parsed is None and result.error
+    assert result.raw_output == "抱歉，我无法整理这个解析。"
+    assert not StepProposal.objects.filter(question=question).exists()
+
+
+def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, researcher):
+    first, second = make_question(), make_question()
+    Scripted.script = [400]
+    answering(PROBLEMS)
+    run = run_now(start(endpoint(scripted_server, max_concurrency=1), researcher, "check_structure"))
+    failed = run.results.get(status="call_failed")
+    assert "HTTP 400" in failed.error and failed.attempts == 1 and failed.question_id == first.pk
+    assert model_flags(first) == [] and len(model_flags(second)) == 2
+    assert assist.counts(run)["call_failed"] == 1
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        job = assist.retry_failed(run=run, user=researcher)
+    execute_job(job.pk)
+    assert assist.counts(run) == {"total": 2, "ok": 2, "parse_failed": 0, "call_failed": 0, "pending": 0}
+    assert len(model_flags(first)) == 2
+
+
+def test_it_resumes_without_asking_again(scripted_server, researcher):
+    make_question(), make_question()
+    answering(STEPS)
+    run = run_now(start(endpoint(scripted_server), researcher, "restructure_solution"))
+    asked = len(Scripted.seen)
+    again = Job.objects.create(kind="inference.assist", params={"run_id": run.pk})
+    assert execute_job(again.pk) == Job.Status.SUCCEEDED
+    assert len(Scripted.seen) == asked == 2
+    assert AssistResult.objects.filter(run=run).count() == 2 and StepProposal.objects.count() == 2
+
+
+def test_gibberish_from_a_real_model_server_writes_nothing_to_the_question(tiny_model_server, researcher):  # noqa: F811
+    base_url, model_name = tiny_model_server
+    choice = make_question()
+    blank = make_question(qtype="fill_in_blank", text="$17 \\times 23=$___", options=[], answers=["391"])
+    ep = endpoint(base_url, model=model_name, default_params={"max_tokens": 8, "temperature": 0})
+    for kind in ("restructure_solution", "check_structure", "text_only_filter"):
+        run = run_now(start(ep, researcher, kind))
+        results = list(run.results.order_by("question_id"))
+        assert [r.status for r in results] != ["call_failed"] * 2, [r.error for r in results]
+        for result in results:
+            assert result.status == "parse_failed" or (result.status == "ok" and result.parsed["correct"] is False)
+            assert result.raw_output
+    for question in (choice, blank):
+        assert model_flags(question) == [] and not StepProposal.objects.filter(question=question).exists()
