@@ -87,7 +87,10 @@ def question_values(question: Question, *, caption: str = "") -> dict[str, str]:
     }
 
 
-def render(template: PromptTemplate, *, question: Question | None = None, **values: str) -> tuple[str, str]:
-    """(system, user) text; raises MissingPlaceholderError naming what has no value."""
-    given = (question_values(question) if question is not None else {}) | values
+def render(
+    template: PromptTemplate, *, question: Question | None = None, caption: str = "", **values: str
+) -> tuple[str, str]:
+    """(system, user) text; raises MissingPlaceholderError naming what has no value.
+    ``caption`` describes the figures for text-only models."""
+    given = (question_values(question, caption=caption) if question is not None else {}) | values
     return default_prompts.render(template, **given)

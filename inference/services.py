@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from annotation.models import Question
 from inference import client, prompts
-from inference.models import InferenceRun, ModelEndpoint, PromptTemplate, Response
+from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplate, Response
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -124,16 +124,26 @@ def create_missing_responses(run: InferenceRun) -> int:
 
 
 def request_for(run: InferenceRun, response: Response) -> tuple[PromptTemplate, list[dict]]:
-    """The prompt and messages for one question, with its figures as images."""
+    """The prompt and messages for one question: with its figures as images, or,
+    for text-only models, with the newest caption of each figure in the text."""
     question = response.question
     template = PromptTemplate.objects.get(pk=run.provenance["prompts"][question.qtype]["id"])
-    system, user = prompts.render(template, question=question)
-    image_urls = []
-    if run.input_form == InferenceRun.InputForm.IMAGES and run.endpoint.accepts_images:
+    image_urls, caption = [], ""
+    if run.input_form == InferenceRun.InputForm.CAPTIONS:
+        found = Caption.objects.filter(question=question).order_by("-created").first()
+        if found is None and question.figures.exists():
+            raise MissingCaption(f"question {question.hash_id} has a figure but no caption yet: run a caption job")
+        caption = found.text if found else ""
+    elif run.endpoint.accepts_images:
         for figure in question.figures.all():
             with figure.image.open("rb") as stored:
                 image_urls.append(client.image_data_url(stored.read(), max_side=run.endpoint.max_image_side))
+    system, user = prompts.render(template, question=question, caption=caption)
     return template, client.build_messages(system=system, user=user, image_urls=image_urls)
+
+
+class MissingCaption(Exception):
+    """A text-only run reached a question whose figure has not been captioned."""
 
 
 def save_answer(response: Response, *, completion: client.Completion | None, error: str = "", attempts: int = 0):
@@ -180,7 +190,13 @@ async def _answer_all(run: InferenceRun, pending: list[Response], progress: Prog
 
     async def answer(response: Response) -> None:
         async with limit:
-            template, messages = await sync_to_async(request_for, thread_sensitive=True)(run, response)
+            try:
+                _template, messages = await sync_to_async(request_for, thread_sensitive=True)(run, response)
+            except MissingCaption as exc:
+                await sync_to_async(save_answer, thread_sensitive=True)(response, completion=None, error=str(exc))
+                counter["done"] += 1
+                await report(counter["done"], total)
+                return
             try:
                 completion = await client.complete(api, model=endpoint.model_name, messages=messages, params=params,
                                                    retries=settings.MODEL_CALL_RETRIES)  # fmt: skip

@@ -166,3 +166,18 @@ def test_it_runs_against_a_real_openai_compatible_model_server(tiny_model_server
     assert [r.status for r in rows] == ["ok", "ok"], [r.error for r in rows]
     assert all(r.completion_tokens and r.prompt_tokens and r.latency_ms is not None for r in rows)
     assert Response.objects.filter(run=run, finish_reason__in=["length", "stop"]).count() == 2
+
+
+def test_it_gives_text_only_models_the_caption_instead_of_the_image(scripted_server, researcher):
+    from inference.models import AssistRun, Caption
+
+    captioned, uncaptioned = make_question(), make_question()
+    ep = endpoint(scripted_server, accepts_images=False)
+    helper_run = AssistRun.objects.create(name="c", kind="caption_image", endpoint=ep)
+    Caption.objects.create(question=captioned, run=helper_run, text="坐标系中一条开口向上的抛物线，顶点 (1,-4)")
+    run = run_now(start(ep, researcher, input_form="captions"))
+    sent = Scripted.seen[0]["messages"][-1]["content"]
+    assert isinstance(sent, str) and "顶点 (1,-4)" in sent  # text only, with the caption
+    failed = run.responses.get(question=uncaptioned)
+    assert failed.status == "failed" and "no caption" in failed.error
+    assert run.responses.get(question=captioned).status == "ok"
