@@ -72,8 +72,9 @@ def start_inference_run(
     and starts the run as a job on the io queue."""
     if not endpoint.active:
         raise EndpointError(f"endpoint {endpoint} is switched off")
-    if endpoint.kind != ModelEndpoint.Kind.OPENAI:
-        raise EndpointError(f"{endpoint.get_kind_display()} endpoints run on their own workers (not built yet)")
+    if endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS:
+        raise EndpointError("transformers endpoints are not built yet: serve the model with `transformers serve` "
+                            "and register it as an OpenAI-compatible endpoint")  # fmt: skip
     prompts.ensure_default_prompts()
     chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
     questions = Question.objects.matching(filters)
@@ -95,15 +96,20 @@ def start_inference_run(
             },
         },
     )  # fmt: skip
-    run.job = start_job(kind="inference.run", user=user, params={"run_id": run.pk}, title=run.name)
+    run.job = start_job(kind=job_kind(endpoint), user=user, params={"run_id": run.pk}, title=run.name)
     run.save(update_fields=["job"])
     return run
+
+
+def job_kind(endpoint: ModelEndpoint) -> str:
+    """HTTP endpoints run on the io queue; the offline engine on a GPU worker."""
+    return "inference.run_offline" if endpoint.kind == ModelEndpoint.Kind.VLLM_OFFLINE else "inference.run"
 
 
 def retry_failed(*, run: InferenceRun, user: Any) -> Job:
     """Sends failed answers back to pending and runs the job again for them only."""
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
-    run.job = start_job(kind="inference.run", user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
+    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
     run.save(update_fields=["job"])
     return run.job
 
@@ -222,3 +228,34 @@ async def _answer_all(run: InferenceRun, pending: list[Response], progress: Prog
 # Sampling parameters we pass on; anything else in params is ignored rather than
 # sent to a server that may reject the whole request for it.
 ALLOWED_PARAMS = {"temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "stop", "n"}
+
+
+OFFLINE_BATCH = 256  # conversations per engine call: large enough to keep the GPU busy, small for progress
+
+
+@job_handler("inference.run_offline", queue=Job.Queue.GPU)
+def run_offline_job(job: Job, progress: Progress) -> dict:
+    """The same run with vLLM's offline engine on this (GPU) worker, in batches."""
+    from inference import engines
+
+    run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
+    create_missing_responses(run)
+    total = run.responses.count()
+    done = run.responses.exclude(status=Response.Status.PENDING).count()
+    progress(done, total)
+    params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
+    pending = run.responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
+    while batch := list(pending[:OFFLINE_BATCH]):
+        ready, conversations = [], []
+        for response in batch:
+            try:
+                conversations.append(request_for(run, response)[1])
+                ready.append(response)
+            except MissingCaption as exc:
+                save_answer(response, completion=None, error=str(exc))
+        for response, completion in zip(ready, engines.chat_batch(run.endpoint, conversations, params, run.seed),
+                                        strict=True):  # fmt: skip
+            save_answer(response, completion=completion)
+        done += len(batch)
+        progress(done, total)
+    return run.counts()
