@@ -47,9 +47,14 @@ def latest_scoring_runs() -> list[ScoringRun]:
 
 
 def published_rows() -> list[leaderboard.PublishedRow]:
+    """One published number per model, mode and group: when several sources
+    give one, the newest import is shown (the others stay stored)."""
+    newest: dict[tuple[str, str, str], PublishedResult] = {}
+    for p in PublishedResult.objects.order_by("created", "id"):
+        newest[(p.model, p.mode, p.group)] = p
     return [
-        leaderboard.PublishedRow(model=p.model, mode=p.mode, group=p.group, score=p.score, source=p.source)
-        for p in PublishedResult.objects.all()
+        leaderboard.PublishedRow(model=p.model, mode=p.mode, group=p.group, score=p.score, source=p.source, line=0)
+        for p in newest.values()
     ]
 
 

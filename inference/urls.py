@@ -5,4 +5,21 @@ from inference import views
 app_name = "inference"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("endpoints/", views.endpoint_list, name="endpoints"),
+    path("endpoints/new/", views.endpoint_create, name="endpoint_create"),
+    path("endpoints/<int:pk>/", views.endpoint_edit, name="endpoint_edit"),
+    path("endpoints/<int:pk>/deactivate/", views.endpoint_deactivate, name="endpoint_deactivate"),
+    path("prompts/", views.prompt_list, name="prompts"),
+    path("prompts/<slug:kind>/<slug:qtype>/", views.prompt_detail, name="prompt"),
+    path("prompts/<slug:kind>/<slug:qtype>/diff/", views.prompt_diff, name="prompt_diff"),
+    path("runs/", views.run_list, name="runs"),
+    path("runs/new/", views.run_create, name="run_create"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("runs/<int:pk>/retry/", views.run_retry, name="run_retry"),
+    path("runs/<int:pk>/score/", views.run_score, name="run_score"),
+    path("scoring/<int:pk>/", views.scoring_detail, name="scoring"),
+    path("scoring/<int:pk>/rescore/", views.scoring_rescore, name="scoring_rescore"),
+    path("leaderboard/", views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
+    path("leaderboard/published/", views.published_import, name="published"),
 ]

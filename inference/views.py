@@ -1,12 +1,508 @@
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+"""The researcher's screens: endpoints, prompts, runs, scoring and leaderboards.
 
+Researchers and administrators manage everything here; inspectors may read the
+leaderboard; annotators see nothing. Runs (and their scoring) belong to whoever
+started them, as jobs do; administrators see all. Endpoints, prompts and
+published numbers are shared by the whole research team.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from inference import default_prompts, leaderboard, prompts, scoring, services
+from inference.forms import EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
+from inference.models import (
+    InferenceRun,
+    JudgedStep,
+    Judgment,
+    ModelEndpoint,
+    PromptTemplate,
+    PublishedResult,
+    Response,
+    ScoringRun,
+)
+from inference.standings import standings
 from k12vista.models import Job
-from k12vista.roles import Role, role_required
+from k12vista.roles import Role, has_role, require_role, role_required
+from k12vista.vocabulary import LABELS_BY_CODE, QuestionType
+
+MANAGERS = (Role.RESEARCHER, Role.ADMIN)
+LEADERBOARD_READERS = (Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
+PAGE_SIZE = 50
+ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
+
+
+# --- access helpers ---------------------------------------------------------
+
+
+def runs_for(user) -> QuerySet[InferenceRun]:
+    """The runs a person may see: their own; administrators see all (as with jobs)."""
+    require_role(user, *MANAGERS)
+    runs = InferenceRun.objects.select_related("endpoint", "job", "created_by")
+    return runs if has_role(user, Role.ADMIN) else runs.filter(created_by=user)
+
+
+def get_run_for_user(user, pk: int) -> InferenceRun:
+    return get_object_or_404(runs_for(user), pk=pk)
+
+
+def get_scoring_run_for_user(user, pk: int) -> ScoringRun:
+    require_role(user, *MANAGERS)
+    found = ScoringRun.objects.select_related("inference_run__endpoint", "judge", "job")
+    if not has_role(user, Role.ADMIN):
+        found = found.filter(inference_run__created_by=user)
+    return get_object_or_404(found, pk=pk)
+
+
+def get_endpoint_for_user(user, pk: int) -> ModelEndpoint:
+    require_role(user, *MANAGERS)
+    return get_object_or_404(ModelEndpoint, pk=pk)
+
+
+def get_prompt_slot(user, kind: str, qtype: str) -> tuple[str, str]:
+    """(kind, qtype) of a prompt page; 404 for names that are no prompt kind or question type."""
+    require_role(user, *MANAGERS)
+    if kind not in PromptTemplate.Kind.values or (qtype != ANY_TYPE and qtype not in QuestionType.values):
+        raise Http404
+    return kind, "" if qtype == ANY_TYPE else qtype
+
+
+# --- home -------------------------------------------------------------------
 
 
 @role_required(Role.RESEARCHER)
 def home(request: HttpRequest) -> HttpResponse:
     """The researcher's home: runs, datasets and exports they started."""
     recent = Job.objects.started_by(request.user)[:20]
-    return render(request, "inference/home.html", {"jobs": recent})
+    runs = runs_for(request.user)[:10]
+    return render(request, "inference/home.html", {"jobs": recent, "runs": runs})
+
+
+# --- endpoints --------------------------------------------------------------
+
+
+def key_state(endpoint: ModelEndpoint) -> str:
+    """Whether the key's variable is set on this server; the value is never read into a page."""
+    if not endpoint.api_key_env:
+        return "unused"
+    return "set" if os.environ.get(endpoint.api_key_env) else "missing"
+
+
+def with_key_state(endpoints):
+    for endpoint in endpoints:
+        endpoint.key_state = key_state(endpoint)
+        yield endpoint
+
+
+@role_required(*MANAGERS)
+@require_GET
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    endpoints = list(with_key_state(ModelEndpoint.objects.order_by("-active", "name")))
+    return render(request, "inference/endpoint_list.html", {"endpoints": endpoints})
+
+
+@role_required(*MANAGERS)
+def endpoint_create(request: HttpRequest) -> HttpResponse:
+    return endpoint_form_page(request, ModelEndpoint())
+
+
+@login_required
+def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    return endpoint_form_page(request, get_endpoint_for_user(request.user, pk))
+
+
+def endpoint_form_page(request: HttpRequest, endpoint: ModelEndpoint) -> HttpResponse:
+    """The URL goes through the allowlist in save_endpoint; its refusal shows on the URL field."""
+    form = EndpointForm(request.POST or None, instance=endpoint)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = services.save_endpoint(endpoint=form.save(commit=False), user=request.user)
+        except services.EndpointError as exc:
+            form.add_error("base_url", str(exc))
+        else:
+            messages.success(request, _("Saved the endpoint %(name)s.") % {"name": saved.name})
+            return redirect("inference:endpoints")
+    ctx = {"form": form, "endpoint": endpoint, "key_state": key_state(endpoint)}
+    return render(request, "inference/endpoint_form.html", ctx)
+
+
+@login_required
+@require_POST
+def endpoint_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
+    endpoint = get_endpoint_for_user(request.user, pk)
+    endpoint.active = False
+    endpoint.save(update_fields=["active"])
+    if request.htmx:
+        endpoint.key_state = key_state(endpoint)
+        return render(request, "inference/endpoint_list.html#row", {"endpoint": endpoint})
+    messages.success(request, _("Switched off %(name)s.") % {"name": endpoint.name})
+    return redirect("inference:endpoints")
+
+
+# --- prompts ----------------------------------------------------------------
+
+
+def slot_of(kind: str, qtype: str) -> str:
+    return qtype or ANY_TYPE
+
+
+@role_required(*MANAGERS)
+def prompt_list(request: HttpRequest) -> HttpResponse:
+    """The current version of every prompt; POST loads the defaults not stored yet."""
+    if request.method == "POST":
+        created = prompts.ensure_default_prompts()
+        messages.success(request, _("Loaded %(n)s default prompts.") % {"n": created})
+        return redirect("inference:prompts")
+    latest: dict[tuple[str, str], PromptTemplate] = {}
+    for prompt in PromptTemplate.objects.order_by("kind", "qtype", "-version"):
+        latest.setdefault((prompt.kind, prompt.qtype), prompt)
+    rows = [{"prompt": p, "slot": slot_of(*key)} for key, p in latest.items()]
+    stored = set(latest)
+    missing = sum((d.kind, d.question_type or "") not in stored for d in default_prompts.DEFAULT_PROMPTS)
+    return render(request, "inference/prompt_list.html", {"rows": rows, "missing_defaults": missing})
+
+
+@login_required
+def prompt_detail(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
+    """A prompt's versions, and a form that saves the edited text as a new version."""
+    kind, qtype = get_prompt_slot(request.user, kind, qtype)
+    versions = list(PromptTemplate.objects.filter(kind=kind, qtype=qtype).order_by("-version"))
+    base = versions[0] if versions else _current_or_none(kind, qtype)
+    initial = {"name": base.name, "system": base.system, "user_template": base.user_template} if base else {}
+    form = PromptForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = prompts.save_version(kind=kind, qtype=qtype, user=request.user, **form.cleaned_data)
+        except prompts.PromptError as exc:
+            form.add_error(None, str(exc))
+        else:
+            if versions and saved.pk == versions[0].pk:
+                messages.info(request, _("Nothing changed; version %(v)s stays current.") % {"v": saved.version})
+            else:
+                messages.success(request, _("Saved version %(v)s.") % {"v": saved.version})
+            return redirect("inference:prompt", kind=kind, qtype=slot_of(kind, qtype))
+    ctx = {
+        "kind": kind, "kind_label": PromptTemplate.Kind(kind).label, "qtype": qtype, "slot": slot_of(kind, qtype),
+        "versions": versions, "inherited": None if versions else base, "form": form,
+        "placeholders": sorted(default_prompts.PLACEHOLDERS),
+    }  # fmt: skip
+    return render(request, "inference/prompt_detail.html", ctx)
+
+
+def _current_or_none(kind: str, qtype: str) -> PromptTemplate | None:
+    try:
+        return prompts.current(kind, qtype)
+    except LookupError:
+        return None
+
+
+def prompt_text(prompt: PromptTemplate) -> list[str]:
+    return ["[system]", *prompt.system.splitlines(), "[user]", *prompt.user_template.splitlines()]
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def prompt_diff(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
+    """A unified diff of two versions, as text lines (the template escapes them)."""
+    kind, qtype = get_prompt_slot(request.user, kind, qtype)
+    versions = PromptTemplate.objects.filter(kind=kind, qtype=qtype)
+    try:
+        old = get_object_or_404(versions, version=int(request.GET.get("a", "")))
+        new = get_object_or_404(versions, version=int(request.GET.get("b", "")))
+    except ValueError as exc:
+        raise Http404 from exc
+    lines = difflib.unified_diff(prompt_text(old), prompt_text(new), f"v{old.version}", f"v{new.version}", lineterm="")
+    diff = [{"text": line, "kind": line[:1] if line[:1] in "+-@" else " "} for line in lines]
+    ctx = {"kind": kind, "slot": slot_of(kind, qtype), "old": old, "new": new, "diff": diff}
+    if request.htmx:
+        return render(request, "inference/prompt_diff.html#diff", ctx)
+    return render(request, "inference/prompt_diff.html", ctx)
+
+
+# --- runs -------------------------------------------------------------------
+
+
+def with_counts(runs: QuerySet[InferenceRun]) -> QuerySet[InferenceRun]:
+    """ok / failed / pending per run in the same query (no query per row)."""
+    return runs.annotate(
+        n_ok=Count("responses", filter=Q(responses__status=Response.Status.OK)),
+        n_failed=Count("responses", filter=Q(responses__status=Response.Status.FAILED)),
+        n_pending=Count("responses", filter=Q(responses__status=Response.Status.PENDING)),
+    )
+
+
+@role_required(*MANAGERS)
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    runs = with_counts(runs_for(request.user))[:100]
+    return render(request, "inference/run_list.html", {"runs": runs})
+
+
+@role_required(*MANAGERS)
+def run_create(request: HttpRequest) -> HttpResponse:
+    form = RunForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = services.start_inference_run(
+                endpoint=data["endpoint"], mode=data["mode"], filters=form.filters(), user=request.user,
+                input_form=data["input_form"], params=form.params(), seed=data["seed"], name=data["name"],
+            )  # fmt: skip
+        except services.EndpointError as exc:
+            form.add_error("endpoint", str(exc))
+        else:
+            return redirect("inference:run", pk=run.pk)
+    return render(request, "inference/run_form.html", {"form": form})
+
+
+def keyset_page(rows: QuerySet, request: HttpRequest) -> tuple[list, str | None]:
+    """One page of rows after ?after=<id>, and the query string of the next page."""
+    try:
+        after = int(request.GET.get("after", 0))
+    except ValueError:
+        after = 0
+    page = list(rows.filter(id__gt=after).order_by("id")[: PAGE_SIZE + 1])
+    if len(page) <= PAGE_SIZE:
+        return page, None
+    page = page[:PAGE_SIZE]
+    query = request.GET.copy()
+    query["after"] = page[-1].pk
+    return page, query.urlencode()
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_run_for_user(request.user, pk)
+    responses, next_query = keyset_page(run.responses.select_related("question"), request)
+    ctx = {"run": run, "responses": responses, "next_query": next_query}
+    if request.htmx:  # the "More" link asks for the next rows only
+        return render(request, "inference/run_detail.html#responses", ctx)
+    ctx |= {
+        "counts": run.counts(),
+        "prompt_rows": sorted(run.provenance.get("prompts", {}).items()),
+        "scoring_runs": run.scoring_runs.select_related("judge", "job"),
+        "scoring_form": ScoringForm(initial={"method": scoring_method_for(run)}),
+    }
+    return render(request, "inference/run_detail.html", ctx)
+
+
+def scoring_method_for(run: InferenceRun) -> str:
+    if run.mode == InferenceRun.Mode.DIRECT:
+        return ScoringRun.Method.JUDGE_DIRECT
+    return ScoringRun.Method.JUDGE_STEPS
+
+
+@login_required
+@require_POST
+def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_run_for_user(request.user, pk)
+    services.retry_failed(run=run, user=request.user)
+    messages.success(request, _("The failed answers are asked again."))
+    return redirect("inference:run", pk=run.pk)
+
+
+@login_required
+@require_POST
+def run_score(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_run_for_user(request.user, pk)
+    form = ScoringForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Choose an active judge endpoint and a method."))
+        return redirect("inference:run", pk=run.pk)
+    try:
+        scoring_run = scoring.start_scoring_run(
+            inference_run=run, judge=form.cleaned_data["judge"], method=form.cleaned_data["method"], user=request.user
+        )
+    except (scoring.ScoringError, services.EndpointError) as exc:
+        messages.error(request, _("Scoring was not started: %(reason)s") % {"reason": exc})
+        return redirect("inference:run", pk=run.pk)
+    return redirect("inference:scoring", pk=scoring_run.pk)
+
+
+# --- scoring ----------------------------------------------------------------
+
+
+def with_labels(judgments: list[Judgment]) -> list[Judgment]:
+    """Each judged step with its label's code, Chinese and English names."""
+    for judgment in judgments:
+        judgment.labelled_steps = [(step, LABELS_BY_CODE.get(step.label)) for step in judgment.steps.all()]
+    return judgments
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def scoring_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    scoring_run = get_scoring_run_for_user(request.user, pk)
+    rows = scoring_run.judgments.select_related("response__question").prefetch_related(
+        Prefetch("steps", queryset=JudgedStep.objects.order_by("position"))
+    )
+    judgments, next_query = keyset_page(rows, request)
+    ctx = {"scoring_run": scoring_run, "judgments": with_labels(judgments), "next_query": next_query}
+    if request.htmx:
+        return render(request, "inference/scoring_detail.html#judgments", ctx)
+    ctx["coverage"] = scoring.coverage(scoring_run)
+    return render(request, "inference/scoring_detail.html", ctx)
+
+
+@login_required
+@require_POST
+def scoring_rescore(request: HttpRequest, pk: int) -> HttpResponse:
+    scoring_run = get_scoring_run_for_user(request.user, pk)
+    try:
+        scoring.rescore_failed(scoring_run=scoring_run, user=request.user)
+    except scoring.ScoringError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("The failed judgments are scored again."))
+    return redirect("inference:scoring", pk=scoring_run.pk)
+
+
+# --- leaderboard ------------------------------------------------------------
+
+
+def percent(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def score_cell(cell: leaderboard.Cell | None, published: leaderboard.PublishedScore | None) -> dict:
+    cell = cell or leaderboard.Cell("")
+    return {
+        "mean": percent(cell.mean), "low": percent(cell.ci_low), "high": percent(cell.ci_high),
+        "coverage": percent(cell.coverage), "n": cell.n, "items": cell.items,
+        "published": percent(published.score) if published else None,
+        "source": published.source if published else "",
+    }  # fmt: skip
+
+
+def score_tables(entries: list[leaderboard.Entry]) -> list[dict]:
+    """One table per grouping (overall, stage, subject, type, cell): a row per model."""
+    titles = {"stage": _("By stage"), "subject": _("By subject"), "type": _("By question type"),
+              "cell": _("By subject and stage")}  # fmt: skip
+    groupings = [("overall", _("Overall"), ((leaderboard.OVERALL, _("Overall")),))]
+    groupings += [(name, titles.get(name, name), columns) for name, columns in leaderboard.GROUPINGS.items()]
+    tables = []
+    for name, title, columns in groupings:
+        rows = [
+            {"model": e.model, "cells": [score_cell(e.cells.get(g), e.published.get(g)) for g, _t in columns]}
+            for e in entries
+        ]
+        tables.append({"name": name, "title": title, "columns": [t for _g, t in columns], "rows": rows})
+    return tables
+
+
+def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
+    """Bars of each error label's share, overall and by every group that has labelled steps."""
+    charts = []
+    for entry in entries:
+        groups = []
+        for group, dist in entry.errors.items():
+            if not dist.error_steps:
+                continue
+            bars = [
+                {"label": LABELS_BY_CODE[code], "count": count, "share": percent(dist.shares[code])}
+                for code, count in dist.counts.items()
+            ]
+            groups.append({"group": group, "steps": dist.steps, "error_steps": dist.error_steps, "bars": bars})
+        if groups:
+            charts.append({"model": entry.model, "groups": groups})
+    return charts
+
+
+def chosen_mode(request: HttpRequest) -> str:
+    mode = request.GET.get("mode", leaderboard.MODES[0])
+    return mode if mode in leaderboard.MODES else leaderboard.MODES[0]
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *LEADERBOARD_READERS)
+    mode = chosen_mode(request)
+    entries = standings().for_mode(mode)
+    ctx = {
+        "mode": mode,
+        "modes": InferenceRun.Mode.choices,
+        "tables": score_tables(entries),
+        "charts": error_charts(entries),
+        "groupings": list(leaderboard.GROUPINGS),
+        "can_import": has_role(request.user, Role.RESEARCHER) or has_role(request.user, Role.ADMIN),
+    }
+    if request.htmx:  # the mode tabs swap the board only
+        return render(request, "inference/leaderboard.html#board", ctx)
+    return render(request, "inference/leaderboard.html", ctx)
+
+
+DOWNLOADS = {
+    "csv": ("text/csv; charset=utf-8", "csv"),
+    "json": ("application/json", "json"),
+    "latex": ("application/x-tex; charset=utf-8", "tex"),
+}
+
+
+@login_required
+@require_GET
+def leaderboard_download(request: HttpRequest, fmt: str) -> HttpResponse:
+    require_role(request.user, *LEADERBOARD_READERS)
+    if fmt not in DOWNLOADS:
+        raise Http404
+    board = standings()
+    if fmt == "csv":
+        body = leaderboard.to_csv(board)
+    elif fmt == "json":
+        body = leaderboard.to_json(board)
+    else:
+        grouping = request.GET.get("grouping", "stage")
+        if grouping not in leaderboard.GROUPINGS:
+            raise Http404
+        body = leaderboard.to_latex(board, mode=chosen_mode(request), grouping=grouping)
+    content_type, extension = DOWNLOADS[fmt]
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="k12vista-leaderboard.{extension}"'
+    return response
+
+
+@transaction.atomic
+def save_published(*, rows: list[leaderboard.PublishedRow], user) -> int:
+    """Upserts published numbers on their natural key (model, mode, group, source)."""
+    for row in rows:
+        PublishedResult.objects.update_or_create(
+            model=row.model, mode=row.mode, group=row.group, source=row.source,
+            defaults={"score": row.score, "imported_by": user},
+        )  # fmt: skip
+    return len(rows)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def published_import(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *MANAGERS)
+    form = PublishedUploadForm(request.POST or None, request.FILES or None)
+    line_errors: list[tuple[int, str]] = []
+    if request.method == "POST" and form.is_valid():
+        try:
+            rows = leaderboard.read_published_csv(form.cleaned_data["file"], scale=form.cleaned_data["scale"])
+        except leaderboard.PublishedCSVError as exc:
+            line_errors = exc.errors
+        else:
+            saved = save_published(rows=rows, user=request.user)
+            messages.success(request, _("Imported %(n)s published numbers.") % {"n": saved})
+            return redirect("inference:published")
+    ctx = {"form": form, "line_errors": line_errors, "published": PublishedResult.objects.all()[:500]}
+    return render(request, "inference/published.html", ctx, status=400 if line_errors else 200)

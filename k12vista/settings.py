@@ -278,6 +278,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Three models have a "status" field with different choices.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "k12vista.models.Job.Status",
+        "QuestionStatusEnum": "annotation.models.Question.Status",
+        "ResponseStatusEnum": "inference.models.Response.Status",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------

@@ -51,6 +51,7 @@ urlpatterns = [
     path("i18n/setlang/", set_language, name="set_language"),
     path("api/", include((api_patterns, "api"))),
     path("api/", include("annotation.api_urls")),
+    path("api/", include("inference.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
     path("admin/", admin.site.urls),

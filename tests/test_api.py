@@ -69,3 +69,11 @@ def test_it_rotates_the_api_token_from_the_account_page(researcher, login):
     second = client.post("/account/token/").context["new_token"]
     assert first != second
     assert list(Token.objects.filter(user=researcher).values_list("key", flat=True)) == [second]
+
+
+def test_it_generates_a_valid_schema_without_warnings(tmp_path):
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert "/api/runs/{id}/responses/" in out.read_text() and "/api/questions/" in out.read_text()

@@ -1,0 +1,211 @@
+"""The inference API: endpoints, runs, their answers and the leaderboard.
+
+Input and output serializers sit around the same service calls the screens
+make; querysets are scoped by the same access helpers (runs_for)."""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, pagination, serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation.models import Question
+from inference import leaderboard, models, services
+from inference.forms import ENV_NAME
+from inference.standings import standings
+from inference.views import get_run_for_user, key_state, runs_for, with_counts
+from k12vista.roles import HasRole, Role
+from k12vista.serializers import JobSerializer
+from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
+
+MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
+LEADERBOARD_READERS = HasRole(Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
+
+
+# --- serializers -----------------------------------------------------------------
+
+ENDPOINT_FIELDS = [
+    "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds", "accepts_images",
+    "max_image_side", "supports_json_schema", "default_params",
+]  # fmt: skip
+
+
+class EndpointInput(serializers.ModelSerializer):
+    max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
+
+    class Meta:
+        model = models.ModelEndpoint
+        fields = ENDPOINT_FIELDS
+
+    def validate_api_key_env(self, value: str) -> str:
+        if value and not ENV_NAME.match(value):
+            raise serializers.ValidationError("the name of an environment variable (letters, digits, _), not a key")
+        return value
+
+
+class EndpointOutput(serializers.ModelSerializer):
+    # Whether the variable is set on this server; the key itself is never read into a reply.
+    api_key_state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = models.ModelEndpoint
+        fields = ["id", *ENDPOINT_FIELDS, "api_key_state", "active", "created"]
+        read_only_fields = fields
+
+    def get_api_key_state(self, endpoint) -> str:
+        return key_state(endpoint)
+
+
+class FiltersInput(serializers.Serializer):
+    subject = serializers.ChoiceField(choices=Subject.choices, required=False)
+    grade = serializers.ChoiceField(choices=list(GRADES), required=False)
+    stage = serializers.ChoiceField(choices=Stage.choices, required=False)
+    qtype = serializers.ChoiceField(choices=QuestionType.choices, required=False)
+    status = serializers.ChoiceField(choices=Question.Status.choices, required=False)
+
+
+class ParamsInput(serializers.Serializer):
+    temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=200_000, required=False)
+    top_p = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
+class RunInput(serializers.Serializer):
+    endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
+    mode = serializers.ChoiceField(choices=models.InferenceRun.Mode.choices)
+    input_form = serializers.ChoiceField(
+        choices=models.InferenceRun.InputForm.choices, default=models.InferenceRun.InputForm.IMAGES
+    )
+    filters = FiltersInput(required=False, default=dict)
+    params = ParamsInput(required=False, default=dict)
+    seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class RunOutput(serializers.ModelSerializer):
+    endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
+    job = JobSerializer(read_only=True)
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = models.InferenceRun
+        fields = [
+            "id", "name", "endpoint", "endpoint_name", "mode", "input_form", "filters", "params", "seed", "provenance",
+            "job", "counts", "created",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_counts(self, run) -> dict[str, int]:
+        if hasattr(run, "n_ok"):  # annotated by with_counts in lists
+            return {"ok": run.n_ok, "failed": run.n_failed, "pending": run.n_pending}
+        counts = run.counts()
+        return {key: counts[key] for key in ("ok", "failed", "pending")}
+
+
+class ResponseOutput(serializers.ModelSerializer):
+    question = serializers.CharField(source="question.hash_id", read_only=True)
+
+    class Meta:
+        model = models.Response
+        fields = [
+            "id", "question", "status", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
+            "finish_reason", "attempts", "error", "finished",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+# --- views -------------------------------------------------------------------------
+
+
+class ById(pagination.CursorPagination):
+    ordering = "id"  # keyset
+    page_size = 100
+    max_page_size = 1000
+    page_size_query_param = "page_size"
+
+
+class Newest(pagination.CursorPagination):
+    ordering = "-id"
+    page_size = 50
+
+
+class EndpointList(generics.ListAPIView):
+    serializer_class = EndpointOutput
+    permission_classes = [MANAGERS]
+    pagination_class = ById
+    queryset = models.ModelEndpoint.objects.all()
+
+    @extend_schema(request=EndpointInput, responses={201: EndpointOutput})
+    def post(self, request: Request) -> Response:
+        given = EndpointInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            endpoint = services.save_endpoint(endpoint=models.ModelEndpoint(**given.validated_data), user=request.user)
+        except services.EndpointError as exc:
+            raise ValidationError({"base_url": [str(exc)]}) from exc
+        return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
+
+
+class RunList(generics.ListAPIView):
+    serializer_class = RunOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return with_counts(runs_for(self.request.user))
+
+    @extend_schema(request=RunInput, responses={201: RunOutput})
+    def post(self, request: Request) -> Response:
+        given = RunInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            run = services.start_inference_run(
+                endpoint=data["endpoint"], mode=data["mode"], filters=data["filters"], user=request.user,
+                input_form=data["input_form"], params=data["params"], seed=data["seed"], name=data["name"],
+            )  # fmt: skip
+        except services.EndpointError as exc:
+            raise ValidationError({"endpoint": [str(exc)]}) from exc
+        return Response(RunOutput(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetail(generics.RetrieveAPIView):
+    serializer_class = RunOutput
+    permission_classes = [MANAGERS]
+
+    def get_object(self):
+        return get_run_for_user(self.request.user, self.kwargs["pk"])
+
+
+class RunResponses(generics.ListAPIView):
+    """A run's answers in id order, a cursor page at a time."""
+
+    serializer_class = ResponseOutput
+    permission_classes = [MANAGERS]
+    pagination_class = ById
+
+    def get_queryset(self):
+        run = get_run_for_user(self.request.user, self.kwargs["pk"])  # 404 for another person's run
+        return run.responses.select_related("question")
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode")],
+    responses={200: dict},
+)
+@api_view(["GET"])
+@permission_classes([LEADERBOARD_READERS])
+def leaderboard_json(request: Request) -> Response:
+    """The leaderboard in the download's JSON format (k12vista-leaderboard.v1)."""
+    document = json.loads(leaderboard.to_json(standings()))
+    mode = request.query_params.get("mode")
+    if mode:
+        if mode not in leaderboard.MODES:
+            raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
+        document["entries"] = [e for e in document["entries"] if e["mode"] == mode]
+    return Response(document)

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from inference import api
+
+app_name = "inference_api"
+urlpatterns = [
+    path("endpoints/", api.EndpointList.as_view(), name="endpoints"),
+    path("runs/", api.RunList.as_view(), name="runs"),
+    path("runs/<int:pk>/", api.RunDetail.as_view(), name="run"),
+    path("runs/<int:pk>/responses/", api.RunResponses.as_view(), name="responses"),
+    path("leaderboard/", api.leaderboard_json, name="leaderboard"),
+]

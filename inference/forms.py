@@ -1,0 +1,114 @@
+import copy
+import re
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from annotation.forms import QuestionFilterForm
+from inference.models import InferenceRun, ModelEndpoint, ScoringRun
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class EndpointForm(forms.ModelForm):
+    """The URL is checked by services.save_endpoint (the allowlist lives there), not here."""
+
+    max_concurrency = forms.IntegerField(min_value=1, max_value=512, initial=8, label=_("Requests in flight at most"))
+
+    class Meta:
+        model = ModelEndpoint
+        fields = [
+            "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
+            "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
+        ]  # fmt: skip
+        labels = {"api_key_env": _("Environment variable holding the API key")}
+        help_texts = {
+            "api_key_env": _("Only the variable's name, such as OPENAI_API_KEY; the key itself is never stored."),
+            "default_params": _('Sampling parameters as JSON, such as {"temperature": 0}.'),
+        }
+
+    def clean_api_key_env(self) -> str:
+        # A pasted key (sk-..., with dashes or dots) is refused here, before it could be saved.
+        name = self.cleaned_data["api_key_env"].strip()
+        if name and not ENV_NAME.match(name):
+            raise forms.ValidationError(_("Give the name of an environment variable (letters, digits, _), not a key."))
+        return name
+
+    def clean_default_params(self):
+        value = self.cleaned_data["default_params"]
+        if value in (None, ""):
+            return {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError(_("Sampling parameters are a JSON object."))
+        return value
+
+
+class PromptForm(forms.Form):
+    name = forms.CharField(max_length=200, label=_("Name"))
+    system = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False, label=_("System prompt"))
+    user_template = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label=_("User prompt template"))
+
+
+def _filter_field(name: str) -> forms.Field:
+    # The question bank's own filter fields, so a run's question set is chosen exactly as the browser does.
+    return copy.deepcopy(QuestionFilterForm.base_fields[name])
+
+
+class RunForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False, label=_("Name"))
+    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Endpoint"))
+    mode = forms.ChoiceField(choices=InferenceRun.Mode.choices, label=_("Mode"))
+    input_form = forms.ChoiceField(
+        choices=InferenceRun.InputForm.choices, initial=InferenceRun.InputForm.IMAGES, label=_("Input")
+    )
+    subject = _filter_field("subject")
+    grade = _filter_field("grade")
+    stage = _filter_field("stage")
+    qtype = _filter_field("qtype")
+    status = _filter_field("status")
+    temperature = forms.FloatField(required=False, min_value=0, max_value=2, label=_("Temperature"))
+    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=200_000, label=_("Max tokens"))
+    top_p = forms.FloatField(required=False, min_value=0, max_value=1, label=_("Top p"))
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1, label=_("Seed"))
+
+    FILTERS = ("subject", "grade", "stage", "qtype", "status")
+    PARAMS = ("temperature", "max_tokens", "top_p")
+
+    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        return [
+            (_("Model"), [self[name] for name in ("name", "endpoint", "mode", "input_form")]),
+            (_("Questions"), [self[name] for name in self.FILTERS]),
+            (_("Sampling (empty: the endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
+        ]
+
+    def filters(self) -> dict:
+        return {k: self.cleaned_data[k] for k in self.FILTERS if self.cleaned_data.get(k) not in (None, "")}
+
+    def params(self) -> dict:
+        return {k: self.cleaned_data[k] for k in self.PARAMS if self.cleaned_data.get(k) is not None}
+
+
+class ScoringForm(forms.Form):
+    judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
+    method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
+
+
+class PublishedUploadForm(forms.Form):
+    file = forms.FileField(label=_("CSV file (model, mode, group, score, source)"),
+                           widget=forms.ClearableFileInput(attrs={"accept": ".csv,text/csv"}))  # fmt: skip
+    scale = forms.ChoiceField(
+        choices=[("auto", _("Decide from the file")), ("percent", _("Percent")), ("fraction", _("Fraction 0-1"))],
+        initial="auto",
+        label=_("Score scale"),
+    )
+
+    MAX_BYTES = 2 * 1024 * 1024
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > self.MAX_BYTES:
+            raise forms.ValidationError(_("The file is larger than 2 MB."))
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise forms.ValidationError(_("The file is not UTF-8 text.")) from exc
