@@ -38,7 +38,7 @@ from annotation.models import Flag, Question, StepProposal
 from inference import client, parsing, prompts
 from inference.default_prompts import BLANK_SEPARATOR, FINAL_ANSWER_PREFIX, STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
-from inference.services import ALLOWED_PARAMS, EndpointError
+from inference.services import ALLOWED_PARAMS, EndpointError, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import QuestionType
@@ -79,6 +79,7 @@ def start_assist_run(
         raise EndpointError(f"unknown assist kind {kind!r}")
     if not endpoint.active:
         raise EndpointError(f"endpoint {endpoint} is switched off")
+    require_api_key(endpoint)
     if endpoint.kind != ModelEndpoint.Kind.OPENAI:
         raise EndpointError(f"{endpoint.get_kind_display()} endpoints run on their own workers (not built yet)")
     if kind in (Kind.CAPTION, Kind.SMALL_MODEL_FILTER) and not endpoint.accepts_images:

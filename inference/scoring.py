@@ -40,7 +40,7 @@ from inference.models import (
     Response,
     ScoringRun,
 )
-from inference.services import ALLOWED_PARAMS, EndpointError
+from inference.services import ALLOWED_PARAMS, EndpointError, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import CORRECT
@@ -88,11 +88,12 @@ def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method
     expected = METHOD_OF_MODE[InferenceRun.Mode(inference_run.mode)]
     if method != expected:
         raise ScoringError(
-            f"{inference_run} is a {inference_run.get_mode_display().lower()} run; "
-            f"score it with {expected.label}, not {ScoringRun.Method(method).label}"
+            f"{inference_run} is a {inference_run.mode} run; "
+            f"score it with the {expected.value} method, not {ScoringRun.Method(method).value}"
         )
     if not judge.active:
         raise EndpointError(f"endpoint {judge} is switched off")
+    require_api_key(judge)
     if judge.kind != ModelEndpoint.Kind.OPENAI:
         raise EndpointError(f"{judge.get_kind_display()} endpoints cannot judge yet; choose an OpenAI-compatible one")
     # A partial run would score the answers that happened to arrive first.

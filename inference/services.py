@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import os
+import subprocess
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,6 +76,7 @@ def start_inference_run(
     and starts the run as a job on the io queue."""
     if not endpoint.active:
         raise EndpointError(f"endpoint {endpoint} is switched off")
+    require_api_key(endpoint)
     if endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS:
         raise EndpointError("transformers endpoints are not built yet: serve the model with `transformers serve` "
                             "and register it as an OpenAI-compatible endpoint")  # fmt: skip
@@ -93,12 +98,66 @@ def start_inference_run(
             "questions": {
                 "count": questions.count(),
                 "last_change": str(questions.aggregate(last=Max("updated"))["last"]),
+                "content_hash": question_set_hash(questions),
             },
+            "params": {**endpoint.default_params, **(params or {})},
+            "seed": seed,
+            "studio_version": studio_version(),
         },
     )  # fmt: skip
     run.job = start_job(kind=job_kind(endpoint), user=user, params={"run_id": run.pk}, title=run.name)
     run.save(update_fields=["job"])
     return run
+
+
+def require_api_key(endpoint: ModelEndpoint) -> None:
+    """Refuses to start when the endpoint names a key variable this server does not have."""
+    if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
+        raise EndpointError(
+            f"the API key variable {endpoint.api_key_env} is not set on this server; set it (on the web server "
+            "and the workers) or clear the field for a server that needs no key"
+        )
+
+
+def question_set_hash(questions) -> str:
+    """One hash over the ids and content hashes of the questions, in id order:
+    equal when two runs asked exactly the same questions in the same versions."""
+    digest = hashlib.sha256()
+    for question_id, content in questions.order_by("id").values_list("id", "content_hash").iterator(chunk_size=5000):
+        digest.update(f"{question_id}:{content}\n".encode())
+    return digest.hexdigest()
+
+
+@functools.cache
+def studio_version() -> str:
+    """The git commit the studio runs from (STUDIO_VERSION overrides, for installs without .git)."""
+    if os.environ.get("STUDIO_VERSION"):
+        return os.environ["STUDIO_VERSION"]
+    try:
+        found = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True,
+                               timeout=5, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found.stdout.strip()
+
+
+RECORD_KEYS = ("prompts", "endpoint", "params", "seed", "questions", "studio_version")
+
+
+def record_differences(a: InferenceRun, b: InferenceRun) -> list[str]:
+    """What differs between two runs' records; empty when their numbers are comparable."""
+    differences = []
+    for key in RECORD_KEYS:
+        left, right = a.provenance.get(key), b.provenance.get(key)
+        if key == "questions":
+            left, right = (left or {}).get("content_hash"), (right or {}).get("content_hash")
+        if left != right:
+            differences.append(key)
+    if a.mode != b.mode:
+        differences.append("mode")
+    if a.input_form != b.input_form:
+        differences.append("input_form")
+    return differences
 
 
 def job_kind(endpoint: ModelEndpoint) -> str:

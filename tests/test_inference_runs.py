@@ -65,7 +65,7 @@ def _quick_retries(settings):
 def endpoint(base_url, **fields) -> ModelEndpoint:
     return services.save_endpoint(
         endpoint=ModelEndpoint(name=fields.pop("name", "m"), base_url=base_url, model_name=fields.pop("model", "m"),
-                               api_key_env="K12_TEST_KEY", **fields),
+                               api_key_env=fields.pop("api_key_env", ""), **fields),
         user=None,
     )  # fmt: skip
 
@@ -95,7 +95,7 @@ def test_it_refuses_endpoint_urls_outside_the_allowlist(url):
 def test_it_accepts_an_allowed_url_and_never_stores_the_key(settings, monkeypatch):
     settings.MODEL_URL_ALLOWLIST = ["https://gpu01.lab:8000"]
     monkeypatch.setenv("K12_TEST_KEY", "sk-secret")
-    ep = endpoint("https://gpu01.lab:8000/v1/")
+    ep = endpoint("https://gpu01.lab:8000/v1/", api_key_env="K12_TEST_KEY")
     assert ep.base_url == "https://gpu01.lab:8000/v1" and ep.api_key() == "sk-secret"
     assert "sk-secret" not in json.dumps(list(ModelEndpoint.objects.values()), default=str)
 
@@ -181,3 +181,32 @@ def test_it_gives_text_only_models_the_caption_instead_of_the_image(scripted_ser
     failed = run.responses.get(question=uncaptioned)
     assert failed.status == "failed" and "no caption" in failed.error
     assert run.responses.get(question=captioned).status == "ok"
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_start_without_the_api_key_variable(researcher, monkeypatch):
+    monkeypatch.delenv("K12_TEST_KEY", raising=False)
+    make_question()
+    ep = endpoint("http://127.0.0.1:9/v1", api_key_env="K12_TEST_KEY")
+    with pytest.raises(services.EndpointError, match="K12_TEST_KEY is not set"):
+        services.start_inference_run(endpoint=ep, mode="direct", filters={}, user=researcher)
+    assert not InferenceRun.objects.exists()
+
+
+def test_it_records_what_produced_a_run_and_says_when_two_differ(scripted_server, researcher):
+    make_question(), make_question(subject="physics")
+    ep = endpoint(scripted_server)
+    first = start(ep, researcher, seed=1)
+    same = start(ep, researcher, seed=1)
+    record = first.provenance
+    assert len(record["studio_version"]) >= 7 and record["questions"]["content_hash"] and record["seed"] == 1
+    assert services.record_differences(first, same) == []
+    other_seed = start(ep, researcher, seed=2)
+    assert services.record_differences(first, other_seed) == ["seed"]
+    from unittest import mock
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        math_only = services.start_inference_run(
+            endpoint=ep, mode="step_by_step", filters={"subject": "math"}, user=researcher, seed=1
+        )
+    assert services.record_differences(first, math_only) == ["questions"]
