@@ -87,17 +87,27 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-@pytest.fixture
-def worker(transactional_db):
+def start_worker(*, name: str = "w", **extra_env: str) -> subprocess.Popen:
     """A Celery worker process on the configured broker and the test database."""
     env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
-    process = subprocess.Popen(
+    env.update(extra_env)
+    return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING",
-         "--hostname", f"test-{os.getpid()}@%h"],
+         "--hostname", f"test-{name}-{os.getpid()}@%h"],
         cwd=ROOT, env=env,
     )  # fmt: skip
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def worker(transactional_db):
+    process = start_worker()
     yield process
-    process.terminate()
-    process.wait(timeout=30)
+    stop_worker(process)

@@ -3,6 +3,7 @@ status codes, and transformers serve with a tiny model for the whole path."""
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -19,9 +20,12 @@ class Scripted(BaseHTTPRequestHandler):
 
     script: list[int] = []
     seen: list[dict] = []
+    delay = 0.0  # seconds before each answer, for tests that need a run to take a while
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if type(self).delay:
+            time.sleep(type(self).delay)
         type(self).seen.append(body)
         status = type(self).script.pop(0) if type(self).script else 200
         if status != 200:
