@@ -213,11 +213,15 @@ class MissingCaption(Exception):
 
 def save_answer(response: Response, *, completion: client.Completion | None, error: str = "", attempts: int = 0):
     fields: dict[str, Any] = {"finished": timezone.now()}
+    if completion is not None and not completion.text.strip():
+        completion, error, attempts = None, "the model returned an empty answer", completion.attempts
     if completion is not None:
         fields |= {
             "status": Response.Status.OK, "raw_output": completion.text, "latency_ms": completion.latency_ms,
             "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-            "finish_reason": completion.finish_reason, "attempts": completion.attempts, "error": "",
+            "finish_reason": completion.finish_reason, "attempts": completion.attempts,
+            # Kept, and said: a judge then sees where the answer was cut off.
+            "error": "truncated: the answer reached max_tokens" if completion.finish_reason == "length" else "",
         }  # fmt: skip
     else:
         fields |= {"status": Response.Status.FAILED, "error": error, "attempts": attempts}

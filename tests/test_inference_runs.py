@@ -21,6 +21,8 @@ class Scripted(BaseHTTPRequestHandler):
     script: list[int] = []
     seen: list[dict] = []
     delay = 0.0  # seconds before each answer, for tests that need a run to take a while
+    content = "步骤1：得 $x=2$。\n答案：B"
+    finish = "stop"
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -36,8 +38,8 @@ class Scripted(BaseHTTPRequestHandler):
             return
         reply = {
             "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "步骤1：得 $x=2$。\n答案：B"},
-                         "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": type(self).content},
+                         "finish_reason": type(self).finish}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }  # fmt: skip
         data = json.dumps(reply).encode()
@@ -214,3 +216,16 @@ def test_it_records_what_produced_a_run_and_says_when_two_differ(scripted_server
             endpoint=ep, mode="step_by_step", filters={"subject": "math"}, user=researcher, seed=1
         )
     assert services.record_differences(first, math_only) == ["questions"]
+
+
+def test_it_keeps_and_flags_a_truncated_answer_and_fails_an_empty_one(scripted_server, researcher, monkeypatch):
+    make_question()
+    monkeypatch.setattr(Scripted, "content", "步骤1：" + "很长的推理" * 500)
+    monkeypatch.setattr(Scripted, "finish", "length")
+    run = run_now(start(endpoint(scripted_server), researcher))
+    cut = run.responses.get()
+    assert cut.status == "ok" and cut.finish_reason == "length" and "truncated" in cut.error
+    monkeypatch.setattr(Scripted, "content", "  ")
+    monkeypatch.setattr(Scripted, "finish", "stop")
+    empty = run_now(start(endpoint(scripted_server, name="m2"), researcher)).responses.get()
+    assert empty.status == "failed" and "empty answer" in empty.error
