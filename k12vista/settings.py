@@ -356,7 +356,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"axes": {"level": "WARNING"}},
+    "loggers": {"axes": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 # Invitations are shown to the admin as links, so mail is optional; errors

@@ -1,0 +1,132 @@
+"""Orchestration overhead of an inference run against a bare async client loop.
+
+    DATA_DIR=/tmp/k12-infbench SECRET_KEY=... ALLOWED_HOSTS=localhost BEHIND_TLS=0 \\
+        .venv/bin/python -m bench.inference_overhead --requests 2000 --concurrency 16
+
+A local OpenAI-compatible server (aiohttp-free: a threaded http.server answering
+instantly with a fixed completion) takes both loads in the same process run:
+first a bare ``openai.AsyncOpenAI`` loop with a semaphore, then a real inference
+run over the same number of questions through the job handler (rows, prompts,
+retries, saving every answer, progress). It prints both throughputs and their
+ratio; the target is at least 0.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "k12vista.settings")
+
+REPLY = json.dumps({
+    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "步骤1：得 $x=2$。\\n最终答案：B"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132},
+}).encode()  # fmt: skip
+
+
+class Instant(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as vllm serve does
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(REPLY)))
+        self.end_headers()
+        self.wfile.write(REPLY)
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 refuses bursts of new connections
+    daemon_threads = True
+
+
+def serve() -> str:
+    server = Server(("127.0.0.1", 0), Instant)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}/v1"
+
+
+async def bare_loop(base_url: str, requests: int, concurrency: int) -> float:
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    limit = asyncio.Semaphore(concurrency)
+    messages = [{"role": "user", "content": "已知 $x^2=4$，$x>0$，求 $x$。"}]
+
+    async def one():
+        async with limit:
+            await client.chat.completions.create(model="m", messages=messages, max_tokens=16)
+
+    started = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(requests):
+            group.create_task(one())
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return requests / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from annotation.models import Question
+    from inference import services
+    from inference.models import InferenceRun, ModelEndpoint
+    from k12vista.jobs import execute_job
+    from k12vista.vocabulary import stage_of_grade
+
+    call_command("migrate", verbosity=0)
+    have = Question.objects.count()
+    Question.objects.bulk_create(
+        Question(hash_id=f"ovh{i:07d}", subject="math", grade=9, stage=stage_of_grade(9), qtype="multiple_choice",
+                 text="已知 $x^2=4$，$x>0$，求 $x$。", answers=["B"],
+                 options=[{"label": c, "text": f"${n}$"} for c, n in zip("ABCD", (1, 2, 3, 4), strict=True)])
+        for i in range(have, args.requests)
+    )  # fmt: skip
+    base_url = serve()
+    bare = asyncio.run(bare_loop(base_url, args.requests, args.concurrency))
+    endpoint = services.save_endpoint(
+        endpoint=ModelEndpoint(name=f"bench-{time.time_ns()}", base_url=base_url, model_name="m",
+                               max_concurrency=args.concurrency, accepts_images=False,
+                               default_params={"max_tokens": 16}),
+        user=None,
+    )  # fmt: skip
+    from unittest import mock
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):  # run the job here, not on a worker
+        run = services.start_inference_run(endpoint=endpoint, mode="direct", filters={"q": ""}, user=None)
+    started = time.perf_counter()
+    execute_job(run.job_id)
+    elapsed = time.perf_counter() - started
+    run = InferenceRun.objects.get(pk=run.pk)
+    counts = run.counts()
+    studio = counts["ok"] / elapsed
+    print(
+        f"requests {args.requests}, concurrency {args.concurrency}, database {django.conf.settings.DATABASES['default']['ENGINE']}"
+    )
+    print(f"bare async loop:  {bare:8.1f} requests/s")
+    print(f"inference run:    {studio:8.1f} requests/s  ({counts})")
+    print(f"ratio:            {studio / bare:8.2f}  (target >= 0.9)")
+
+
+if __name__ == "__main__":
+    main()
