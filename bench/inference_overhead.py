@@ -120,9 +120,8 @@ def main() -> None:
     run = InferenceRun.objects.get(pk=run.pk)
     counts = run.counts()
     studio = counts["ok"] / elapsed
-    print(
-        f"requests {args.requests}, concurrency {args.concurrency}, database {django.conf.settings.DATABASES['default']['ENGINE']}"
-    )
+    engine = django.conf.settings.DATABASES["default"]["ENGINE"]
+    print(f"requests {args.requests}, concurrency {args.concurrency}, database {engine}")
     print(f"bare async loop:  {bare:8.1f} requests/s")
     print(f"inference run:    {studio:8.1f} requests/s  ({counts})")
     print(f"ratio:            {studio / bare:8.2f}  (target >= 0.9)")
