@@ -36,7 +36,7 @@ from inference.models import (
 from inference.standings import standings
 from k12vista.models import Job
 from k12vista.roles import Role, has_role, require_role, role_required
-from k12vista.vocabulary import LABELS_BY_CODE, QuestionType
+from k12vista.vocabulary import LABELS_BY_CODE, QuestionType, Stage, Subject
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
 LEADERBOARD_READERS = (Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
@@ -390,6 +390,15 @@ def score_cell(cell: leaderboard.Cell | None, published: leaderboard.PublishedSc
     }  # fmt: skip
 
 
+def group_title(group: str) -> str:
+    """A group key (``stage:primary``, ``subject:math``, ``cell:math-g9``) in the reader's language."""
+    kind, _sep, value = group.partition(":")
+    names = {"stage": Stage, "subject": Subject, "type": QuestionType}
+    if kind in names and value in names[kind].values:
+        return str(names[kind](value).label)
+    return str(_("Overall")) if group == leaderboard.OVERALL else value or group
+
+
 def score_tables(entries: list[leaderboard.Entry]) -> list[dict]:
     """One table per grouping (overall, stage, subject, type, cell): a row per model."""
     titles = {"stage": _("By stage"), "subject": _("By subject"), "type": _("By question type"),
@@ -402,7 +411,7 @@ def score_tables(entries: list[leaderboard.Entry]) -> list[dict]:
             {"model": e.model, "cells": [score_cell(e.cells.get(g), e.published.get(g)) for g, _t in columns]}
             for e in entries
         ]
-        tables.append({"name": name, "title": title, "columns": [t for _g, t in columns], "rows": rows})
+        tables.append({"name": name, "title": title, "columns": [group_title(g) for g, _t in columns], "rows": rows})
     return tables
 
 
@@ -418,7 +427,8 @@ def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
                 {"label": LABELS_BY_CODE[code], "count": count, "share": percent(dist.shares[code])}
                 for code, count in dist.counts.items()
             ]
-            groups.append({"group": group, "steps": dist.steps, "error_steps": dist.error_steps, "bars": bars})
+            groups.append({"key": group, "group": group_title(group), "steps": dist.steps,
+                           "error_steps": dist.error_steps, "bars": bars})  # fmt: skip
         if groups:
             charts.append({"model": entry.model, "groups": groups})
     return charts
