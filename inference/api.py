@@ -18,7 +18,7 @@ from annotation.models import Question
 from inference import leaderboard, models, services
 from inference.forms import ENV_NAME
 from inference.standings import standings
-from inference.views import get_run_for_user, key_state, runs_for, with_counts
+from inference.views import get_run_for_user, key_state, runs_for
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
@@ -101,7 +101,7 @@ class RunOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_counts(self, run) -> dict[str, int]:
-        if hasattr(run, "n_ok"):  # annotated by with_counts in lists
+        if hasattr(run, "n_ok"):  # annotated by with_counts() in lists
             return {"ok": run.n_ok, "failed": run.n_failed, "pending": run.n_pending}
         counts = run.counts()
         return {key: counts[key] for key in ("ok", "failed", "pending")}
@@ -157,7 +157,7 @@ class RunList(generics.ListAPIView):
     pagination_class = Newest
 
     def get_queryset(self):
-        return with_counts(runs_for(self.request.user))
+        return runs_for(self.request.user).with_counts()
 
     @extend_schema(request=RunInput, responses={201: RunOutput})
     def post(self, request: Request) -> Response:

@@ -85,6 +85,22 @@ class PromptTemplate(models.Model):
         return f"{self.name} v{self.version}"
 
 
+class InferenceRunQuerySet(models.QuerySet["InferenceRun"]):
+    def visible_to(self, user) -> InferenceRunQuerySet:
+        """Everyone sees their own runs; administrators see all (as with jobs)."""
+        if user.has_perm("k12vista.administer"):
+            return self.all()
+        return self.filter(created_by=user)
+
+    def with_counts(self) -> InferenceRunQuerySet:
+        """ok / failed / pending per run in the same query (no query per row)."""
+        return self.annotate(
+            n_ok=Count("responses", filter=Q(responses__status=Response.Status.OK)),
+            n_failed=Count("responses", filter=Q(responses__status=Response.Status.FAILED)),
+            n_pending=Count("responses", filter=Q(responses__status=Response.Status.PENDING)),
+        )
+
+
 class InferenceRun(models.Model):
     """A model answering a set of questions, as one job."""
 
@@ -110,6 +126,8 @@ class InferenceRun(models.Model):
     job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+
+    objects = InferenceRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created", "-id"]

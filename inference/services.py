@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from annotation.models import Question
 from inference import client, prompts
-from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplate, Response
+from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplate, PublishedResult, Response
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -54,6 +54,17 @@ def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
         endpoint.created_by = user
     endpoint.save()
     return endpoint
+
+
+@transaction.atomic
+def save_published_results(*, rows, user: Any) -> int:
+    """Upserts published numbers on their natural key (model, mode, group, source)."""
+    for row in rows:
+        PublishedResult.objects.update_or_create(
+            model=row.model, mode=row.mode, group=row.group, source=row.source,
+            defaults={"score": row.score, "imported_by": user},
+        )  # fmt: skip
+    return len(rows)
 
 
 # --- runs -------------------------------------------------------------------------

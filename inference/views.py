@@ -14,7 +14,7 @@ import os
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -30,7 +30,6 @@ from inference.models import (
     ModelEndpoint,
     PromptTemplate,
     PublishedResult,
-    Response,
     ScoringRun,
 )
 from inference.standings import standings
@@ -50,8 +49,7 @@ ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
 def runs_for(user) -> QuerySet[InferenceRun]:
     """The runs a person may see: their own; administrators see all (as with jobs)."""
     require_role(user, *MANAGERS)
-    runs = InferenceRun.objects.select_related("endpoint", "job", "created_by")
-    return runs if has_role(user, Role.ADMIN) else runs.filter(created_by=user)
+    return InferenceRun.objects.visible_to(user).select_related("endpoint", "job", "created_by")
 
 
 def get_run_for_user(user, pk: int) -> InferenceRun:
@@ -235,19 +233,10 @@ def prompt_diff(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
 # --- runs -------------------------------------------------------------------
 
 
-def with_counts(runs: QuerySet[InferenceRun]) -> QuerySet[InferenceRun]:
-    """ok / failed / pending per run in the same query (no query per row)."""
-    return runs.annotate(
-        n_ok=Count("responses", filter=Q(responses__status=Response.Status.OK)),
-        n_failed=Count("responses", filter=Q(responses__status=Response.Status.FAILED)),
-        n_pending=Count("responses", filter=Q(responses__status=Response.Status.PENDING)),
-    )
-
-
 @role_required(*MANAGERS)
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = with_counts(runs_for(request.user))[:100]
+    runs = runs_for(request.user).with_counts()[:100]
     return render(request, "inference/run_list.html", {"runs": runs})
 
 
@@ -489,16 +478,6 @@ def leaderboard_download(request: HttpRequest, fmt: str) -> HttpResponse:
 
 
 @transaction.atomic
-def save_published(*, rows: list[leaderboard.PublishedRow], user) -> int:
-    """Upserts published numbers on their natural key (model, mode, group, source)."""
-    for row in rows:
-        PublishedResult.objects.update_or_create(
-            model=row.model, mode=row.mode, group=row.group, source=row.source,
-            defaults={"score": row.score, "imported_by": user},
-        )  # fmt: skip
-    return len(rows)
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def published_import(request: HttpRequest) -> HttpResponse:
@@ -511,7 +490,7 @@ def published_import(request: HttpRequest) -> HttpResponse:
         except leaderboard.PublishedCSVError as exc:
             line_errors = exc.errors
         else:
-            saved = save_published(rows=rows, user=request.user)
+            saved = services.save_published_results(rows=rows, user=request.user)
             messages.success(request, _("Imported %(n)s published numbers.") % {"n": saved})
             return redirect("inference:published")
     ctx = {"form": form, "line_errors": line_errors, "published": PublishedResult.objects.all()[:500]}
