@@ -38,7 +38,7 @@ from annotation.models import Flag, Question, StepProposal
 from inference import client, parsing, prompts
 from inference.default_prompts import BLANK_SEPARATOR, FINAL_ANSWER_PREFIX, STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
-from inference.services import ALLOWED_PARAMS, EndpointError, require_api_key
+from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import QuestionType
@@ -147,15 +147,7 @@ def solved_by_all(runs: list[AssistRun]):
 def create_missing_results(run: AssistRun) -> int:
     """One pending row per question of the run; existing rows are kept."""
     ids = Question.objects.matching(run.filters).values_list("id", flat=True).order_by("id")
-    batch, created = [], 0
-    for question_id in ids.iterator(chunk_size=5000):
-        batch.append(AssistResult(run=run, question_id=question_id))
-        if len(batch) == 5000:
-            created += len(AssistResult.objects.bulk_create(batch, ignore_conflicts=True))
-            batch = []
-    if batch:
-        created += len(AssistResult.objects.bulk_create(batch, ignore_conflicts=True))
-    return created
+    return create_missing_rows(AssistResult, ids=ids, run=run)
 
 
 # --- the job ------------------------------------------------------------------------

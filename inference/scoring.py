@@ -40,7 +40,7 @@ from inference.models import (
     Response,
     ScoringRun,
 )
-from inference.services import ALLOWED_PARAMS, EndpointError, require_api_key
+from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import CORRECT
@@ -183,15 +183,7 @@ def create_missing_judgments(run: ScoringRun) -> int:
     """One pending judgment per response; existing rows are kept, so a restarted
     job resumes where it stopped."""
     ids = Response.objects.filter(run=run.inference_run_id).values_list("id", flat=True).order_by("id")
-    batch, created = [], 0
-    for response_id in ids.iterator(chunk_size=5000):
-        batch.append(Judgment(scoring_run=run, response_id=response_id))
-        if len(batch) == 5000:
-            created += len(Judgment.objects.bulk_create(batch, ignore_conflicts=True))
-            batch = []
-    if batch:
-        created += len(Judgment.objects.bulk_create(batch, ignore_conflicts=True))
-    return created
+    return create_missing_rows(Judgment, ids=ids, key="response_id", scoring_run=run)
 
 
 def mark_missing_answers(run: ScoringRun) -> int:

@@ -185,19 +185,22 @@ def retry_failed(*, run: InferenceRun, user: Any) -> Job:
     return run.job
 
 
-def create_missing_responses(run: InferenceRun) -> int:
-    """One pending row per question of the run; existing rows are kept, so a
-    restarted job resumes where it stopped."""
-    ids = questions_of(run).values_list("id", flat=True).order_by("id")
+def create_missing_rows(model, *, ids, key: str = "question_id", **fields) -> int:
+    """One pending row per id (question or response); rows already there are kept,
+    their unique constraint skipping them, so a restarted job resumes where it stopped."""
     batch, created = [], 0
-    for question_id in ids.iterator(chunk_size=5000):
-        batch.append(Response(run=run, question_id=question_id))
+    for value in ids.iterator(chunk_size=5000):
+        batch.append(model(**fields, **{key: value}))
         if len(batch) == 5000:
-            created += len(Response.objects.bulk_create(batch, ignore_conflicts=True))
+            created += len(model.objects.bulk_create(batch, ignore_conflicts=True))
             batch = []
     if batch:
-        created += len(Response.objects.bulk_create(batch, ignore_conflicts=True))
+        created += len(model.objects.bulk_create(batch, ignore_conflicts=True))
     return created
+
+
+def create_missing_responses(run: InferenceRun) -> int:
+    return create_missing_rows(Response, ids=questions_of(run).values_list("id", flat=True).order_by("id"), run=run)
 
 
 def request_for(run: InferenceRun, response: Response) -> tuple[PromptTemplate, list[dict]]:
