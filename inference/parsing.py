@@ -152,6 +152,9 @@ class _Notes:
 # Strings: shared by the scanner and the reader, so both agree on where a
 # string ends.
 
+# Recorded on every scoring run; raise it whenever a change alters what some
+# output parses to, so that runs read by different parsers say so.
+PARSER_VERSION = "1"
 MAX_CHARS = 500_000
 MAX_DEPTH = 20
 _QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’"}

@@ -19,7 +19,6 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -71,15 +70,6 @@ FAILED_STATUSES = (Judgment.Status.PARSE_FAILED, Judgment.Status.CALL_FAILED)
 
 class ScoringError(ValueError):
     """A scoring run that cannot start; the message says why."""
-
-
-def parser_version() -> str:
-    """The parser's own version if it declares one, else a hash of its source:
-    any change to how output is read changes the provenance."""
-    declared = getattr(parsing, "PARSER_VERSION", "")
-    if declared:
-        return str(declared)
-    return "sha256:" + hashlib.sha256(Path(parsing.__file__).read_bytes()).hexdigest()[:16]
 
 
 def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str) -> None:
@@ -135,7 +125,7 @@ def start_scoring_run(
                 "kind": output_kind,
                 "schema_hash": hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest(),
             },
-            "parser": {"version": parser_version(), "parse_retries": PARSE_RETRIES},
+            "parser": {"version": parsing.PARSER_VERSION, "parse_retries": PARSE_RETRIES},
             "images": sends_images(method, judge),
             "inference_run": {"id": inference_run.pk, "mode": inference_run.mode, **inference_run.counts()},
         },
