@@ -145,7 +145,23 @@ class InferenceRun(models.Model):
         return rows
 
 
-class Response(models.Model):
+class ModelCall(models.Model):
+    """What one call to a model left behind: shared by answers and judgments."""
+
+    raw_output = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=30, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Response(ModelCall):
     """One model answer to one question in one run: unique on (run, question),
     so a run restarted after a crash finishes with no duplicates."""
 
@@ -158,14 +174,6 @@ class Response(models.Model):
     question = models.ForeignKey("annotation.Question", on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     prompt_id = models.BigIntegerField(null=True, blank=True)
-    raw_output = models.TextField(blank=True)
-    latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=30, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    error = models.TextField(blank=True)
-    finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "id"]
@@ -200,7 +208,7 @@ class ScoringRun(models.Model):
         return self.name
 
 
-class Judgment(models.Model):
+class Judgment(ModelCall):
     """One scored response. ``score`` is None when the judge's output could not be
     parsed (or the call failed): such items count against coverage, never as 0."""
 
@@ -215,21 +223,13 @@ class Judgment(models.Model):
     response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="judgments")
     status = models.CharField(max_length=15, choices=Status.choices, default=Status.PENDING)
     score = models.FloatField(null=True, blank=True)
-    raw_output = models.TextField(blank=True)
     parsed = models.JSONField(null=True, blank=True)
     parse_status = models.CharField(max_length=10, blank=True)  # ok | repaired | failed
     parse_notes = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True)
     # direct mode: what the judge extracted and how it scored each sub-answer
     reference_answers = models.JSONField(default=list, blank=True)
     model_answers = models.JSONField(default=list, blank=True)
     item_scores = models.JSONField(default=list, blank=True)
-    latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=30, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["scoring_run", "id"]
