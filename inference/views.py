@@ -57,11 +57,10 @@ def get_run_for_user(user, pk: int) -> InferenceRun:
 
 
 def get_scoring_run_for_user(user, pk: int) -> ScoringRun:
+    """A scoring run is visible with the inference run it scores."""
     require_role(user, *MANAGERS)
-    found = ScoringRun.objects.select_related("inference_run__endpoint", "judge", "job")
-    if not has_role(user, Role.ADMIN):
-        found = found.filter(inference_run__created_by=user)
-    return get_object_or_404(found, pk=pk)
+    found = ScoringRun.objects.filter(inference_run__in=InferenceRun.objects.visible_to(user))
+    return get_object_or_404(found.select_related("inference_run__endpoint", "judge", "job"), pk=pk)
 
 
 def get_endpoint_for_user(user, pk: int) -> ModelEndpoint:
