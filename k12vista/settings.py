@@ -348,6 +348,15 @@ ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:", "http://localhost:"])
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 
+# --- PEBench and audits --------------------------------------------------
+
+# How many annotators label each PEBench item before it can be adjudicated.
+PEM_ANNOTATORS_PER_ITEM = env_int("PEM_ANNOTATORS_PER_ITEM", 2, minimum=1)
+# The labelling guideline the team works to; recorded on every label.
+PEM_GUIDELINE_VERSION = env_str("PEM_GUIDELINE_VERSION", "guideline.v1")
+# How many inspectors rate each sampled item of an audit.
+AUDIT_INSPECTORS_PER_ITEM = env_int("AUDIT_INSPECTORS_PER_ITEM", 3, minimum=1)
+
 # --- Logging --------------------------------------------------------------
 
 LOGGING = {
