@@ -52,6 +52,8 @@ urlpatterns = [
     path("api/", include((api_patterns, "api"))),
     path("api/", include("annotation.api_urls")),
     path("api/", include("inference.api_urls")),
+    path("api/pem/", include("pem.api_urls")),
+    path("api/inspect/", include("review.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
     path("admin/", admin.site.urls),

@@ -1,3 +1,2 @@
 app_name = "pem"
-# PEBench screens are added by the PEBench issue.
 urlpatterns: list = []

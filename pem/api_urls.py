@@ -1,0 +1,2 @@
+app_name = "pem_api"
+urlpatterns: list = []

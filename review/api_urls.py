@@ -1,0 +1,2 @@
+app_name = "review_api"
+urlpatterns: list = []
