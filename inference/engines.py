@@ -1,4 +1,7 @@
-"""vLLM's offline engine, for GPU workers (the optional ``gpu`` extra).
+"""Engines that run models inside a worker instead of behind an HTTP server.
+
+vLLM's offline engine, for GPU workers (the optional ``gpu`` extra), and
+transformers on CPU for small models (inference.local_engine).
 
 vllm is imported only here and only when a run needs it, so web servers and CPU
 or io workers never load it. The engine is built once per worker process (it
@@ -8,8 +11,13 @@ in the same OpenAI message format the HTTP path sends.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 from inference.client import Completion
 from inference.models import ModelEndpoint
@@ -73,3 +81,46 @@ def chat_batch(
             )
         )
     return results
+
+
+def local_chat_batch(
+    endpoint: ModelEndpoint, conversations: list[list[dict]], params: dict, seed: int | None = None
+) -> list[Completion]:
+    """A batch on a small model with transformers on this worker's CPU.
+
+    With TRANSFORMERS_PYTHON set, the batch runs in that Python (one that has
+    torch) as a subprocess; otherwise in this process, which then needs torch.
+    """
+    if settings.TRANSFORMERS_PYTHON:
+        completions = _local_batch_in_subprocess(endpoint, conversations, params, seed)
+    else:
+        try:
+            from inference import local_engine
+
+            completions = local_engine.generate(endpoint.model_name, conversations, params, seed)
+        except ImportError as exc:
+            raise EngineUnavailable(
+                f"transformers and torch are not installed in this worker's Python ({exc}): install the ml "
+                "extra (pip install '.[ml]'), or set TRANSFORMERS_PYTHON to a Python that has them."
+            ) from exc
+    return [Completion(attempts=1, **completion) for completion in completions]
+
+
+def _local_batch_in_subprocess(endpoint, conversations, params, seed) -> list[dict]:
+    python = settings.TRANSFORMERS_PYTHON
+    if not Path(python).exists():
+        raise EngineUnavailable(f"TRANSFORMERS_PYTHON is {python}, which does not exist on this worker")
+    script = Path(__file__).with_name("local_engine.py")
+    request = {"model": endpoint.model_name, "conversations": conversations, "params": params, "seed": seed}
+    finished = subprocess.run(  # noqa: S603 (our own script, a configured interpreter)
+        [python, str(script)], input=json.dumps(request), capture_output=True, text=True, timeout=max(
+            endpoint.timeout_seconds * max(len(conversations), 1), 60)
+    )  # fmt: skip
+    try:
+        answer = json.loads(finished.stdout or "{}")
+    except json.JSONDecodeError:
+        answer = {}
+    if finished.returncode != 0 or "completions" not in answer:
+        detail = answer.get("error") or finished.stderr.strip()[-2000:] or f"exit status {finished.returncode}"
+        raise EngineUnavailable(f"the transformers engine failed on {endpoint.model_name}: {detail}")
+    return answer["completions"]

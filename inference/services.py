@@ -89,9 +89,6 @@ def start_inference_run(
     if not endpoint.active:
         raise EndpointError(f"endpoint {endpoint} is switched off")
     require_api_key(endpoint)
-    if endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS:
-        raise EndpointError("transformers endpoints are not built yet: serve the model with `transformers serve` "
-                            "and register it as an OpenAI-compatible endpoint")  # fmt: skip
     prompts.ensure_default_prompts()
     chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
     questions = Question.objects.matching(filters)
@@ -173,8 +170,11 @@ def record_differences(a: InferenceRun, b: InferenceRun) -> list[str]:
 
 
 def job_kind(endpoint: ModelEndpoint) -> str:
-    """HTTP endpoints run on the io queue; the offline engine on a GPU worker."""
-    return "inference.run_offline" if endpoint.kind == ModelEndpoint.Kind.VLLM_OFFLINE else "inference.run"
+    """HTTP endpoints run on the io queue; the offline engine on a GPU worker; transformers on a CPU worker."""
+    return {
+        ModelEndpoint.Kind.VLLM_OFFLINE: "inference.run_offline",
+        ModelEndpoint.Kind.TRANSFORMERS: "inference.run_local",
+    }.get(endpoint.kind, "inference.run")
 
 
 def retry_failed(*, run: InferenceRun, user: Any) -> Job:
@@ -364,6 +364,23 @@ def run_offline_job(job: Job, progress: Progress) -> dict:
     """The same run with vLLM's offline engine on this (GPU) worker, in batches."""
     from inference import engines
 
+    return _run_in_batches(job, progress, engines.chat_batch, OFFLINE_BATCH)
+
+
+LOCAL_BATCH = 16  # small CPU models: a batch is minutes of work at most, so progress stays live
+
+
+@job_handler("inference.run_local", queue=Job.Queue.CPU)
+def run_local_job(job: Job, progress: Progress) -> dict:
+    """The same run with transformers on this worker's CPU (small models), in batches."""
+    from inference import engines
+
+    return _run_in_batches(job, progress, engines.local_chat_batch, LOCAL_BATCH)
+
+
+def _run_in_batches(job: Job, progress: Progress, chat_batch, batch_size: int) -> dict:
+    """Feeds pending responses to an in-worker engine a batch at a time; each
+    batch is saved before the next, so a killed worker loses at most one."""
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
     create_missing_responses(run)
     total = run.responses.count()
@@ -371,7 +388,7 @@ def run_offline_job(job: Job, progress: Progress) -> dict:
     progress(done, total)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     pending = run.responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
-    while batch := list(pending[:OFFLINE_BATCH]):
+    while batch := list(pending[:batch_size]):
         ready, conversations = [], []
         for response in batch:
             try:
@@ -379,7 +396,7 @@ def run_offline_job(job: Job, progress: Progress) -> dict:
                 ready.append(response)
             except MissingCaption as exc:
                 save_answer(response, completion=None, error=str(exc))
-        for response, completion in zip(ready, engines.chat_batch(run.endpoint, conversations, params, run.seed),
+        for response, completion in zip(ready, chat_batch(run.endpoint, conversations, params, run.seed),
                                         strict=True):  # fmt: skip
             save_answer(response, completion=completion)
         done += len(batch)

@@ -347,6 +347,10 @@ ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 # at an internal address by accident. Add your vLLM hosts and API providers.
 MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:", "http://localhost:"])
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
+# Endpoints of kind "transformers" run small models on the worker's CPU. When the
+# worker's Python lacks torch, name a Python that has it (and transformers): the
+# batches then run in it as a subprocess.
+TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
 
 # --- PEBench and audits --------------------------------------------------
 

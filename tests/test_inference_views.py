@@ -384,14 +384,23 @@ def test_it_starts_a_run_from_the_form(researcher, login, sent):
     assert run.job.kind == "inference.run"
 
 
-def test_it_shows_an_endpoint_refusal_on_the_run_form(researcher, login, sent):
-    # transformers endpoints cannot run yet; start_inference_run says so and the form shows it
-    engine = make_endpoint("cpu", kind=ModelEndpoint.Kind.TRANSFORMERS, base_url="")
-    data = {"endpoint": engine.pk, "mode": "direct", "input_form": "images"}
+def test_it_shows_an_endpoint_refusal_on_the_run_form(researcher, login, sent, monkeypatch):
+    # an API key variable that is not set: start_inference_run names it and the form shows it
+    monkeypatch.delenv("K12_TEST_UNSET_KEY", raising=False)
+    closed = make_endpoint("closed", api_key_env="K12_TEST_UNSET_KEY")
+    data = {"endpoint": closed.pk, "mode": "direct", "input_form": "images"}
     response = login(researcher).post("/research/runs/new/", data)
     assert response.status_code == 200
-    assert "transformers" in response.context["form"].errors["endpoint"][0]
+    assert "K12_TEST_UNSET_KEY" in response.context["form"].errors["endpoint"][0]
     assert not InferenceRun.objects.exists()
+
+
+def test_a_transformers_endpoint_runs_on_a_cpu_worker(researcher, login, sent):
+    engine = make_endpoint("small", kind=ModelEndpoint.Kind.TRANSFORMERS, base_url="", model_name="/models/tiny")
+    data = {"endpoint": engine.pk, "mode": "direct", "input_form": "images"}
+    response = login(researcher).post("/research/runs/new/", data)
+    run = InferenceRun.objects.get()
+    assert response.status_code == 302 and run.job.kind == "inference.run_local" and run.job.queue == "cpu"
 
 
 def test_it_refuses_a_switched_off_endpoint_on_the_run_form(researcher, login, sent):
