@@ -1,0 +1,61 @@
+"""The agreement API: a researcher uploads a ratings file and gets its statistics.
+
+The same operation as ``manage.py agreement`` (pem.ratings.agreement_from_file);
+the JSON shape is described there and in docs/agreement.md. Nothing is stored.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from k12vista.roles import HasRole, Role
+from pem.ratings import SCALES, RatingsError, agreement_from_file
+
+MAX_BYTES = 20 * 1024 * 1024
+
+
+class RatingsInput(serializers.Serializer):
+    file = serializers.FileField(help_text="CSV (header: item, rater, label or score) or JSONL")
+    scale = serializers.ChoiceField(choices=SCALES, required=False, allow_blank=True, default="")
+    categories = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="comma-separated; default: the nine step labels"
+    )
+    reference = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+
+    def validate_file(self, upload):
+        if upload.size > MAX_BYTES:
+            raise serializers.ValidationError(f"the file is larger than {MAX_BYTES // (1024 * 1024)} MB")
+        return upload
+
+
+class AgreementFromFile(APIView):
+    permission_classes = [HasRole(Role.RESEARCHER)]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request={"multipart/form-data": RatingsInput},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            400: inline_serializer("RatingsProblems", {"errors": serializers.ListField(child=serializers.CharField())}),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        given = RatingsInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        upload = given.validated_data["file"]
+        categories = [c.strip() for c in given.validated_data["categories"].split(",") if c.strip()] or None
+        try:
+            report = agreement_from_file(
+                upload.read(), filename=upload.name, categories=categories,
+                scale=given.validated_data["scale"], reference=given.validated_data["reference"],
+            )  # fmt: skip
+        except RatingsError as exc:
+            return Response({"errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
+        except ValueError as exc:
+            return Response({"errors": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(report)
