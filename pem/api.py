@@ -1,0 +1,198 @@
+"""The labelling API: an annotator's tasks, a task's item and draft, saving and submitting,
+and an item's labels.
+
+Every endpoint calls the same operations as the screens (pem.labelling). The
+blind rule holds here as on the pages: a task's item carries no labels at all,
+and the labels endpoint returns only what ``visible_labels`` allows.
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from k12vista.roles import HasRole, Role, has_role
+from pem import labelling
+from pem.models import ChainOfThought, LabellingTask, Step, StepLabel
+
+ANNOTATORS = HasRole(Role.ANNOTATOR)
+ITEM_READERS = HasRole(Role.ANNOTATOR, *labelling.READERS_OF_ALL_LABELS)
+
+
+# --- serializers -----------------------------------------------------------------------
+
+
+class StepOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Step
+        fields = ["position", "text"]
+        read_only_fields = fields
+
+
+class ItemOutput(serializers.ModelSerializer):
+    """What an annotator labels: the question, its reference, the model's steps. No labels."""
+
+    steps = StepOutput(many=True, read_only=True)
+    figures = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ChainOfThought
+        fields = [
+            "id", "key", "subject", "grade", "stage", "qtype", "question_text", "figures", "reference_answer",
+            "reference_solution", "steps",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_figures(self, cot) -> list[str]:
+        if cot.question is None:
+            return []
+        return [figure.image.url for figure in cot.question.figures.all()]
+
+
+class TaskOutput(serializers.ModelSerializer):
+    item = serializers.IntegerField(source="cot_id", read_only=True)
+    key = serializers.CharField(source="cot.key", read_only=True)
+
+    class Meta:
+        model = LabellingTask
+        fields = ["id", "item", "key", "version", "draft", "created", "submitted", "rework_note"]
+        read_only_fields = fields
+
+
+class TaskDetailOutput(TaskOutput):
+    item = ItemOutput(source="cot", read_only=True)
+
+
+class DraftEntry(serializers.Serializer):
+    label = serializers.CharField(allow_blank=True, required=False, default="")
+    reason = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+
+
+class DraftInput(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0)
+    draft = serializers.DictField(child=DraftEntry(), help_text='{"<step position>": {"label": code, "reason": text}}')
+
+
+class SubmitInput(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0, required=False)
+    draft = serializers.DictField(child=DraftEntry(), required=False)
+
+
+class LabelOutput(serializers.ModelSerializer):
+    position = serializers.IntegerField(source="step.position", read_only=True)
+
+    class Meta:
+        model = StepLabel
+        fields = ["position", "source", "rater", "label", "explanation", "taxonomy_version", "guideline_version",
+                  "created"]  # fmt: skip
+        read_only_fields = fields
+
+
+ERROR = inline_serializer("LabellingError", {"detail": serializers.CharField()})
+PROBLEMS = inline_serializer(
+    "IncompleteLabels",
+    {"detail": serializers.CharField(), "problems": serializers.DictField(child=serializers.CharField())},
+)
+CONFLICT = inline_serializer(
+    "DraftConflict", {"detail": serializers.CharField(), "version": serializers.IntegerField()}
+)
+
+
+def refusal(exc: labelling.LabellingError) -> Response:
+    if isinstance(exc, labelling.DraftConflict):
+        return Response({"detail": str(exc), "version": exc.task.version}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, labelling.IncompleteLabels):
+        problems = {str(position): message for position, message in exc.problems.items()}
+        return Response({"detail": str(exc), "problems": problems}, status=status.HTTP_400_BAD_REQUEST)
+    return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def get_item_for_user(user, pk: int) -> ChainOfThought:
+    """Any item for inspectors, researchers and admins; for an annotator only the items they hold a task on."""
+    items = ChainOfThought.objects.all()
+    if not any(has_role(user, role) for role in labelling.READERS_OF_ALL_LABELS):
+        items = items.filter(labelling_tasks__annotator=user)
+    return get_object_or_404(items, pk=pk)
+
+
+# --- views -------------------------------------------------------------------------------
+
+
+@extend_schema(responses=TaskOutput(many=True))
+@api_view(["GET"])
+@permission_classes([ANNOTATORS])
+def task_list(request: Request) -> Response:
+    """The caller's labelling tasks: open ones first, then the submitted ones, newest first."""
+    tasks = LabellingTask.objects.for_annotator(request.user).select_related("cot")
+    ordered = list(tasks.open().order_by("created", "id")) + list(tasks.submitted().order_by("-submitted")[:200])
+    return Response(TaskOutput(ordered, many=True).data)
+
+
+@extend_schema(request=None, responses={200: TaskDetailOutput, 204: None})
+@api_view(["POST"])
+@permission_classes([ANNOTATORS])
+def task_next(request: Request) -> Response:
+    """The task the caller holds, or a newly claimed one; 204 when nothing is waiting."""
+    task = labelling.next_task(request.user)
+    if task is None:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(TaskDetailOutput(task).data)
+
+
+@extend_schema(responses=TaskDetailOutput)
+@api_view(["GET"])
+@permission_classes([ANNOTATORS])
+def task_detail(request: Request, pk: int) -> Response:
+    task = labelling.get_task_for_user(request.user, pk)
+    return Response(TaskDetailOutput(task).data)
+
+
+@extend_schema(request=DraftInput, responses={200: TaskOutput, 400: ERROR, 409: CONFLICT})
+@api_view(["PUT"])
+@permission_classes([ANNOTATORS])
+def task_draft(request: Request, pk: int) -> Response:
+    """Autosave: the labels so far, refused with 409 if saved elsewhere since ``version``."""
+    task = labelling.get_task_for_user(request.user, pk)
+    given = DraftInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        task = labelling.save_draft(
+            task=task, draft=given.validated_data["draft"], expected_version=given.validated_data["version"]
+        )
+    except labelling.LabellingError as exc:
+        return refusal(exc)
+    return Response(TaskOutput(task).data)
+
+
+@extend_schema(request=SubmitInput, responses={200: TaskOutput, 400: PROBLEMS, 409: CONFLICT})
+@api_view(["POST"])
+@permission_classes([ANNOTATORS])
+def task_submit(request: Request, pk: int) -> Response:
+    """Submits the saved draft, or the draft given here (then ``version`` is required)."""
+    task = labelling.get_task_for_user(request.user, pk)
+    given = SubmitInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    data = given.validated_data
+    try:
+        if "draft" in data:
+            if "version" not in data:
+                return Response({"detail": "a draft needs the version it was based on"}, status=400)
+            task = labelling.save_draft(task=task, draft=data["draft"], expected_version=data["version"])
+        task = labelling.submit(task)
+    except labelling.LabellingError as exc:
+        return refusal(exc)
+    return Response(TaskOutput(task).data)
+
+
+@extend_schema(responses=LabelOutput(many=True))
+@api_view(["GET"])
+@permission_classes([ITEM_READERS])
+def item_labels(request: Request, pk: int) -> Response:
+    """The item's step labels the caller may see: an annotator sees only their own until they submit."""
+    cot = get_item_for_user(request.user, pk)
+    labels = labelling.visible_labels(cot, request.user).order_by("step__position", "source", "rater")
+    return Response(LabelOutput(labels, many=True).data)

@@ -1,0 +1,230 @@
+"""Screens for labelling steps (annotators), adjudication (inspectors) and expert scores.
+
+Every label shown on these pages comes through ``labelling.visible_labels``,
+the one statement of the blind rule; the labelling screen itself shows none
+but the annotator's own draft.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from inference.models import InferenceRun, Response
+from k12vista.roles import Role, require_role, role_required
+from k12vista.vocabulary import STEP_LABELS
+from pem import labelling, services
+from pem.models import ChainOfThought, LabellingTask, StepLabel
+
+EXPERTS = (Role.INSPECTOR, Role.RESEARCHER)
+DEFAULT_SAMPLE = 20
+MAX_SAMPLE = 500
+
+
+def figures_of(cot: ChainOfThought) -> list:
+    return list(cot.question.figures.all()) if cot.question_id else []
+
+
+# --- the annotator's labelling ---------------------------------------------------------
+
+
+@role_required(Role.ANNOTATOR)
+def label_queue(request: HttpRequest) -> HttpResponse:
+    tasks = LabellingTask.objects.for_annotator(request.user).select_related("cot")
+    ctx = {
+        "open_tasks": tasks.open().order_by("created", "id"),
+        "submitted_tasks": tasks.submitted().order_by("-submitted")[:50],
+        "waiting": labelling.waiting_for(request.user).count(),
+    }
+    return render(request, "pem/label_queue.html", ctx)
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def label_next(request: HttpRequest) -> HttpResponse:
+    task = labelling.next_task(request.user)
+    if task is None:
+        messages.info(request, _("No chain of thought is waiting for labels."))
+        return redirect("pem:label_queue")
+    return redirect("pem:label_task", pk=task.pk)
+
+
+def draft_from_post(post, positions: list[int]) -> dict[str, dict[str, str]]:
+    return {str(p): {"label": post.get(f"label-{p}", ""), "reason": post.get(f"reason-{p}", "")} for p in positions}
+
+
+@role_required(Role.ANNOTATOR)
+def label_task(request: HttpRequest, pk: int) -> HttpResponse:
+    """The labelling screen; a POST saves (action=save) or saves and submits (action=submit)."""
+    task = labelling.get_task_for_user(request.user, pk)
+    cot = task.cot
+    steps = list(cot.steps.all())
+    draft, problems, refusal, status = task.draft, {}, None, 200
+    if request.method == "POST" and task.submitted is None:
+        draft = draft_from_post(request.POST, [s.position for s in steps])
+        try:
+            task = labelling.save_draft(task=task, draft=draft, expected_version=int(request.POST.get("version", -1)))
+            if request.POST.get("action") == "submit":
+                labelling.submit(task)
+                messages.success(request, _("Submitted your labels for %(key)s.") % {"key": cot.key})
+                return redirect("pem:label_queue")
+            messages.success(request, _("Saved."))
+            return redirect("pem:label_task", pk=task.pk)
+        except labelling.DraftConflict as exc:  # the posted labels stay in the form, on the version now saved
+            refusal, status, task = str(exc), 409, exc.task
+        except labelling.IncompleteLabels as exc:
+            refusal, status, problems, draft = str(exc), 400, exc.problems, task.draft
+        except (labelling.LabellingError, ValueError) as exc:
+            refusal, status = str(exc), 400
+    # After submitting, the annotator may compare with the others; before, this is empty (the blind rule).
+    others = labels_by_step(labelling.visible_labels(cot, request.user).exclude(user=request.user))
+    rows = [
+        {"step": s, **(draft.get(str(s.position)) or {}), "problem": problems.get(s.position),
+         "others": others.get(s.position, [])}
+        for s in steps
+    ]  # fmt: skip
+    ctx = {"task": task, "cot": cot, "figures": figures_of(cot), "rows": rows, "labels": STEP_LABELS,
+           "refusal": refusal}  # fmt: skip
+    return render(request, "pem/label_task.html", ctx, status=status)
+
+
+def labels_by_step(labels) -> dict[int, list[StepLabel]]:
+    grouped: dict[int, list[StepLabel]] = {}
+    for label in labels.order_by("step__position", "source", "rater"):
+        grouped.setdefault(label.step.position, []).append(label)
+    return grouped
+
+
+# --- adjudication ----------------------------------------------------------------------------
+
+
+@role_required(Role.INSPECTOR)
+def adjudication_queue(request: HttpRequest) -> HttpResponse:
+    items = labelling.adjudication_queue().select_related("adjudication").annotate(n_steps=Count("steps"))
+    return render(request, "pem/adjudication_queue.html", {"items": items, "progress": services.status_counts()})
+
+
+def adjudication_table(cot: ChainOfThought, labels) -> tuple[list[str], list[str], list[dict]]:
+    """Rows per step with every annotator's and every model's label side by side."""
+    annotators = [t.annotator.get_username() for t in cot.labelling_tasks.select_related("annotator")]
+    cells: dict[tuple[int, str, str], StepLabel] = {}
+    judges: list[str] = []
+    golds: dict[int, StepLabel] = {}
+    for label in labels:
+        cells[(label.step.position, label.source, label.rater)] = label
+        if label.source == StepLabel.Source.GOLD:
+            golds[label.step.position] = label
+        if label.source not in (StepLabel.Source.PERSON, StepLabel.Source.GOLD) and label.rater not in judges:
+            judges.append(label.rater)
+    judge_sources = {rater: source for (_p, source, rater) in cells if rater in judges}
+    rows = []
+    for step in cot.steps.all():
+        people = [cells.get((step.position, StepLabel.Source.PERSON, name)) for name in annotators]
+        given = [p for p in people if p is not None]
+        agreed = given[0] if given and len({p.label for p in given}) == 1 else None
+        gold = golds.get(step.position)
+        rows.append({
+            "step": step,
+            "people": people,
+            "judges": [cells.get((step.position, judge_sources[name], name)) for name in judges],
+            "agreed": agreed is not None and len(given) == len(annotators),
+            "initial": gold or agreed,
+        })  # fmt: skip
+    return annotators, judges, rows
+
+
+@role_required(Role.INSPECTOR)
+def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
+    cot = get_object_or_404(ChainOfThought, pk=pk)
+    problems, status = {}, 200
+    if request.method == "POST":
+        gold = {p: {"label": request.POST.get(f"gold-{p}", ""), "reason": request.POST.get(f"reason-{p}", "")}
+                for p in cot.steps.values_list("position", flat=True)}  # fmt: skip
+        try:
+            labelling.adjudicate(cot=cot, gold_by_position=gold, by=request.user, note=request.POST.get("note", ""))
+        except labelling.IncompleteLabels as exc:
+            problems, status = exc.problems, 400
+            messages.error(request, str(exc))
+        except labelling.LabellingError as exc:
+            status = 400
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, _("Gold labels set for %(key)s.") % {"key": cot.key})
+            return redirect("pem:adjudication_queue")
+    annotators, judges, rows = adjudication_table(cot, labelling.visible_labels(cot, request.user))
+    for row in rows:
+        row["problem"] = problems.get(row["step"].position)
+        if request.method == "POST":  # keep what the inspector chose
+            row["chosen"] = request.POST.get(f"gold-{row['step'].position}", "")
+            row["chosen_reason"] = request.POST.get(f"reason-{row['step'].position}", "")
+    ctx = {
+        "cot": cot,
+        "figures": figures_of(cot),
+        "annotators": annotators,
+        "judges": judges,
+        "rows": rows,
+        "labels": STEP_LABELS,
+        "adjudication": getattr(cot, "adjudication", None),
+        "open": cot.status == ChainOfThought.Status.ADJUDICATION,
+    }
+    return render(request, "pem/adjudicate.html", ctx, status=status)
+
+
+# --- checking the checkers: expert scores ----------------------------------------------------
+
+
+@login_required
+def expert_runs(request: HttpRequest) -> HttpResponse:
+    """Runs whose answers can be scored; the sample is fixed per run, so experts score the same answers."""
+    require_role(request.user, *EXPERTS)
+    runs = InferenceRun.objects.with_counts().filter(n_ok__gt=0).select_related("endpoint")[:200]
+    return render(request, "pem/expert_runs.html", {"runs": runs, "default_sample": DEFAULT_SAMPLE})
+
+
+def sample_size(request: HttpRequest, data=None) -> int:
+    try:
+        return max(1, min(MAX_SAMPLE, int((data or request.GET).get("n", DEFAULT_SAMPLE))))
+    except ValueError:
+        return DEFAULT_SAMPLE
+
+
+@login_required
+def expert_run(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request.user, *EXPERTS)
+    run = get_object_or_404(InferenceRun.objects.select_related("endpoint"), pk=pk)
+    sample = labelling.sample_responses(run, sample_size(request))
+    found = Response.objects.filter(pk__in=sample.response_ids).select_related("question")
+    by_id = {r.pk: r for r in found.prefetch_related("question__figures")}
+    scores = labelling.experts_scores(request.user, sample.response_ids)
+    rows = [{"response": by_id[i], "score": scores.get(i)} for i in sample.response_ids if i in by_id]
+    ctx = {"run": run, "rows": rows, "n": sample.size, "scored": len(scores)}
+    return render(request, "pem/expert_run.html", ctx)
+
+
+@login_required
+@require_POST
+def expert_score(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request.user, *EXPERTS)
+    response = get_object_or_404(Response.objects.select_related("question"), pk=pk, status=Response.Status.OK)
+    error = None
+    try:
+        score = labelling.record_expert_score(
+            response=response, expert=request.user, score=request.POST.get("score", ""),
+            note=request.POST.get("note", ""),
+        )  # fmt: skip
+    except labelling.LabellingError as exc:
+        error, score = str(exc), labelling.experts_scores(request.user, [response.pk]).get(response.pk)
+    if request.htmx:
+        row = {"response": response, "score": score, "error": error}
+        return render(request, "pem/expert_run.html#row", {"row": row}, status=400 if error else 200)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, _("Score saved."))
+    return redirect(f"{reverse('pem:expert_run', args=[response.run_id])}?n={sample_size(request, request.POST)}")
