@@ -9,6 +9,7 @@ are translatable.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from django.db import models
@@ -206,10 +207,12 @@ def label_from_name(name: str) -> StepLabel:
     """Finds a label by code, English or Chinese name, case and spacing ignored.
 
     Model output and reference files use all three forms; anything else is an
-    error the caller must report, never a silent default.
+    error the caller must report, never a silent default. Full-width letters
+    and spaces (ＣＥ, 　) are read as their ASCII forms (NFKC), and spaces
+    inside a Chinese name (步骤 正确) are ignored, since Chinese has none.
     """
-    key = " ".join(name.replace("_", " ").split()).casefold()
+    key = " ".join(unicodedata.normalize("NFKC", name).replace("_", " ").split()).casefold()
     for label in STEP_LABELS:
-        if key in (label.code.casefold(), label.english.casefold(), label.chinese):
+        if key in (label.code.casefold(), label.english.casefold()) or key.replace(" ", "") == label.chinese:
             return label
     raise ValueError(f"unknown step label {name!r}")

@@ -173,6 +173,10 @@ class PEBenchBuild(models.Model):
     counts = models.JSONField(default=dict, blank=True)  # stratum -> {available, taken}
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    # The job that made it: a job run again after a crash finds its build instead of making another.
+    job = models.OneToOneField(
+        "k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="pebench_build"
+    )
 
     class Meta:
         ordering = ["-created"]

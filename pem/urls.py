@@ -1,2 +1,24 @@
+from django.urls import path
+
+from pem import agreement_views, data_views, views
+
 app_name = "pem"
-urlpatterns: list = []
+urlpatterns: list = [
+    path("label/", views.label_queue, name="label_queue"),
+    path("label/next/", views.label_next, name="label_next"),
+    path("label/<int:pk>/", views.label_task, name="label_task"),
+    path("adjudication/", views.adjudication_queue, name="adjudication_queue"),
+    path("adjudication/<int:pk>/", views.adjudicate, name="adjudicate"),
+    path("expert/", views.expert_runs, name="expert_runs"),
+    path("expert/runs/<int:pk>/", views.expert_run, name="expert_run"),
+    path("expert/responses/<int:pk>/score/", views.expert_score, name="expert_score"),
+    path("data/", data_views.data_home, name="data_home"),
+    path("data/import/", data_views.data_import, name="data_import"),
+    path("data/imports/<int:pk>/", data_views.data_import_detail, name="data_import_detail"),
+    path("data/chains/", data_views.data_chains, name="data_chains"),
+    path("data/build/", data_views.data_build, name="data_build"),
+    path("data/export/", data_views.data_export, name="data_export"),
+    path("data/from-run/", data_views.data_from_run, name="data_from_run"),
+    path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
+    path("agreement/", agreement_views.agreement_page, name="agreement"),
+]

@@ -1,0 +1,78 @@
+"""API for PEBench data: start an import, an export or a PEBench build.
+
+All three are jobs: the answer is the job (202), followed at
+``/api/jobs/<id>/``; its ``result`` holds the import report, the export's
+file path and SHA-256, or the build and what it took per stratum. The same services as the screens (pem/data_views.py).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import parsers, serializers, status
+from rest_framework.decorators import api_view, parser_classes, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation.jsonl_import import ImportFileError
+from k12vista.roles import HasRole, Role
+from k12vista.serializers import JobSerializer
+from pem import jobs, services
+from pem.models import PEBenchBuild
+
+MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
+
+
+class ImportInput(serializers.Serializer):
+    file = serializers.FileField()
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class ExportInput(serializers.Serializer):
+    build = serializers.PrimaryKeyRelatedField(queryset=PEBenchBuild.objects.all(), required=False, allow_null=True)
+
+
+class BuildInput(serializers.Serializer):
+    target_size = serializers.IntegerField(min_value=1, max_value=1_000_000)
+    min_steps = serializers.IntegerField(min_value=1, max_value=1000)
+    strata = serializers.ListField(
+        child=serializers.ChoiceField(choices=services.STRATUM_FIELDS), default=list(services.DEFAULT_STRATA)
+    )
+    seed = serializers.IntegerField(min_value=0, max_value=2**62)
+
+
+@extend_schema(request={"multipart/form-data": ImportInput}, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+@parser_classes([parsers.MultiPartParser])
+def import_file(request: Request) -> Response:
+    given = ImportInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    upload = given.validated_data["file"]
+    try:
+        stored = jobs.store_upload(upload)
+    except ImportFileError as exc:
+        raise ValidationError({"file": [str(exc)]}) from exc
+    job = jobs.start_import(stored_name=stored, name=given.validated_data["name"] or upload.name, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=ExportInput, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def export(request: Request) -> Response:
+    given = ExportInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    job = jobs.start_export(user=request.user, build=given.validated_data.get("build"))
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=BuildInput, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def build(request: Request) -> Response:
+    """Starts a PEBench build; the job's result names the build and what it took per stratum."""
+    given = BuildInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    job = jobs.start_build(**given.validated_data, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

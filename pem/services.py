@@ -1,0 +1,842 @@
+"""Chains of thought as data: importing them, making them from inference runs,
+taking judge models' labels from scoring runs, panel votes, and choosing
+PEBench.
+
+Every operation here is idempotent, so a job run again after a crash (or a
+file imported twice) changes nothing the first run already did.
+
+**Import** (``import_records``, docs/formats.md "PEBench") reads the reference
+PEBench format (``hash_id``, ``question``, ``format_solution``,
+``ground_truth``, ``student_infer``, ``step_labels`` as ``[step, label,
+explanation]``) and ours (a ``steps`` list), deciding per line. A chain is
+found again by its key (``key``, else ``hash_id``):
+
+- not there: created, with its steps fixed by the file and the file's labels
+  as ``StepLabel(source=IMPORTED, rater=<import name>)``;
+- the same content and labels: unchanged;
+- different: updated only while no person has labelled it (no person or gold
+  label, no labelling draft); otherwise a conflict, and nothing is touched.
+
+Labels are read by code, English or Chinese name, with stray and full-width
+spaces or letters forgiven; anything else fails its line, never guessed.
+
+**Inference runs** (``cots_from_run``): every answered response becomes a
+chain keyed ``<question hash_id>:<run id>``, split by ``split_response``.
+
+**Scoring runs** (``labels_from_scoring_run``): each judgment's own steps are
+aligned onto the chain's steps by content (pem.alignment) and stored as
+``StepLabel(source=MODEL, rater=<judge endpoint>)`` with an ``Alignment`` row.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+
+from annotation.jsonl_import import REPORT_LIMIT, RecordError, open_source, split_steps
+from annotation.models import Question
+from inference.default_prompts import FINAL_ANSWER_PREFIX
+from inference.models import InferenceRun, Judgment, Response, ScoringRun
+from k12vista.vocabulary import (
+    TAXONOMY_VERSION,
+    Stage,
+    Subject,
+    label_from_name,
+    parse_release_tag,
+    question_type_from_name,
+    stage_of_grade,
+)
+from pem.alignment import align
+from pem.models import Alignment, ChainOfThought, LabellingTask, PEBenchBuild, PEBenchItem, Step, StepLabel
+
+PROGRESS_EVERY = 100
+# What build_pebench may stratify on: ChainOfThought fields with few values.
+STRATUM_FIELDS = ("subject", "qtype", "stage", "grade", "model_name", "origin")
+DEFAULT_STRATA = ("subject", "qtype", "stage")
+
+
+class PEBenchError(ValueError):
+    """A request that cannot be carried out; the message says why."""
+
+
+# --- the import report ------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    unchanged: int = 0
+    updated: int = 0
+    conflicts: int = 0
+    failed: int = 0
+    warnings: int = 0
+    conflict_lines: list[dict] = field(default_factory=list)
+    failed_lines: list[dict] = field(default_factory=list)
+    warning_lines: list[dict] = field(default_factory=list)
+
+    @staticmethod
+    def _add(rows: list[dict], row: dict) -> None:
+        if len(rows) < REPORT_LIMIT:
+            rows.append(row)
+
+    def tally(self, outcome: Outcome) -> None:
+        kind, line, key, detail, warnings = outcome
+        for warning in warnings:
+            self.warnings += 1
+            self._add(self.warning_lines, {"line": line, "key": key, "reason": warning})
+        if kind in ("created", "unchanged", "updated"):
+            setattr(self, kind, getattr(self, kind) + 1)
+        elif kind == "conflict":
+            self.conflicts += 1
+            self._add(self.conflict_lines, {"line": line, "key": key, "reason": detail})
+        elif kind == "failed":
+            self.failed += 1
+            self._add(self.failed_lines, {"line": line, "key": key, "reason": detail[:1000]})
+
+    def as_dict(self) -> dict:
+        return {
+            "created": self.created,
+            "unchanged": self.unchanged,
+            "updated": self.updated,
+            "conflicts": self.conflicts,
+            "failed": self.failed,
+            "warnings": self.warnings,
+            "conflict_lines": self.conflict_lines,
+            "conflict_lines_truncated": self.conflicts > len(self.conflict_lines),
+            "failed_lines": self.failed_lines,
+            "failed_lines_truncated": self.failed > len(self.failed_lines),
+            "warning_lines": self.warning_lines,
+            "warning_lines_truncated": self.warnings > len(self.warning_lines),
+        }
+
+
+# (created|unchanged|updated|conflict|failed|skip, line, key, detail, warnings)
+Outcome = tuple[str, int, str, str, list[str]]
+
+
+# --- records to ChainData ---------------------------------------------------------
+
+
+@dataclass
+class LabelData:
+    label: str
+    explanation: str
+    rater: str  # relative to the import: "" is the import itself
+
+
+@dataclass
+class ChainData:
+    key: str
+    question_hash_id: str
+    question_text: str = ""
+    reference_solution: str = ""
+    reference_answer: str = ""
+    response_text: str = ""
+    model_name: str = ""
+    subject: str = ""
+    grade: int | None = None
+    stage: str = ""
+    qtype: str = ""
+    step_source: str = ChainOfThought.StepSource.IMPORT
+    in_training_data: bool = False
+    steps: list[str] = field(default_factory=list)
+    labels: list[list[LabelData]] = field(default_factory=list)  # per step
+    warnings: list[str] = field(default_factory=list)
+    question: Question | None = None  # the bank's question with the record's hash_id
+
+
+def _text(value: Any, name: str, *, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise RecordError(name, "expected text" if required else "expected a string")
+    return value
+
+
+def _text_or_lines(value: Any, name: str) -> str:
+    """A string, or a list of strings (and numbers) kept one a line."""
+    if isinstance(value, list):
+        if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in value):
+            raise RecordError(name, "expected a string or a list of strings")
+        return "\n".join(str(item) for item in value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return _text(value, name)
+
+
+def label_code(value: Any, name: str) -> str:
+    """The code of a label given by code, English or Chinese name; unknown ones fail, never guessed."""
+    if not isinstance(value, str):
+        raise RecordError(name, f"expected a step label, got {value!r}")
+    try:
+        return label_from_name(value).code
+    except ValueError:
+        raise RecordError(name, f"unknown step label {value!r} (expected one of the nine codes or names)") from None
+
+
+def reference_steps(value: Any, data: ChainData) -> None:
+    """``step_labels``: [step, label, explanation] each; [step, label] is read with no explanation and warned."""
+    if not isinstance(value, list) or not value:
+        raise RecordError("step_labels", "expected a non-empty list of [step, label, explanation]")
+    for index, entry in enumerate(value):
+        name = f"step_labels[{index}]"
+        if not isinstance(entry, list | tuple) or len(entry) not in (2, 3):
+            got = f"{len(entry)} elements" if isinstance(entry, list | tuple) else type(entry).__name__
+            raise RecordError(name, f"expected [step, label, explanation], got {got}")
+        if len(entry) == 2:
+            data.warnings.append(f"{name}: [step, label] without an explanation; read with an empty explanation")
+        text = _text(entry[0], f"{name}[0]", required=True)
+        code = label_code(entry[1], f"{name}[1]")
+        explanation = _text(entry[2], f"{name}[2]") if len(entry) == 3 else ""
+        data.steps.append(text)
+        data.labels.append([LabelData(code, explanation.strip(), "")])
+
+
+def studio_steps(value: Any, data: ChainData) -> None:
+    """``steps``: strings, or {text, label?, explanation?, labels?: [{source, rater, label, explanation}]}."""
+    if not isinstance(value, list) or not value:
+        raise RecordError("steps", "expected a non-empty list of steps")
+    for index, entry in enumerate(value):
+        name = f"steps[{index}]"
+        if isinstance(entry, str):
+            entry = {"text": entry}
+        if not isinstance(entry, dict):
+            raise RecordError(name, "expected a string or an object with text")
+        data.steps.append(_text(entry.get("text"), f"{name}.text", required=True))
+        labels = []
+        if entry.get("label") not in (None, ""):
+            explanation = _text(entry.get("explanation"), f"{name}.explanation")
+            labels.append(LabelData(label_code(entry["label"], f"{name}.label"), explanation.strip(), ""))
+        others = entry.get("labels") or []
+        if not isinstance(others, list):
+            raise RecordError(f"{name}.labels", "expected a list")
+        for j, other in enumerate(others):
+            where = f"{name}.labels[{j}]"
+            if not isinstance(other, dict):
+                raise RecordError(where, "expected an object with source, rater, label and explanation")
+            who = f"{_text(other.get('source'), where + '.source')}:{_text(other.get('rater'), where + '.rater')}"
+            explanation = _text(other.get("explanation"), f"{where}.explanation")
+            labels.append(LabelData(label_code(other.get("label"), f"{where}.label"), explanation.strip(), who))
+        data.labels.append(labels)
+
+
+def _key(record: dict) -> str:
+    value = record.get("key") or record.get("hash_id")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    key = _text(value, "hash_id", required=True).strip()
+    if len(key) > 200:
+        raise RecordError("key", "longer than 200 characters")
+    return key
+
+
+def _metadata_from_tag(record: dict, data: ChainData) -> None:
+    """Subject and stage from a release tag (``math-g9``), type from a Chinese name or code; all optional."""
+    if record.get("subject"):
+        try:
+            subject, stage = parse_release_tag(_text(record["subject"], "subject"))
+        except ValueError as exc:
+            raise RecordError("subject", str(exc)) from None
+        data.subject, data.stage = subject.value, stage.value
+        grade = record.get("grade")
+        if (
+            isinstance(grade, int)
+            and not isinstance(grade, bool)
+            and 1 <= grade <= 12
+            and stage_of_grade(grade) == stage
+        ):
+            data.grade = grade
+    if record.get("type"):
+        data.qtype = _qtype(record["type"])
+
+
+def _qtype(value: Any) -> str:
+    try:
+        return question_type_from_name(_text(value, "type")).value
+    except ValueError as exc:
+        raise RecordError("type", str(exc)) from None
+
+
+def from_reference(record: dict) -> ChainData:
+    data = ChainData(key=_key(record), question_hash_id=_text(record.get("hash_id"), "hash_id").strip())
+    data.question_text = _text(record.get("question"), "question")
+    data.reference_solution = _text_or_lines(record.get("format_solution"), "format_solution")
+    data.reference_answer = _text_or_lines(record.get("ground_truth"), "ground_truth")
+    data.response_text = _text(record.get("student_infer"), "student_infer")
+    data.model_name = _text(record.get("model"), "model").strip()
+    _metadata_from_tag(record, data)
+    reference_steps(record.get("step_labels"), data)
+    return data
+
+
+def from_studio(record: dict) -> ChainData:
+    data = ChainData(key=_key(record), question_hash_id=_text(record.get("hash_id"), "hash_id").strip())
+    data.question_text = _text(record.get("question_text"), "question_text")
+    data.reference_solution = _text_or_lines(record.get("reference_solution"), "reference_solution")
+    data.reference_answer = _text_or_lines(record.get("reference_answer"), "reference_answer")
+    data.response_text = _text(record.get("response"), "response")
+    data.model_name = _text(record.get("model"), "model").strip()
+    if record.get("subject"):
+        if record["subject"] not in Subject.values:
+            raise RecordError("subject", f"unknown subject {record['subject']!r}")
+        data.subject = record["subject"]
+    grade = record.get("grade")
+    if grade is not None:
+        if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
+            raise RecordError("grade", f"expected a grade 1-12, got {grade!r}")
+        data.grade, data.stage = grade, stage_of_grade(grade).value
+    if record.get("stage"):
+        if record["stage"] not in Stage.values or (data.stage and data.stage != record["stage"]):
+            raise RecordError("stage", f"unknown stage {record['stage']!r}, or not the grade's stage")
+        data.stage = record["stage"]
+    if record.get("type"):
+        data.qtype = _qtype(record["type"])
+    source = record.get("step_source") or ChainOfThought.StepSource.IMPORT
+    if source not in ChainOfThought.StepSource.values:
+        raise RecordError("step_source", f"unknown step source {source!r}")
+    data.step_source = source
+    data.in_training_data = record.get("in_training_data") is True
+    studio_steps(record.get("steps"), data)
+    return data
+
+
+def is_reference(record: dict) -> bool:
+    return "step_labels" in record or "student_infer" in record
+
+
+def record_to_chain(record: Any) -> ChainData:
+    if not isinstance(record, dict):
+        raise RecordError("line", "expected a JSON object")
+    data = from_reference(record) if is_reference(record) else from_studio(record)
+    fill_from_question(data)
+    return data
+
+
+def fill_from_question(data: ChainData) -> None:
+    """The bank's question with the record's hash_id supplies what the record leaves out."""
+    question = Question.objects.filter(hash_id=data.question_hash_id).first() if data.question_hash_id else None
+    data.question = question
+    if question is None:
+        return
+    if not data.subject:
+        data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
+    data.qtype = data.qtype or question.qtype
+    data.question_text = data.question_text or question_text_of(question)
+    data.reference_solution = data.reference_solution or reference_solution_of(question)
+    data.reference_answer = data.reference_answer or "\n".join(question.answers)
+
+
+def question_text_of(question: Question) -> str:
+    lines = [question.text] + [f"{o['label']}. {o['text']}" for o in question.options]
+    return "\n".join(lines)
+
+
+def reference_solution_of(question: Question) -> str:
+    return "\n".join(question.solution_steps) if question.solution_steps else question.raw_solution
+
+
+# --- saving a chain ----------------------------------------------------------------
+
+SNAPSHOT_FIELDS = (
+    "question_text", "reference_solution", "reference_answer", "response_text", "model_name", "subject", "grade",
+    "stage", "qtype", "step_source",
+)  # fmt: skip
+
+
+def has_person_work(cot: ChainOfThought) -> bool:
+    """True once a person labelled a step, adjudicated it, or saved a labelling draft:
+    from then on its steps are theirs and no import may change them."""
+    labelled = StepLabel.objects.filter(step__cot=cot, source__in=[StepLabel.Source.PERSON, StepLabel.Source.GOLD])
+    drafted = LabellingTask.objects.filter(cot=cot).filter(Q(submitted__isnull=False) | ~Q(draft={}))
+    return labelled.exists() or drafted.exists()
+
+
+def _rater(import_name: str, relative: str) -> str:
+    return (f"{import_name} · {relative}" if relative else import_name)[:200]
+
+
+def _incoming_labels(data: ChainData, import_name: str) -> dict[tuple[int, str], tuple[str, str]]:
+    return {
+        (position, _rater(import_name, label.rater)): (label.label, label.explanation)
+        for position, labels in enumerate(data.labels, 1)
+        for label in labels
+    }
+
+
+def _stored_labels(cot: ChainOfThought, raters: set[str]) -> dict[tuple[int, str], tuple[str, str]]:
+    rows = StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.IMPORTED, rater__in=raters)
+    values = rows.values_list("step__position", "rater", "label", "explanation")
+    return {(position, rater): (label, explanation) for position, rater, label, explanation in values}
+
+
+def _write_labels(cot: ChainOfThought, labels: dict[tuple[int, str], tuple[str, str]], *, new: bool = False) -> None:
+    """Creates or updates this import's labels in two statements (one per label was most of an import's time)."""
+    steps = {step.position: step for step in cot.steps.all()}
+    rows = StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.IMPORTED, rater__in={r for _, r in labels})
+    existing = {} if new else {(row.step.position, row.rater): row for row in rows.select_related("step")}
+    changed, new = [], []
+    for (position, rater), (label, explanation) in labels.items():
+        row = existing.get((position, rater))
+        if row is None:
+            new.append(StepLabel(step=steps[position], source=StepLabel.Source.IMPORTED, rater=rater, label=label,
+                                 explanation=explanation, taxonomy_version=TAXONOMY_VERSION))  # fmt: skip
+        elif (row.label, row.explanation) != (label, explanation):
+            row.label, row.explanation, row.taxonomy_version = label, explanation, TAXONOMY_VERSION
+            changed.append(row)
+    StepLabel.objects.bulk_update(changed, ["label", "explanation", "taxonomy_version"])
+    StepLabel.objects.bulk_create(new)
+
+
+def replace_steps(cot: ChainOfThought, texts: Sequence[str], *, new: bool = False) -> None:
+    """New steps; every label and alignment of the old ones goes with them (they judged other text)."""
+    if not new:
+        cot.steps.all().delete()
+        Alignment.objects.filter(cot=cot).delete()
+    Step.objects.bulk_create(Step(cot=cot, position=n, text=text) for n, text in enumerate(texts, 1))
+
+
+def _differences(cot: ChainOfThought, data: ChainData) -> list[str]:
+    fields = [name for name in SNAPSHOT_FIELDS if getattr(cot, name) != getattr(data, name)]
+    if list(cot.steps.order_by("position").values_list("text", flat=True)) != data.steps:
+        fields.append("steps")
+    return fields
+
+
+@transaction.atomic
+def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
+    """("created" | "unchanged" | "updated" | "conflict", detail) for one record."""
+    incoming = _incoming_labels(data, import_name)
+    cot = ChainOfThought.objects.select_for_update().filter(key=data.key).first()
+    if cot is None:
+        cot = ChainOfThought(key=data.key, origin=ChainOfThought.Origin.IMPORTED, question=data.question,
+                             in_training_data=data.in_training_data)  # fmt: skip
+        for name in SNAPSHOT_FIELDS:
+            setattr(cot, name, getattr(data, name))
+        cot.save()
+        replace_steps(cot, data.steps, new=True)
+        _write_labels(cot, incoming, new=True)
+        return "created", ""
+    # The training-data flag keeps a chain out of PEBench: it is set whatever else happens, never cleared.
+    flagged = data.in_training_data and not cot.in_training_data
+    if flagged:
+        cot.in_training_data = True
+        cot.save(update_fields=["in_training_data"])
+    differences = _differences(cot, data)
+    stored = _stored_labels(cot, {rater for _, rater in incoming})
+    changed_labels = sorted({f"step {pos}" for (pos, rater), value in stored.items()
+                             if incoming.get((pos, rater)) != value})  # fmt: skip
+    if not differences and stored == incoming:
+        return ("updated" if flagged else "unchanged"), ""
+    if not differences and not changed_labels:
+        _write_labels(cot, {k: v for k, v in incoming.items() if k not in stored})  # new raters only
+        return "updated", ""
+    if has_person_work(cot):
+        what = ", ".join(differences + (["labels of " + ", ".join(changed_labels)] if changed_labels else []))
+        kept = " (only its PEM training-data mark was set)" if flagged else ""
+        return "conflict", f"differs in {what}, and people have labelled it already; it was not changed{kept}"
+    for name in SNAPSHOT_FIELDS:
+        setattr(cot, name, getattr(data, name))
+    cot.question = cot.question or data.question
+    cot.save()
+    if "steps" in differences:
+        replace_steps(cot, data.steps)
+    else:
+        for position, rater in set(stored) - set(incoming):  # labels the file no longer gives
+            StepLabel.objects.filter(
+                step__cot=cot, step__position=position, source=StepLabel.Source.IMPORTED, rater=rater
+            ).delete()
+    _write_labels(cot, incoming)
+    return "updated", ""
+
+
+def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict[str, tuple[int, str]]) -> Outcome:
+    """Imports one line in its own transaction; never raises for a bad line."""
+    if line is None:
+        return "failed", number, "", "the line is too long to be a record", []
+    if not line.strip():
+        return "skip", number, "", "", []
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        return "failed", number, "", f"not valid JSON: {exc}", []
+    found = record.get("key") or record.get("hash_id") if isinstance(record, dict) else None
+    found = found if isinstance(found, str) else ""
+    try:
+        data = record_to_chain(record)
+    except RecordError as exc:
+        return "failed", number, found, str(exc), []
+    signature = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    if data.key in seen and seen[data.key][1] != signature:
+        reason = (f"key {data.key!r} was already used on line {seen[data.key][0]} for a different chain; "
+                  "give each chain its own key")  # fmt: skip
+        return "failed", number, data.key, reason, data.warnings
+    seen.setdefault(data.key, (number, signature))
+    outcome, detail = save_chain(data, import_name=import_name)
+    return outcome, number, data.key, detail, data.warnings
+
+
+def import_records(
+    *, path: str | Path, name: str = "", progress: Callable[[int, int | None], None] | None = None
+) -> ImportReport:
+    """Imports every line of a JSONL file (or a zip holding one); see the module docstring.
+
+    ``name`` is the rater of the imported labels (the file's name when empty).
+    Raises annotation.jsonl_import.ImportFileError when the file as a whole is
+    unusable; problems of single lines go in the report.
+    """
+    import_name = (name or Path(path).name).strip()[:200]
+    report = ImportReport()
+    seen: dict[str, tuple[int, str]] = {}
+    with open_source(path) as source:
+        total = source.count_lines()
+        if progress:
+            progress(0, total)
+        for done, (number, line) in enumerate(source.lines(), start=1):
+            report.tally(import_line(number, line, import_name=import_name, seen=seen))
+            if progress and done % PROGRESS_EVERY == 0:
+                progress(done, total)
+        if progress:
+            progress(total, total)
+    return report
+
+
+# --- chains of thought from an inference run --------------------------------------------
+
+THINK_END = "</think>"
+FINAL_ANSWER = re.compile(r"^\s*(?:" + re.escape(FINAL_ANSWER_PREFIX) + r"|最终答案[:：]|答案[:：])")
+BLANK_LINES = re.compile(r"\n\s*\n")
+
+
+def split_response(text: str) -> list[str]:
+    """A model's answer as ordered steps, by rule (no model call):
+
+    1. Reasoning before the last ``</think>`` is dropped: it is not the answer.
+    2. Numbered steps (``步骤1：``, ``第1步``, ``1.``; the answer prompt asks for
+       ``步骤N：``) are the steps; unnumbered lines continue the step before,
+       except a final-answer line (``最终答案：``), which is a step of its own
+       (an incomplete answer, IAE, is judged there).
+    3. Otherwise paragraphs (blank-line separated) are the steps; a single
+       paragraph is split into its lines.
+    Step text is kept verbatim apart from the numbering.
+    """
+    text = text.rsplit(THINK_END, 1)[-1].strip()
+    if not text:
+        return []
+    lines = text.splitlines()
+    final_at = next((i for i in range(len(lines) - 1, -1, -1) if FINAL_ANSWER.match(lines[i])), None)
+    body, final = (lines[:final_at], lines[final_at:]) if final_at is not None else (lines, [])
+    steps = split_steps("\n".join(body))
+    if not steps:
+        joined = "\n".join(body).strip()
+        paragraphs = [p.strip() for p in BLANK_LINES.split(joined) if p.strip()]
+        steps = paragraphs if len(paragraphs) > 1 else [line.strip() for line in body if line.strip()]
+    if final:
+        steps.append("\n".join(line.strip() for line in final if line.strip()))
+    return steps
+
+
+def cot_key_for(response: Response) -> str:
+    return f"{response.question.hash_id}:{response.run_id}"
+
+
+def _chain_from_response(response: Response, run: InferenceRun) -> ChainData:
+    question = response.question
+    data = ChainData(
+        key=cot_key_for(response),
+        question_hash_id=question.hash_id,
+        question_text=question_text_of(question),
+        reference_solution=reference_solution_of(question),
+        reference_answer="\n".join(question.answers),
+        response_text=response.raw_output,
+        model_name=run.endpoint.name,
+        subject=question.subject,
+        grade=question.grade,
+        stage=question.stage,
+        qtype=question.qtype,
+        step_source=ChainOfThought.StepSource.MODEL,
+        steps=split_response(response.raw_output),
+    )
+    data.question = question
+    return data
+
+
+@transaction.atomic
+def _save_response_chain(response: Response, run: InferenceRun) -> str:
+    data = _chain_from_response(response, run)
+    if not data.steps:
+        return "no_steps"
+    cot = ChainOfThought.objects.select_for_update().filter(Q(response=response) | Q(key=data.key)).first()
+    if cot is None:
+        cot = ChainOfThought(key=data.key, origin=ChainOfThought.Origin.INFERENCE, question=response.question,
+                             response=response)  # fmt: skip
+    elif cot.response_text == data.response_text and cot.response_id == response.pk:
+        return "unchanged"
+    elif has_person_work(cot):
+        return "conflict"
+    created = cot.pk is None
+    for name in SNAPSHOT_FIELDS:
+        setattr(cot, name, getattr(data, name))
+    cot.response = response
+    cot.save()
+    replace_steps(cot, data.steps, new=created)
+    return "created" if created else "updated"
+
+
+def cots_from_run(*, inference_run: InferenceRun, progress: Callable[[int, int | None], None] | None = None) -> dict:
+    """One chain of thought per answered response of the run (see split_response).
+
+    Responses that failed or said nothing are counted, not turned into chains.
+    A response answered again since (a retry) replaces its chain's steps while
+    no person has labelled them; after that it is a conflict and left alone.
+    """
+    responses = Response.objects.filter(run=inference_run).select_related("question").order_by("id")
+    counts: Counter[str] = Counter()
+    conflicts: list[str] = []
+    total = responses.count()
+    if progress:
+        progress(0, total)
+    for done, response in enumerate(responses.iterator(chunk_size=500), start=1):
+        if response.status != Response.Status.OK or not response.raw_output.strip():
+            outcome = "not_answered"
+        else:
+            outcome = _save_response_chain(response, inference_run)
+        counts[outcome] += 1
+        if outcome == "conflict" and len(conflicts) < REPORT_LIMIT:
+            conflicts.append(cot_key_for(response))
+        if progress and done % PROGRESS_EVERY == 0:
+            progress(done, total)
+    if progress:
+        progress(total, total)
+    outcomes = ("created", "unchanged", "updated", "conflict", "no_steps", "not_answered")
+    return {**{name: counts[name] for name in outcomes}, "responses": total, "conflict_keys": conflicts}
+
+
+# --- judge models' labels from a scoring run ------------------------------------------------
+
+
+@transaction.atomic
+def _label_from_judgment(judgment: Judgment, cot: ChainOfThought, scoring_run: ScoringRun) -> dict:
+    gold = list(cot.steps.order_by("position"))
+    judged = list(judgment.steps.order_by("position"))
+    alignment = align([s.text for s in gold], [s.text for s in judged])
+    rater = scoring_run.judge.name[:200]
+    labels = alignment.labels_for_gold([s.label for s in judged])
+    reasons = alignment.labels_for_gold([s.reason for s in judged])
+    kept = []
+    for step, label, reason in zip(gold, labels, reasons, strict=True):
+        if label is None:
+            continue
+        StepLabel.objects.update_or_create(
+            step=step, source=StepLabel.Source.MODEL, rater=rater,
+            defaults={"label": label, "explanation": reason or "", "scoring_run": scoring_run,
+                      "taxonomy_version": TAXONOMY_VERSION},
+        )  # fmt: skip
+        kept.append(step.pk)
+    # A step this judge no longer covers keeps no label from an earlier alignment.
+    StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.MODEL, rater=rater).exclude(step__in=kept).delete()
+    Alignment.objects.update_or_create(
+        cot=cot, scoring_run=scoring_run,
+        defaults={"gold_steps": len(gold), "judge_steps": len(judged), "pairs": alignment.as_pairs()},
+    )  # fmt: skip
+    return {
+        "kind": alignment.kind,
+        "same_count": alignment.same_count,
+        "unlabelled": sum(label is None for label in labels),
+        "extra": len(alignment.unmatched_judge),
+    }
+
+
+def labels_from_scoring_run(
+    *, scoring_run: ScoringRun, progress: Callable[[int, int | None], None] | None = None
+) -> dict:
+    """Each judgment's labels, aligned onto its chain's steps, as MODEL labels of the judge.
+
+    The report says how many chains the judge split differently (different
+    step counts), how each was aligned (identical, realigned, partial), how
+    many gold steps got no judge label and how many judge steps matched no
+    gold step: nothing is cut off silently. A second scoring run of the same
+    judge over the same chains replaces its labels (one rater, one label).
+    """
+    if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
+        raise PEBenchError(f"{scoring_run} judged final answers only; step labels need a step-by-step scoring run")
+    judgments = (
+        scoring_run.judgments.select_related("response__chain_of_thought")
+        .filter(status=Judgment.Status.OK)
+        .order_by("id")
+    )
+    report: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    different: list[dict] = []
+    total = scoring_run.judgments.count()
+    if progress:
+        progress(0, total)
+    for done, judgment in enumerate(judgments.iterator(chunk_size=200), start=1):
+        cot = getattr(judgment.response, "chain_of_thought", None)
+        if cot is None or not cot.steps.exists():
+            report["no_chain_of_thought"] += 1
+        elif not judgment.steps.exists():
+            report["no_judged_steps"] += 1
+        else:
+            result = _label_from_judgment(judgment, cot, scoring_run)
+            report["labelled"] += 1
+            kinds[result["kind"]] += 1
+            report["unlabelled_gold_steps"] += result["unlabelled"]
+            report["unmatched_judge_steps"] += result["extra"]
+            if not result["same_count"]:
+                report["different_step_counts"] += 1
+                if len(different) < REPORT_LIMIT:
+                    different.append({"key": cot.key, "kind": result["kind"]})
+        if progress and done % PROGRESS_EVERY == 0:
+            progress(done, total)
+    report["not_scored"] = total - scoring_run.judgments.filter(status=Judgment.Status.OK).count()
+    if progress:
+        progress(total, total)
+    names = ("labelled", "no_chain_of_thought", "no_judged_steps", "not_scored", "different_step_counts",
+             "unlabelled_gold_steps", "unmatched_judge_steps")  # fmt: skip
+    return {**{name: report[name] for name in names}, "alignment": dict(kinds), "different": different,
+            "judge": scoring_run.judge.name}  # fmt: skip
+
+
+# --- panel vote -------------------------------------------------------------------------------
+
+
+def panel_vote(*, raters: Sequence[str], name: str, cots: Iterable[ChainOfThought] | None = None) -> dict:
+    """The majority of the judge models' labels per step, as PANEL labels named ``name``.
+
+    A step is voted on when a strict majority of the panel labelled it (three
+    of four, two of three); fewer votes are counted as skipped, not decided.
+    Ties go to the earliest-listed rater among the tied labels: list the most
+    trusted judge first. The explanation is that rater's. Running it again
+    replaces the panel's labels with the new vote.
+    """
+    raters = list(dict.fromkeys(r for r in raters if r))
+    if len(raters) < 2 or not name.strip():
+        raise PEBenchError("a panel needs at least two judge models and a name")
+    needed = len(raters) // 2 + 1
+    rows = StepLabel.objects.filter(source=StepLabel.Source.MODEL, rater__in=raters)
+    if cots is not None:
+        rows = rows.filter(step__cot__in=list(cots))
+    votes: dict[int, dict[str, StepLabel]] = defaultdict(dict)
+    for row in rows.only("step_id", "rater", "label", "explanation").iterator(chunk_size=2000):
+        votes[row.step_id][row.rater] = row
+    rank = {rater: i for i, rater in enumerate(raters)}
+    counts: Counter[str] = Counter()
+    with transaction.atomic():
+        for step_id, by_rater in votes.items():
+            if len(by_rater) < needed:
+                counts["skipped"] += 1
+                continue
+            tally = Counter(row.label for row in by_rater.values())
+            top = max(tally.values())
+            tied = {label for label, n in tally.items() if n == top}
+            counts["ties"] += len(tied) > 1
+            chosen = min((row for row in by_rater.values() if row.label in tied), key=lambda row: rank[row.rater])
+            StepLabel.objects.update_or_create(
+                step_id=step_id, source=StepLabel.Source.PANEL, rater=name.strip()[:200],
+                defaults={"label": chosen.label, "explanation": chosen.explanation,
+                          "taxonomy_version": TAXONOMY_VERSION},
+            )  # fmt: skip
+            counts["voted"] += 1
+    return {"voted": counts["voted"], "ties": counts["ties"], "skipped": counts["skipped"], "raters": raters}
+
+
+# --- building PEBench --------------------------------------------------------------------------
+
+
+def largest_remainder(available: dict[str, int], target: int) -> dict[str, int]:
+    """Seats per stratum in proportion to its size (Hamilton's method).
+
+    Each stratum gets the whole part of its share of the target, and the
+    seats left go to the largest fractional parts; equal parts go by stratum
+    name, so the allocation is the same every time. A share never exceeds
+    the stratum's size, and a stratum whose share is under one seat may get
+    none: the build's counts show it.
+    """
+    total = sum(available.values())
+    target = min(target, total)
+    if not total:
+        return dict.fromkeys(available, 0)
+    # Integer arithmetic: remainders compare exactly, with no floating-point ties.
+    seats = {k: target * n // total for k, n in available.items()}
+    by_remainder = sorted(available, key=lambda k: (-(target * available[k] % total), k))
+    for k in by_remainder[: target - sum(seats.values())]:
+        seats[k] += 1
+    return seats
+
+
+def stratum_of(cot: dict, strata: Sequence[str]) -> str:
+    return "|".join(str(cot[name] or "-") for name in strata)
+
+
+def _open_labelling(cots: Iterable[ChainOfThought]) -> None:
+    from pem.labelling import open_labelling  # the labelling screen's module decides who labels what
+
+    for cot in cots:
+        open_labelling(cot)
+
+
+def build_pebench(
+    *, target_size: int, min_steps: int, strata: Sequence[str] = DEFAULT_STRATA, seed: int, user: Any,
+    job: Any = None,
+) -> PEBenchBuild:  # fmt: skip
+    """Chooses chains of thought into PEBench and opens their labelling.
+
+    Eligible: at least ``min_steps`` steps, not in PEBench yet, never used as
+    PEM training data. The target is shared among strata in proportion to
+    their size (largest remainder), and each stratum is sampled with a random
+    generator seeded by ``seed`` and the stratum, so the same data and seed
+    give the same choice. Asking for more than is eligible takes everything
+    and records the shortfall.
+    """
+    strata = list(dict.fromkeys(strata))
+    unknown = [name for name in strata if name not in STRATUM_FIELDS]
+    if unknown:
+        raise PEBenchError(f"cannot stratify on {', '.join(unknown)} (choose from {', '.join(STRATUM_FIELDS)})")
+    if target_size < 1 or min_steps < 1:
+        raise PEBenchError("the target size and the minimum step count must be at least 1")
+    eligible = ChainOfThought.objects.eligible_for_pebench(min_steps).order_by("id")
+    by_stratum: dict[str, list[int]] = defaultdict(list)
+    for row in eligible.values("id", *strata):
+        by_stratum[stratum_of(row, strata)].append(row["id"])
+    if not by_stratum:
+        raise PEBenchError(f"no chain of thought is eligible (at least {min_steps} steps, not in PEBench, "
+                           "not used for PEM training)")  # fmt: skip
+    seats = largest_remainder({k: len(v) for k, v in by_stratum.items()}, target_size)
+    chosen: list[int] = []
+    counts: dict[str, dict[str, int]] = {}
+    for stratum in sorted(by_stratum):
+        ids = by_stratum[stratum]
+        rng = random.Random(f"{seed}|{stratum}")  # noqa: S311 - a reproducible sample, not a secret
+        picked = sorted(rng.sample(ids, seats[stratum]))
+        chosen += picked
+        counts[stratum] = {"available": len(ids), "taken": len(picked)}
+    try:
+        with transaction.atomic():
+            build = PEBenchBuild.objects.create(
+                target_size=target_size, min_steps=min_steps, strata=strata, seed=seed, created_by=user, job=job,
+                counts={"strata": counts, "taken": len(chosen), "shortfall": max(0, target_size - len(chosen))},
+            )  # fmt: skip
+            # Checked again under the insert: a chain flagged for training meanwhile is refused here.
+            if ChainOfThought.objects.filter(pk__in=chosen, in_training_data=True).exists():
+                raise PEBenchError("a chosen chain was marked as PEM training data meanwhile; build again")
+            PEBenchItem.objects.bulk_create(PEBenchItem(cot_id=pk, build=build) for pk in chosen)
+            _open_labelling(ChainOfThought.objects.filter(pk__in=chosen).order_by("id"))
+    except IntegrityError:
+        raise PEBenchError("another PEBench build took some of the same chains at the same time; build again") from None
+    return build
+
+
+def status_counts(queryset=None) -> dict[str, int]:
+    """Chains of thought per status, every status present (zero when none)."""
+    queryset = ChainOfThought.objects.all() if queryset is None else queryset
+    found = dict(queryset.order_by().values_list("status").annotate(n=Count("id")))
+    return {status: found.get(status, 0) for status in ChainOfThought.Status.values}
