@@ -5,7 +5,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from annotation.forms import QuestionFilterForm
-from inference.models import InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import AssistRun, InferenceRun, ModelEndpoint, ScoringRun
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -112,3 +112,36 @@ class PublishedUploadForm(forms.Form):
             return upload.read().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise forms.ValidationError(_("The file is not UTF-8 text.")) from exc
+
+
+class FilterRunChoice(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, run: AssistRun) -> str:
+        return f"{run.name} · {run.endpoint.model_name} (#{run.pk})"
+
+
+class FilterRunSingleChoice(forms.ModelChoiceField):
+    def label_from_instance(self, run: AssistRun) -> str:
+        return f"{run.name} · {run.endpoint.model_name} (#{run.pk})"
+
+
+class DifficultyFilterForm(forms.Form):
+    """Which filter runs to combine. Runs of any state are offered: the service
+    says clearly which are not finished or not scored, rather than hiding them."""
+
+    small = FilterRunChoice(queryset=AssistRun.objects.none(), required=False,
+                            widget=forms.CheckboxSelectMultiple, label=_("Small-model runs"))  # fmt: skip
+    text_only = FilterRunSingleChoice(queryset=AssistRun.objects.none(), required=False,
+                                      label=_("Text-only run (answers without the image)"))  # fmt: skip
+    fingerprint = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, runs=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        runs = (runs if runs is not None else AssistRun.objects.all()).select_related("endpoint", "job")
+        self.fields["small"].queryset = runs.filter(kind=AssistRun.Kind.SMALL_MODEL_FILTER)
+        self.fields["text_only"].queryset = runs.filter(kind=AssistRun.Kind.TEXT_ONLY_FILTER)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("small") and not data.get("text_only"):
+            raise forms.ValidationError(_("Choose at least one small-model run or a text-only run."))
+        return data

@@ -22,4 +22,5 @@ urlpatterns = [
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),
     path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
     path("leaderboard/published/", views.published_import, name="published"),
+    path("difficulty/", views.difficulty_filters, name="difficulty"),
 ]

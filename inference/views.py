@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
+from decimal import ROUND_HALF_UP, Decimal
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -17,13 +19,15 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import default_prompts, leaderboard, prompts, scoring, services
-from inference.forms import EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
+from inference import assist, default_prompts, leaderboard, prompts, scoring, services
+from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
 from inference.models import (
+    AssistRun,
     InferenceRun,
     JudgedStep,
     Judgment,
@@ -368,13 +372,27 @@ def percent(value: float | None) -> float | None:
     return None if value is None else value * 100
 
 
+_QUANTUM = {places: Decimal(1).scaleb(-places) for places in range(3)}
+
+
+def fixed(value: float | None, places: int) -> str:
+    """What ``{{ value|floatformat:places }}`` prints (half up, from the shortest
+    repr), at a fraction of the filter's cost: a leaderboard of 40 models has
+    thousands of numbers, and the filter was most of the page's time."""
+    if value is None:
+        return ""
+    return str(Decimal(repr(value)).quantize(_QUANTUM[places], ROUND_HALF_UP))
+
+
 def score_cell(cell: leaderboard.Cell | None, published: leaderboard.PublishedScore | None) -> dict:
     cell = cell or leaderboard.Cell("")
+    mean, low, high, coverage = (percent(v) for v in (cell.mean, cell.ci_low, cell.ci_high, cell.coverage))
+    shown = percent(published.score) if published else None
     return {
-        "mean": percent(cell.mean), "low": percent(cell.ci_low), "high": percent(cell.ci_high),
-        "coverage": percent(cell.coverage), "n": cell.n, "items": cell.items,
-        "published": percent(published.score) if published else None,
-        "source": published.source if published else "",
+        "mean": mean, "low": low, "high": high, "coverage": coverage, "n": cell.n, "items": cell.items,
+        "published": shown, "source": published.source if published else "",
+        "text": {"mean": fixed(mean, 1), "low": fixed(low, 1), "high": fixed(high, 1),
+                 "coverage": fixed(coverage, 0), "published": fixed(shown, 1)},
     }  # fmt: skip
 
 
@@ -411,10 +429,11 @@ def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
         for group, dist in entry.errors.items():
             if not dist.error_steps:
                 continue
-            bars = [
-                {"label": LABELS_BY_CODE[code], "count": count, "share": percent(dist.shares[code])}
-                for code, count in dist.counts.items()
-            ]
+            bars = []
+            for code, count in dist.counts.items():
+                share = percent(dist.shares[code])
+                bars.append({"label": LABELS_BY_CODE[code], "count": count, "share": share,
+                             "width": fixed(share or 0, 2), "share_text": fixed(share or 0, 1)})  # fmt: skip
             groups.append({"key": group, "group": group_title(group), "steps": dist.steps,
                            "error_steps": dist.error_steps, "bars": bars})  # fmt: skip
         if groups:
@@ -433,7 +452,7 @@ def chosen_mode(request: HttpRequest) -> str:
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    entries = standings().for_mode(mode)
+    entries = standings(mode=mode).for_mode(mode)
     ctx = {
         "mode": mode,
         "modes": InferenceRun.Mode.choices,
@@ -494,3 +513,54 @@ def published_import(request: HttpRequest) -> HttpResponse:
             return redirect("inference:published")
     ctx = {"form": form, "line_errors": line_errors, "published": PublishedResult.objects.all()[:500]}
     return render(request, "inference/published.html", ctx, status=400 if line_errors else 200)
+
+
+# --- difficulty and image-dependence filters ---------------------------------
+
+
+def filter_runs_for(user) -> QuerySet[AssistRun]:
+    """Filter runs a person may combine: their own; administrators see all (as with runs)."""
+    require_role(user, *MANAGERS)
+    runs = AssistRun.objects.filter(kind__in=assist.FILTER_KINDS)
+    return runs if user.has_perm("k12vista.administer") else runs.filter(created_by=user)
+
+
+def filter_query(small: list[AssistRun], text_only: AssistRun | None) -> str:
+    return urlencode({"small": [run.pk for run in small], "text_only": text_only.pk if text_only else ""}, doseq=True)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def difficulty_filters(request: HttpRequest) -> HttpResponse:
+    """GET with runs chosen: the questions the filters would remove, with the
+    evidence and their count; POST: confirm, rejecting them in the question bank."""
+    data = request.POST if request.method == "POST" else (request.GET or None)
+    form = DifficultyFilterForm(data, runs=filter_runs_for(request.user))
+    preview, status = None, 200
+    if data is not None and form.is_valid():
+        small, text_only = list(form.cleaned_data["small"]), form.cleaned_data["text_only"]
+        try:
+            if request.method == "POST":
+                fingerprint = form.cleaned_data["fingerprint"]
+                removed = assist.confirm_filters(
+                    small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
+                )
+                if removed:
+                    messages.success(request, _("Rejected %(n)s questions in the question bank.") % {"n": removed})
+                else:
+                    messages.info(request, _("Nothing changed: these questions were already removed."))
+                return redirect(f"{reverse('inference:difficulty')}?{filter_query(small, text_only)}")
+            preview = assist.preview_filters(small, text_only)
+        except assist.StaleConfirmation as exc:
+            form.add_error(None, str(exc))
+            preview, status = assist.preview_filters(small, text_only), 409
+        except assist.FilterError as exc:
+            form.add_error(None, str(exc))
+            status = 400
+    elif data is not None:
+        status = 400
+    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else []}
+    if preview:
+        ctx["unchecked"] = [(run, preview.unchecked[run.pk]) for run in (*preview.small_runs, preview.text_only_run)
+                            if run and run.pk in preview.unchecked]  # fmt: skip
+    return render(request, "inference/difficulty_filters.html", ctx, status=status)
