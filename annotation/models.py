@@ -300,6 +300,8 @@ class Assignment(models.Model):
     created = models.DateTimeField(default=timezone.now)
     locked_until = models.DateTimeField()
     done_at = models.DateTimeField(null=True, blank=True)
+    # Set when an audit sends the question back: what the inspector found.
+    rework_note = models.TextField(blank=True)
 
     objects = AssignmentQuerySet.as_manager()
 

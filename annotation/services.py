@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.core.files.base import ContentFile
@@ -258,6 +259,16 @@ NEXT_STATUS = {
 }
 
 
+# The statuses of the work in order, to tell which stages a question has been through.
+NEXT_STATUS_ORDER = (
+    Question.Status.IMPORTED,
+    Question.Status.OCR_REVIEWED,
+    Question.Status.SOLUTION_CORRECTED,
+    Question.Status.AUDITED,
+    Question.Status.RELEASED,
+)
+
+
 class LifecycleError(Exception):
     pass
 
@@ -312,6 +323,43 @@ def submit_steps(*, question: Question, user: Any, proposal: StepProposal | None
     if proposal is not None:
         StepProposal.objects.filter(pk=proposal.pk).update(status=StepProposal.Status.USED)
     return question
+
+
+# A question sent back by an audit waits this long for its annotator before the
+# queue lets anyone else take it (the usual lock is minutes, a rework may wait for a shift).
+REWORK_HOLD = timedelta(days=7)
+
+
+@transaction.atomic
+def return_for_rework(*, question: Question, task: str, annotator: Any, note: str, by: Any) -> Any:
+    """Sends a question back to the stage ``task`` produced, for ``annotator``, with the note.
+
+    The question moves back to the status that task starts from and an open
+    assignment carrying the note waits in the annotator's queue. Refused (with
+    LifecycleError) when the question has not been through that stage or is
+    already held for it.
+    """
+    from annotation.models import Assignment
+    from annotation.queues import TASK_INPUT
+
+    note = note.strip()
+    if not note:
+        raise QuestionDataError("a rework needs a note saying what to fix")
+    if task not in TASK_INPUT:
+        raise QuestionDataError(f"unknown task {task!r}")
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    order = list(NEXT_STATUS_ORDER)
+    target = TASK_INPUT[task]
+    if current.status not in order or order.index(current.status) <= order.index(target):
+        raise LifecycleError(f"question {current.hash_id} is {current.status}: it has not been through {task} yet")
+    if Assignment.objects.open().filter(question=current, task=task).exists():
+        raise LifecycleError(f"question {current.hash_id} is already being worked on for {task}")
+    Question.objects.filter(pk=current.pk).update(status=target, version=F("version") + 1, updated=timezone.now())
+    QuestionEdit.objects.create(question=current, user=by, field="status", version=current.version + 1,
+                                old=current.status, new=target, note=f"rework: {note}"[:300])  # fmt: skip
+    question.refresh_from_db()
+    return Assignment.objects.create(question=current, annotator=annotator, task=task, rework_note=note,
+                                     locked_until=timezone.now() + REWORK_HOLD)  # fmt: skip
 
 
 def add_step_proposal(*, question: Question, steps: list[str], run_ref: str = "", model_name: str = "") -> StepProposal:

@@ -1,10 +1,243 @@
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+"""The inspectors' screens: dashboard and queue, audits, rating, reports, rework.
 
-from k12vista.roles import Role, role_required
+Audits are the team's quality record, so every inspector and administrator may
+read every audit; only the inspectors an item was given to may rate it, and a
+rating is only ever reached through the inspector's own row (404 otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from k12vista.roles import Role, has_role, role_required
+from review import reports, services
+from review.forms import AuditForm, RatingForm, ReworkForm
+from review.models import Audit, AuditItem, Rating
+
+READERS = (Role.INSPECTOR, Role.ADMIN)
+DASHBOARD_AUDITS = 12
+
+
+# --- access helpers -------------------------------------------------------------
+
+
+def get_audit_for_user(user, pk: int) -> Audit:
+    return get_object_or_404(Audit, pk=pk)  # the decorator already limited it to inspectors and admins
+
+
+def get_item_for_user(user, pk: int) -> AuditItem:
+    return get_object_or_404(AuditItem.objects.select_related("audit", "question", "cot"), pk=pk)
+
+
+def get_rating_for_user(user, item_pk: int) -> Rating:
+    """The inspector's own rating slot for the item: 404 for an item not in their queue."""
+    return get_object_or_404(
+        Rating.objects.for_inspector(user).select_related("item__audit", "item__question", "item__cot"),
+        item_id=item_pk,
+    )
+
+
+def next_pending(user, audit: Audit | None = None) -> Rating | None:
+    pending = Rating.objects.for_inspector(user).pending().filter(item__audit__closed__isnull=True)
+    if audit is not None:
+        pending = pending.filter(item__audit=audit)
+    return pending.order_by("item__audit_id", "item__round", "item__position", "item_id").first()
+
+
+# --- dashboard ----------------------------------------------------------------------
+
+
+@role_required(*READERS)
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """The inspector's queue and the team's audit dashboard."""
+    mine = (
+        Rating.objects.for_inspector(request.user)
+        .values("item__audit_id", "item__audit__name")
+        .annotate(pending=Count("id", filter=Q(submitted__isnull=True)),
+                  done=Count("id", filter=Q(submitted__isnull=False)))
+        .order_by("item__audit_id")
+    )  # fmt: skip
+    in_progress = Audit.objects.in_progress().annotate(
+        n_items=Count("items", distinct=True),
+        ratings_pending=Count("items__ratings", filter=Q(items__ratings__submitted__isnull=True)),
+        ratings_done=Count("items__ratings", filter=Q(items__ratings__submitted__isnull=False)),
+    )[:50]
+    ctx = {
+        "mine": mine,
+        "next": next_pending(request.user),
+        "in_progress": in_progress,
+        **reports.dashboard(list(Audit.objects.all()[:DASHBOARD_AUDITS])),
+    }
+    return render(request, "review/home.html", ctx)
+
+
+# --- audits ------------------------------------------------------------------------------
+
+
+@role_required(*READERS)
+def audit_create(request: HttpRequest) -> HttpResponse:
+    form = AuditForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            audit = services.create_audit(**form.audit_arguments(), by=request.user)
+        except services.AuditError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, _("Drew %(n)s items for %(name)s.") % {"n": audit.items.count(), "name": audit})
+            return redirect("review:audit", pk=audit.pk)
+    return render(request, "review/audit_form.html", {"form": form})
+
+
+@role_required(*READERS)
+@require_GET
+def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    audit = get_audit_for_user(request.user, pk)
+    rows = reports.rated_items(audit)
+    later = AuditItem.objects.filter(audit=audit, round__gt=1).select_related("question", "cot")
+    ctx = {
+        "audit": audit,
+        "rows": rows,
+        "later_rounds": later,
+        "strata": sorted(audit.strata_counts.items()),
+        "change": services.population_change(audit),
+        "next": next_pending(request.user, audit),
+        "inspectors": audit.inspectors.order_by("username"),
+        "mine_pending": Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit).count(),
+    }
+    return render(request, "review/audit_detail.html", ctx)
+
+
+@role_required(*READERS)
+@require_POST
+def audit_close(request: HttpRequest, pk: int) -> HttpResponse:
+    audit = get_audit_for_user(request.user, pk)
+    services.close_audit(audit=audit, by=request.user)
+    messages.success(request, _("Closed %(name)s.") % {"name": audit})
+    return redirect("review:audit", pk=audit.pk)
+
+
+@role_required(*READERS)
+@require_GET
+def next_item(request: HttpRequest, pk: int) -> HttpResponse:
+    """The inspector's next unrated item in this audit (or their queue is empty)."""
+    audit = get_audit_for_user(request.user, pk)
+    rating = next_pending(request.user, audit)
+    if rating is None:
+        messages.info(request, _("Nothing left for you to rate in this audit."))
+        return redirect("review:audit", pk=audit.pk)
+    return redirect("review:rate", item_pk=rating.item_id)
+
+
+# --- rating ---------------------------------------------------------------------------------
 
 
 @role_required(Role.INSPECTOR)
-def home(request: HttpRequest) -> HttpResponse:
-    """The inspector's home: the audits they take part in."""
-    return render(request, "review/home.html")
+def rate(request: HttpRequest, item_pk: int) -> HttpResponse:
+    rating = get_rating_for_user(request.user, item_pk)
+    item = rating.item
+    form = RatingForm.for_rating(rating, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.submit_rating(rating=rating, verdicts=form.verdicts(), notes=form.notes(), by=request.user)
+        except services.AuditError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, _("Saved your rating of %(item)s.") % {"item": item.label})
+            following = next_pending(request.user, item.audit)
+            if following is None:
+                return redirect("review:audit", pk=item.audit_id)
+            return redirect("review:rate", item_pk=following.item_id)
+    ctx = {"rating": rating, "item": item, "form": form, "audit": item.audit, **item_context(item)}
+    return render(request, "review/rate.html", ctx, status=400 if form.errors else 200)
+
+
+def item_context(item: AuditItem) -> dict:
+    """What the rating and history pages show of the item itself."""
+    if item.question_id:
+        return {"question": item.question}
+    cot = item.cot
+    steps = list(cot.steps.prefetch_related("labels"))
+    for step in steps:
+        labels = list(step.labels.all())
+        gold = [label for label in labels if label.source == "gold"]
+        step.shown_labels = gold or [label for label in labels if label.source in ("person", "imported")]
+    return {"cot": cot, "steps": steps, "question": cot.question}
+
+
+# --- reports ------------------------------------------------------------------------------
+
+
+@role_required(*READERS)
+@require_GET
+def report(request: HttpRequest, pk: int) -> HttpResponse:
+    audit = get_audit_for_user(request.user, pk)
+    data = reports.build_report(audit)
+    dims = [(name, label) for name, label in audit.dimensions()]
+    return render(request, "review/report.html", {"audit": audit, "report": data, "dims": dims})
+
+
+@role_required(*READERS)
+@require_GET
+def report_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    audit = get_audit_for_user(request.user, pk)
+    data = reports.build_report(audit)
+    if fmt == "csv":
+        response = HttpResponse(reports.report_csv(data), content_type="text/csv; charset=utf-8")
+    else:
+        response = HttpResponse(json.dumps(data, ensure_ascii=False, indent=2), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="audit-{audit.pk}-report.{fmt}"'
+    return response
+
+
+# --- items, rework and re-audit ------------------------------------------------------------
+
+
+@role_required(*READERS)
+def item_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """An item's history across rounds, and the rework form while it is failed."""
+    item = get_item_for_user(request.user, pk)
+    rounds = services.history(item)
+    latest = rounds[-1]["item"]
+    stages = list(services.failed_stages(latest))
+    may_choose = has_role(request.user, Role.ADMIN)
+    form = None
+    if stages and not latest.reworks.exists():
+        initial = {"stage": stages[0], "note": services.suggested_note(latest, stages[0])}
+        form = ReworkForm(request.POST or None, stages=stages, may_choose_annotator=may_choose, initial=initial)
+        if request.method == "POST" and form.is_valid():
+            try:
+                services.send_for_rework(item=latest, stage=form.cleaned_data["stage"], note=form.cleaned_data["note"],
+                                         annotator=form.cleaned_data.get("annotator"), by=request.user)  # fmt: skip
+            except services.AuditError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, _("Sent %(item)s back for rework.") % {"item": latest.label})
+                return redirect("review:item", pk=latest.pk)
+    if request.method == "POST" and form is None:
+        messages.error(request, _("This item has nothing left to send back."))
+        return redirect("review:item", pk=latest.pk)
+    last_reworks = rounds[-1]["reworks"]
+    can_reaudit = bool(last_reworks) and all(w["done"] for w in last_reworks)
+    ctx = {"item": latest, "rounds": rounds, "form": form, "can_reaudit": can_reaudit, **item_context(latest)}
+    return render(request, "review/item_detail.html", ctx, status=400 if form is not None and form.errors else 200)
+
+
+@role_required(*READERS)
+@require_POST
+def reaudit(request: HttpRequest, pk: int) -> HttpResponse:
+    item = get_item_for_user(request.user, pk)
+    try:
+        next_round = services.reaudit(item=item, by=request.user)
+    except services.AuditError as exc:
+        messages.error(request, str(exc))
+        return redirect("review:item", pk=item.pk)
+    messages.success(request, _("%(item)s is in the inspectors' queues again.") % {"item": item.label})
+    return redirect("review:item", pk=next_round.pk)

@@ -1,0 +1,126 @@
+"""The audit API: list and create audits, read a report, submit a rating.
+
+The same service calls as the screens; a rating is reached only through the
+caller's own rating row, so an item outside their queue is a 404."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, pagination, serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from k12vista.roles import HasRole, Role
+from review import reports, services
+from review.forms import inspectors
+from review.models import Audit
+from review.views import get_audit_for_user, get_rating_for_user
+
+READERS = HasRole(Role.INSPECTOR, Role.ADMIN)
+
+
+class AuditOutput(serializers.ModelSerializer):
+    items = serializers.SerializerMethodField()
+    # "question" or "pebench"; plain text, so its enum does not collide with other apps' "kind" fields.
+    kind = serializers.CharField(read_only=True)
+    inspectors = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
+
+    class Meta:
+        model = Audit
+        fields = ["id", "name", "kind", "population", "strata", "size_rule", "per_stratum", "aql", "seed",
+                  "inspectors", "inspectors_per_item", "population_count", "strata_counts", "created", "closed",
+                  "items"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_items(self, audit) -> int:
+        return audit.items.filter(round=1).count()
+
+
+class AuditInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, default="")
+    population = serializers.DictField()
+    strata = serializers.ListField(child=serializers.ChoiceField(choices=Audit.Stratum.choices), default=["subject"])
+    per_stratum = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    aql = serializers.FloatField(required=False, allow_null=True, default=None)
+    seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    inspectors = serializers.SlugRelatedField(many=True, slug_field="username",
+                                              queryset=get_user_model().objects.none())  # fmt: skip
+    inspectors_per_item = serializers.IntegerField(min_value=1, max_value=20, required=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["inspectors"].child_relation.queryset = inspectors()
+
+
+class RatingInput(serializers.Serializer):
+    verdicts = serializers.DictField(child=serializers.BooleanField())
+    notes = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4000), required=False,
+                                  default=dict)  # fmt: skip
+
+
+class RatingOutput(serializers.Serializer):
+    item = serializers.IntegerField(source="item_id")
+    inspector = serializers.CharField(source="inspector.username")
+    verdicts = serializers.DictField()
+    notes = serializers.DictField()
+    submitted = serializers.DateTimeField()
+    updated = serializers.DateTimeField()
+
+
+class Newest(pagination.CursorPagination):
+    ordering = "-id"
+    page_size = 50
+
+
+class AuditList(generics.ListAPIView):
+    serializer_class = AuditOutput
+    permission_classes = [READERS]
+    pagination_class = Newest
+    queryset = Audit.objects.prefetch_related("inspectors")
+
+    @extend_schema(request=AuditInput, responses={201: AuditOutput})
+    def post(self, request: Request) -> Response:
+        given = AuditInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        data.setdefault("inspectors_per_item", settings.AUDIT_INSPECTORS_PER_ITEM)
+        try:
+            audit = services.create_audit(**data, by=request.user)
+        except services.AuditError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        return Response(AuditOutput(audit).data, status=status.HTTP_201_CREATED)
+
+
+class AuditDetail(generics.RetrieveAPIView):
+    serializer_class = AuditOutput
+    permission_classes = [READERS]
+
+    def get_object(self):
+        return get_audit_for_user(self.request.user, self.kwargs["pk"])
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([READERS])
+def audit_report(request: Request, pk: int) -> Response:
+    """The report as the JSON download has it."""
+    return Response(reports.build_report(get_audit_for_user(request.user, pk)))
+
+
+@extend_schema(request=RatingInput, responses={200: RatingOutput})
+@api_view(["POST"])
+@permission_classes([HasRole(Role.INSPECTOR)])
+def submit_rating(request: Request, item_pk: int) -> Response:
+    """Rates an item in the caller's queue; rating it again edits the same rating."""
+    rating = get_rating_for_user(request.user, item_pk)
+    given = RatingInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        saved = services.submit_rating(rating=rating, by=request.user, **given.validated_data)
+    except services.AuditError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response(RatingOutput(saved).data)
