@@ -209,17 +209,30 @@ def manifest(chains: QuerySet[ChainOfThought], counts: dict, files: dict[str, st
         **counts,
         "taxonomy_version": TAXONOMY_VERSION,
         "taxonomy": [
-            {"code": label.code, "english": label.english, "chinese": label.chinese, "definition": label.definition,
-             "definition_zh": label.definition_zh}
+            {
+                "code": label.code,
+                "english": label.english,
+                "chinese": label.chinese,
+                "definition": label.definition,
+                "definition_zh": label.definition_zh,
+            }
             for label in STEP_LABELS
         ],  # fmt: skip
         "guideline_version": settings.PEM_GUIDELINE_VERSION,
         "taxonomy_versions_used": sorted(set(labels.values_list("taxonomy_version", flat=True))),
-        "guideline_versions_used": sorted(set(labels.exclude(guideline_version="").values_list(
-            "guideline_version", flat=True))),  # fmt: skip
+        "guideline_versions_used": sorted(
+            set(labels.exclude(guideline_version="").values_list("guideline_version", flat=True))
+        ),  # fmt: skip
         "builds": [
-            {"id": b.pk, "seed": b.seed, "target_size": b.target_size, "min_steps": b.min_steps, "strata": b.strata,
-             "counts": b.counts, "created": _iso(b.created)}
+            {
+                "id": b.pk,
+                "seed": b.seed,
+                "target_size": b.target_size,
+                "min_steps": b.min_steps,
+                "strata": b.strata,
+                "counts": b.counts,
+                "created": _iso(b.created),
+            }
             for b in builds
         ],  # fmt: skip
         "files": files,

@@ -5,16 +5,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('k12vista', '0001_jobs_and_profiles'),
-        ('pem', '0001_initial'),
+        ("k12vista", "0001_jobs_and_profiles"),
+        ("pem", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pebenchbuild',
-            name='job',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='pebench_build', to='k12vista.job'),
+            model_name="pebenchbuild",
+            name="job",
+            field=models.OneToOneField(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="pebench_build",
+                to="k12vista.job",
+            ),
         ),
     ]
