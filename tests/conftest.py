@@ -23,6 +23,13 @@ def _imports_in_the_test_thread(settings):
     settings.IMPORT_WORKERS = 1
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Production hashes passwords with PBKDF2 at over a million iterations (the
+    point of it); tests create hundreds of users, so they use a fast hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def make_person(username: str, *roles: Role):
     return services.create_user(username=username, roles=list(roles), password=PASSWORD)
 
