@@ -20,7 +20,6 @@ used for training is never exported as benchmark data (docs/formats.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -33,6 +32,7 @@ from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
+from annotation.export import sha256_of
 from k12vista.vocabulary import (
     QUESTION_TYPE_ZH,
     STAGE_LAST_GRADE,
@@ -239,14 +239,6 @@ def manifest(chains: QuerySet[ChainOfThought], counts: dict, files: dict[str, st
     }
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def export_pebench(
     *, out_path: str | Path, build: PEBenchBuild | None = None,
     progress: Callable[[int, int | None], None] | None = None,
@@ -292,7 +284,7 @@ def export_pebench(
             agreement = Path(scratch) / "agreement.json"
             agreement.write_text(json.dumps(_agreement(chains), ensure_ascii=False, indent=2, default=str))
             for path in (reference, ours, agreement):
-                files[path.name] = _sha256(path)
+                files[path.name] = sha256_of(path)
                 archive.write(path, path.name)
             counts["items_without_gold_listed"] = without_gold  # type: ignore[assignment]
             archive.writestr("manifest.json", json.dumps(manifest(chains, counts, files), ensure_ascii=False, indent=2))
@@ -304,7 +296,7 @@ def export_pebench(
     if progress:
         progress(total, total)
     return {
-        "path": str(out_path), "sha256": _sha256(out_path), "count": counts["items"],
+        "path": str(out_path), "sha256": sha256_of(out_path), "count": counts["items"],
         "reference_items": counts["reference_items"], "items_without_gold": counts["items_without_gold"],
         "bytes": out_path.stat().st_size,
     }  # fmt: skip
