@@ -18,6 +18,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Assignment, Question
+from k12vista.roles import Role, people_with_role
 
 # The status a question must be in to be worked on by each task.
 TASK_INPUT = {
@@ -99,18 +100,7 @@ def progress_by_annotator(*, since=None) -> list[dict]:
 
 def annotators():
     """Active people holding the annotator role."""
-    from django.contrib.auth import get_user_model
-
-    return (
-        get_user_model()
-        .objects.filter(
-            is_active=True,
-            groups__permissions__codename="annotate",
-            groups__permissions__content_type__app_label="k12vista",
-        )
-        .distinct()
-        .order_by("username")
-    )
+    return people_with_role(Role.ANNOTATOR)
 
 
 def next_in_document(question: Question) -> Question | None:

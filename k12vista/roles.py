@@ -63,6 +63,24 @@ def has_role(user: Any, role: Role) -> bool:
     return user.has_perm(ROLE_CAPABILITY[role])
 
 
+def people_with_role(role: Role) -> models.QuerySet:
+    """Active people holding a role, by username: the annotators a question can
+    be given to, the inspectors an audit can use."""
+    from django.contrib.auth import get_user_model
+
+    app_label, codename = ROLE_CAPABILITY[role].split(".")
+    return (
+        get_user_model()
+        .objects.filter(
+            is_active=True,
+            groups__permissions__codename=codename,
+            groups__permissions__content_type__app_label=app_label,
+        )
+        .distinct()
+        .order_by("username")
+    )
+
+
 def roles_of(user: Any) -> list[Role]:
     return [role for role in Role if has_role(user, role)]
 

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
 from annotation.models import Question, SourceDocument
+from k12vista.roles import Role, people_with_role
 from pem.models import PEBenchBuild
 from review import sampling
 from review.models import DIMENSIONS, Audit, Stage
@@ -17,16 +18,7 @@ PASS, FAIL = "pass", "fail"
 
 def inspectors():
     """Active people holding the inspector role."""
-    return (
-        get_user_model()
-        .objects.filter(
-            is_active=True,
-            groups__permissions__codename="inspect",
-            groups__permissions__content_type__app_label="k12vista",
-        )
-        .distinct()
-        .order_by("username")
-    )
+    return people_with_role(Role.INSPECTOR)
 
 
 class AuditForm(forms.Form):
@@ -139,12 +131,6 @@ class ReworkForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["stage"].choices = [(s, Stage(s).label) for s in stages]
         if may_choose_annotator:
-            self.fields["annotator"].queryset = (
-                get_user_model()
-                .objects.filter(is_active=True, groups__permissions__codename="annotate",
-                                groups__permissions__content_type__app_label="k12vista")
-                .distinct()
-                .order_by("username")
-            )  # fmt: skip
+            self.fields["annotator"].queryset = people_with_role(Role.ANNOTATOR)
         else:
             del self.fields["annotator"]
