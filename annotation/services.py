@@ -292,14 +292,10 @@ def advance(*, question: Question, action: str, user: Any, expected_version: int
     return question
 
 
-@transaction.atomic
-def reject(*, question: Question, reason: str, user: Any) -> Question:
-    reason = reason.strip()
-    if not reason:
-        raise QuestionDataError("a rejection needs a reason")
-    current = Question.objects.select_for_update().get(pk=question.pk)
-    Question.objects.filter(pk=question.pk).update(
-        status=Question.Status.REJECTED, reject_reason=reason, version=F("version") + 1, updated=timezone.now()
+def _set_status(current: Question, target: str, *, user: Any, note: str, **fields: Any) -> None:
+    """Moves a locked question to ``target`` with a new version and the history row saying why."""
+    Question.objects.filter(pk=current.pk).update(
+        status=target, version=F("version") + 1, updated=timezone.now(), **fields
     )
     QuestionEdit.objects.create(
         question=current,
@@ -307,9 +303,18 @@ def reject(*, question: Question, reason: str, user: Any) -> Question:
         field="status",
         version=current.version + 1,
         old=current.status,
-        new=Question.Status.REJECTED,
-        note=reason[:300],
+        new=target,
+        note=note[:300],
     )
+
+
+@transaction.atomic
+def reject(*, question: Question, reason: str, user: Any) -> Question:
+    reason = reason.strip()
+    if not reason:
+        raise QuestionDataError("a rejection needs a reason")
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    _set_status(current, Question.Status.REJECTED, user=user, note=reason, reject_reason=reason)
     question.refresh_from_db()
     return question
 
@@ -354,9 +359,7 @@ def return_for_rework(*, question: Question, task: str, annotator: Any, note: st
         raise LifecycleError(f"question {current.hash_id} is {current.status}: it has not been through {task} yet")
     if Assignment.objects.open().filter(question=current, task=task).exists():
         raise LifecycleError(f"question {current.hash_id} is already being worked on for {task}")
-    Question.objects.filter(pk=current.pk).update(status=target, version=F("version") + 1, updated=timezone.now())
-    QuestionEdit.objects.create(question=current, user=by, field="status", version=current.version + 1,
-                                old=current.status, new=target, note=f"rework: {note}"[:300])  # fmt: skip
+    _set_status(current, target, user=by, note=f"rework: {note}")
     question.refresh_from_db()
     return Assignment.objects.create(question=current, annotator=annotator, task=task, rework_note=note,
                                      locked_until=timezone.now() + REWORK_HOLD)  # fmt: skip
