@@ -30,6 +30,17 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture
+def english(settings):
+    """Service messages come in the team's language (Chinese unless chosen
+    otherwise); tests that read them ask for English."""
+    from django.utils import translation
+
+    settings.LANGUAGE_CODE = "en"
+    with translation.override("en"):
+        yield
+
+
 def make_person(username: str, *roles: Role):
     return services.create_user(username=username, roles=list(roles), password=PASSWORD)
 

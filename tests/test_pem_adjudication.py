@@ -2,7 +2,6 @@
 
 import pytest
 from django.urls import reverse
-from django.utils import translation
 
 from k12vista.roles import Role
 from pem import labelling
@@ -10,16 +9,7 @@ from pem.models import Adjudication, ChainOfThought, StepLabel
 from tests.conftest import make_person
 from tests.pem_factories import label_steps, make_cot
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _english(settings):
-    """These tests read the services' messages, which come in the team's language
-    (Chinese unless chosen otherwise); they are read here in English."""
-    settings.LANGUAGE_CODE = "en"
-    with translation.override("en"):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 
 ALICE = {"1": {"label": "CS"}, "2": {"label": "CE", "reason": "ALICE says 3+4=8"}, "3": {"label": "CS"}}

@@ -5,7 +5,6 @@ import threading
 import pytest
 from django.db import connection
 from django.urls import reverse
-from django.utils import translation
 from rest_framework.test import APIClient
 
 from inference.models import Response
@@ -16,16 +15,7 @@ from tests.annotation_factories import make_question
 from tests.conftest import make_person
 from tests.pem_factories import answer, make_cot, make_run
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _english(settings):
-    """These tests read the services' messages, which come in the team's language
-    (Chinese unless chosen otherwise); they are read here in English."""
-    settings.LANGUAGE_CODE = "en"
-    with translation.override("en"):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 
 ALL_CORRECT = {"1": {"label": "CS"}, "2": {"label": "CS"}, "3": {"label": "CS"}}

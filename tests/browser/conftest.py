@@ -35,17 +35,24 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, locale="en-US")
+def open_page(browser, base_url, *, timeout_ms=15000):
+    """A page in a browser context of its own (its own cookies: one person),
+    collecting console errors and script errors in ``page.problems``."""
+    context = browser.new_context(base_url=base_url, locale="en-US")
     page = context.new_page()
-    page.set_default_timeout(15000)
+    page.set_default_timeout(timeout_ms)
     # Any CSP violation or script error fails the test that caused it.
     page.problems = []
     page.on("console", lambda msg: msg.type == "error" and page.problems.append(msg.text))
     page.on("pageerror", lambda exc: page.problems.append(str(exc)))
+    return page
+
+
+@pytest.fixture
+def page(browser, live_server):
+    page = open_page(browser, live_server.url)
     yield page
-    context.close()
+    page.context.close()
 
 
 def log_in(page, username, password):

@@ -10,7 +10,7 @@ from k12vista.roles import Role
 from pem import labelling, services
 from pem.models import ChainOfThought, StepLabel
 from tests.annotation_factories import make_question
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, open_page
 from tests.conftest import PASSWORD, make_person
 from tests.pem_factories import label_steps
 
@@ -33,16 +33,6 @@ RECORD = {
         ["所以 $AC=5$。", "CS", IMPORTED_SECRET],
     ],
 }
-
-
-def new_page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.problems = []
-    page.on("console", lambda msg: msg.type == "error" and page.problems.append(msg.text))
-    page.on("pageerror", lambda exc: page.problems.append(str(exc)))
-    return page
 
 
 def label_with_keys(page, cot, keys_and_reasons, *, secrets_absent):
@@ -87,7 +77,7 @@ def test_two_annotators_label_blind_and_an_inspector_adjudicates(browser, live_s
     label_steps(cot, ["CS", "CE", "CS"], source=StepLabel.Source.MODEL, rater=JUDGE, explanation=MODEL_SECRET)
     labelling.open_labelling(cot)
 
-    wang = new_page(browser, live_server)
+    wang = open_page(browser, live_server.url)
     log_in(wang, "wang", PASSWORD)
     wang.wait_for_url("**/annotate/")
     seen = label_with_keys(wang, cot, [("1", ""), ("8", "王：√24 算错，应为 √25"), ("1", "")],
@@ -99,7 +89,7 @@ def test_two_annotators_label_blind_and_an_inspector_adjudicates(browser, live_s
         "CS",
     ]
 
-    zhao = new_page(browser, live_server)
+    zhao = open_page(browser, live_server.url)
     log_in(zhao, "zhao", PASSWORD)
     zhao.wait_for_url("**/annotate/")
     label_with_keys(zhao, cot, [("1", ""), ("5", "赵：勾股定理用错"), ("1", "")],
@@ -112,7 +102,7 @@ def test_two_annotators_label_blind_and_an_inspector_adjudicates(browser, live_s
     zhao.wait_for_selector("[data-others='2']")
     assert "王：√24 算错" in zhao.content()
 
-    ivan = new_page(browser, live_server)
+    ivan = open_page(browser, live_server.url)
     log_in(ivan, "ivan", PASSWORD)
     ivan.goto(reverse("pem:adjudication_queue"))
     ivan.click(f"[data-item='{cot.pk}'] a")

@@ -12,7 +12,7 @@ from k12vista.vocabulary import Subject
 from review import sampling
 from review.models import Audit, AuditItem
 from tests.annotation_factories import make_question
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, open_page
 from tests.conftest import PASSWORD, make_person
 from tests.review_factories import bulk_questions
 
@@ -22,12 +22,7 @@ AQL = "10"
 
 
 def new_page(browser, live_server, username):
-    context = browser.new_context(base_url=live_server.url, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(20000)
-    page.problems = []
-    page.on("console", lambda msg: msg.type == "error" and page.problems.append(msg.text))
-    page.on("pageerror", lambda exc: page.problems.append(str(exc)))
+    page = open_page(browser, live_server.url, timeout_ms=20000)
     log_in(page, username, PASSWORD)
     page.wait_for_url("**/inspect/" if username != "alice" else "**/annotate/")
     return page
