@@ -727,11 +727,13 @@ def register_upload(*, uploaded_file: Any = None, path: str | Path | None = None
             raise ImportFileError(
                 f"The file is {size:,} bytes, over the upload limit of {settings.MAX_UPLOAD_BYTES:,}."
             )
-        kind = sniff_kind(handle.read(SNIFF_BYTES))
-        handle.seek(0)
+        from annotation.uploads import check_import_file
+
+        kind = check_import_file(handle, size=size)
         content = HashingFile(handle, name=name)
         document = SourceDocument(kind=kind, original_name=name[:300], sha256="", size=0, uploaded_by=user)
-        document.file.save(name, content, save=False)
+        # Stored under a name of ours (SourceDocument.file's upload_to), never the uploader's.
+        document.file.save(f"upload.{kind}", content, save=False)
         document.sha256, document.size = content.sha256.hexdigest(), content.copied
         document.save()
     return document

@@ -12,7 +12,21 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.files import extension_of, stored_name
 from k12vista.vocabulary import QuestionType, Stage, Subject
+
+
+# Stored names are ours: ids and an extension from the allowlist (k12vista.files), never the uploader's name.
+def source_file_name(instance: SourceDocument, filename: str) -> str:
+    return stored_name("sources", instance.kind, instance.kind)
+
+
+def page_image_name(instance: Page, filename: str) -> str:
+    return stored_name("pages", f"doc{instance.document_id}-p{instance.number}", "png")
+
+
+def figure_image_name(instance: Figure, filename: str) -> str:
+    return stored_name("figures", f"{instance.question.hash_id}-{instance.position}", extension_of(filename))
 
 
 class KnowledgePoint(models.Model):
@@ -36,7 +50,7 @@ class SourceDocument(models.Model):
         ZIP = "zip", "ZIP"
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    file = models.FileField(upload_to="sources/%Y/%m/", max_length=300)
+    file = models.FileField(upload_to=source_file_name, max_length=300, db_index=True)
     original_name = models.CharField(max_length=300)
     sha256 = models.CharField(max_length=64, db_index=True)
     size = models.PositiveBigIntegerField()
@@ -59,7 +73,7 @@ class Page(models.Model):
     document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="pages")
     number = models.PositiveIntegerField()  # 1-based, as printed
     # Sizes are set by the code that stores the image (it knows them already).
-    image = models.ImageField(upload_to="pages/%Y/%m/", max_length=300)
+    image = models.ImageField(upload_to=page_image_name, max_length=300, db_index=True)
     width = models.PositiveIntegerField(default=0)
     height = models.PositiveIntegerField(default=0)
     # Page size in PDF points; boxes on questions and figures are in these units.
@@ -183,7 +197,7 @@ class Figure(models.Model):
 
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="figures")
     position = models.PositiveSmallIntegerField(default=0)
-    image = models.ImageField(upload_to="figures/%Y/%m/", max_length=300)
+    image = models.ImageField(upload_to=figure_image_name, max_length=300, db_index=True)
     width = models.PositiveIntegerField(default=0)
     height = models.PositiveIntegerField(default=0)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORTED)

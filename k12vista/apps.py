@@ -13,6 +13,8 @@ class K12VistaConfig(AppConfig):
 
         # Each app registers its job handlers in its jobs.py.
         autodiscover_modules("jobs")
+        # ... and the rules for reading their stored files in its files.py.
+        autodiscover_modules("files")
 
         # Groups and their permissions follow the code after every migrate,
         # once every app's permissions exist.

@@ -206,6 +206,13 @@ STORAGES = {
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 20 * 1024 * 1024
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_BYTES", 200 * 1024 * 1024, minimum=1)
+# Stored files are sent by /media/ after the access check (k12vista/files.py). By default
+# Django sends them; behind nginx set SENDFILE_BACKEND=django_sendfile.backends.nginx and
+# nginx sends them from the internal location SENDFILE_URL (X-Accel-Redirect; README).
+# The development backend streams the file (Django's FileResponse); "simple" would read it into memory.
+SENDFILE_BACKEND = env_str("SENDFILE_BACKEND") or "django_sendfile.backends.development"
+SENDFILE_ROOT = MEDIA_ROOT
+SENDFILE_URL = env_str("SENDFILE_URL") or "/protected-media"
 
 # --- Security -------------------------------------------------------------
 

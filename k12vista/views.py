@@ -9,10 +9,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
-from django.views.static import serve
 from rest_framework.authtoken.models import Token
 
-from k12vista import jobs, services
+from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
 from k12vista.models import Job
 from k12vista.roles import Role, home_url_name, role_required, roles_of
@@ -175,8 +174,9 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def media(request: HttpRequest, path: str) -> HttpResponse:
-    """Uploaded pages, figures and exports, for people with a role only. A
-    production proxy can take over the sending (X-Accel-Redirect); the check stays here."""
-    if not roles_of(request.user):
+    """A stored file, for those its object's access rule admits (``files.readable_file``); 404 for
+    everyone else and for names no object owns. The proxy may do the sending (SENDFILE_BACKEND)."""
+    stored = files.readable_file(request.user, path)
+    if stored is None:
         raise Http404
-    return serve(request, path, document_root=settings.MEDIA_ROOT)
+    return files.send_file(request, stored)

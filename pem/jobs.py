@@ -14,8 +14,10 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import OperationalError
 
-from annotation.jsonl_import import SNIFF_BYTES, ImportFileError, sniff_kind
+from annotation.jsonl_import import ImportFileError
+from annotation.uploads import check_import_file
 from inference.models import InferenceRun, ScoringRun
+from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
 from pem import export, services
@@ -38,9 +40,9 @@ def store_upload(uploaded_file: Any) -> str:
         raise ImportFileError(f"The file is {uploaded_file.size:,} bytes, over the upload limit of "
                               f"{settings.MAX_UPLOAD_BYTES:,}.")  # fmt: skip
     uploaded_file.seek(0)
-    sniff_kind(uploaded_file.read(SNIFF_BYTES))
-    uploaded_file.seek(0)
-    return default_storage.save(f"pem-imports/{Path(uploaded_file.name).name}", uploaded_file)
+    kind = check_import_file(uploaded_file, size=uploaded_file.size)
+    # Our name and extension, never the uploader's: the file is served only through its job (pem/files.py).
+    return default_storage.save(stored_name("pem-imports", "import", kind), uploaded_file)
 
 
 def start_import(*, stored_name: str, name: str, user: Any) -> Job:

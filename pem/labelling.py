@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -96,10 +96,13 @@ def waiting_for(annotator: Any) -> QuerySet[ChainOfThought]:
     reach the gold labels) instead of every item being half done.
     """
     theirs = LabellingTask.objects.filter(annotator=annotator).values("cot_id")
+    items = ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
+    if reads_all_labels(annotator):
+        # Someone who also reads every label (a researcher, say) may have read this item's
+        # labels already; they are handed only items that have none yet (the blind rule).
+        items = items.exclude(Exists(StepLabel.objects.filter(step__cot=OuterRef("pk"))))
     return (
-        ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING)
-        .exclude(pk__in=theirs)
-        .annotate(n_tasks=Count("labelling_tasks"))
+        items.annotate(n_tasks=Count("labelling_tasks"))
         .filter(n_tasks__lt=annotators_per_item())
         .order_by("-n_tasks", "id")
     )
@@ -379,6 +382,17 @@ def return_for_rework(*, cot: ChainOfThought, annotator: Any, note: str, by: Any
 # --- who sees which labels ---------------------------------------------------------------
 
 
+def reads_all_labels(user: Any) -> bool:
+    """Holds a role that reads every item's labels (subject to the blind rule on the items they label)."""
+    return any(has_role(user, role) for role in READERS_OF_ALL_LABELS)
+
+
+def may_read_label_files(user: Any) -> bool:
+    """Files holding the labels of many items (PEBench exports and imports) cannot be filtered per
+    item, so they go only to readers of all labels who hold no unsubmitted labelling task."""
+    return reads_all_labels(user) and not LabellingTask.objects.for_annotator(user).open().exists()
+
+
 def sees_all_labels(cot: ChainOfThought, user: Any) -> bool:
     """The blind rule. Anyone labelling this item who has not submitted sees no label but their own.
 
@@ -391,7 +405,7 @@ def sees_all_labels(cot: ChainOfThought, user: Any) -> bool:
     tasks = list(LabellingTask.objects.filter(cot=cot, annotator=user).values_list("submitted", flat=True))
     if any(submitted is None for submitted in tasks):
         return False
-    if any(has_role(user, role) for role in READERS_OF_ALL_LABELS):
+    if reads_all_labels(user):
         return True
     return bool(tasks)  # an annotator who submitted on this item
 

@@ -8,12 +8,22 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connection
+from django.dispatch import receiver
 
 from k12vista import services
 from k12vista.roles import Role
 
 PASSWORD = "correct horse battery staple"
+
+
+@receiver(setting_changed)
+def _sendfile_follows_media_root(*, setting, value, **kwargs):
+    """Tests keep their files in a MEDIA_ROOT of their own; the file sender must look there too
+    (settings.py sets SENDFILE_ROOT = MEDIA_ROOT once, at start-up)."""
+    if setting == "MEDIA_ROOT":
+        settings.SENDFILE_ROOT = value
 
 
 @pytest.fixture(autouse=True)

@@ -189,11 +189,11 @@ def test_it_keeps_annotators_out_of_the_question_browser(annotator, login):
     assert client.get(f"/annotate/questions/{question.hash_id}/").status_code == 403
 
 
-def test_it_serves_figures_only_to_signed_in_people(client, annotator, login):
-    question = make_question()
-    url = question.figures.get().image.url
+def test_it_serves_figures_only_to_people_who_may_see_the_question(client, held, other_annotator, login):
+    url = held.question.figures.get().image.url
     assert client.get(url).status_code == 302  # to the login page
-    assert login(annotator).get(url).status_code == 200
+    assert login(other_annotator).get(url).status_code == 404  # holds no task on it
+    assert login(held.annotator).get(url).status_code == 200
 
 
 def test_it_shows_team_progress_to_inspectors_and_admins(held, inspector, administrator, annotator, login):

@@ -3,6 +3,7 @@ import hashlib
 import io
 import json
 import zipfile
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -384,9 +385,17 @@ def test_it_imports_as_a_job(researcher, tmp_path):
     assert Question.objects.filter(source_document=document).count() == 10
 
 
-def test_it_records_a_refused_archive_on_the_document(researcher, tmp_path):
+def test_it_refuses_an_unsafe_archive_at_upload(researcher, tmp_path):
     path = studio_zip(tmp_path / "q.zip", [studio()], {"../evil.png": image_bytes()})
-    document = register_upload(path=path, user=researcher)
+    with pytest.raises(ImportFileError, match="points outside the archive"):
+        register_upload(path=path, user=researcher)
+    assert not SourceDocument.objects.exists()
+
+
+def test_it_records_a_refused_archive_on_the_document(researcher, tmp_path):
+    document = register_upload(path=studio_zip(tmp_path / "ok.zip", [studio()], {}), user=researcher)
+    # The stored file changed after the upload check (a restore, a disk fault): the import checks again.
+    studio_zip(Path(document.file.path), [studio()], {"../evil.png": image_bytes()})
     job = start(document, researcher)
 
     assert execute_job(job.pk) == Job.Status.FAILED

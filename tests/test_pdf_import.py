@@ -222,12 +222,11 @@ def test_it_imports_the_same_file_uploaded_twice_once(exam):
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (fixtures_pdf.corrupt_pdf, "damaged"),
         (fixtures_pdf.encrypted_pdf, "password"),
         (fixtures_pdf.zero_page_pdf, "no pages"),
         (lambda: fixtures_pdf.text_pages(5), "at most 4"),
     ],
-    ids=["corrupt", "encrypted", "zero-pages", "too-many-pages"],
+    ids=["encrypted", "zero-pages", "too-many-pages"],
 )
 def test_it_refuses_a_bad_pdf_with_a_clear_message_and_writes_nothing(build, message, settings, annotator):
     settings.PDF_MAX_PAGES = 4
@@ -251,6 +250,14 @@ def test_it_refuses_the_page_limit_of_a_300_page_paper(settings):
 def test_it_refuses_a_text_file_named_pdf_at_upload():
     with pytest.raises(PdfImportError, match="not a PDF"):
         upload(fixtures_pdf.not_a_pdf(), "paper.pdf")
+    assert not SourceDocument.objects.exists()
+
+
+@pytest.mark.parametrize("content", [fixtures_pdf.corrupt_pdf(), b"%PDF-1.7\n<html><script>alert(1)</script></html>"],
+                         ids=["corrupt", "html-starting-with-pdf-header"])  # fmt: skip
+def test_it_refuses_at_upload_what_starts_like_a_pdf_but_does_not_open(content, english):
+    with pytest.raises(PdfImportError, match="not a PDF that can be opened"):
+        upload(content, "notice.html")
     assert not SourceDocument.objects.exists()
 
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from annotation.images import BadImage
 from annotation.models import Figure, Page, Question, SourceDocument
@@ -84,6 +85,15 @@ def register_pdf_upload(*, uploaded_file_or_path: Any, user: Any = None) -> Sour
     return _register(uploaded_file_or_path, name=name, user=user)
 
 
+def check_pdf(content: bytes, *, name: str) -> None:
+    """Refuses what PyMuPDF cannot open as a PDF (HTML that starts with %PDF-, say). A PDF that opens
+    but cannot be imported (no pages, a password) is refused by the import, on the document."""
+    try:
+        pymupdf.open(stream=content, filetype="pdf").close()
+    except (RuntimeError, ValueError):  # pymupdf.FileDataError is a RuntimeError
+        raise PdfImportError(_("%(name)s is not a PDF that can be opened.") % {"name": name}) from None
+
+
 def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
     digest, size, head = hashlib.sha256(), 0, b""
     with tempfile.TemporaryFile() as copy:
@@ -97,10 +107,13 @@ def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
         if not head.startswith(b"%PDF-"):
             raise PdfImportError(f"{name} is not a PDF (it does not start with %PDF-).")
         copy.seek(0)
+        check_pdf(copy.read(), name=name)
+        copy.seek(0)
         uploader = user if getattr(user, "is_authenticated", False) else None
         document = SourceDocument(kind=SourceDocument.Kind.PDF, original_name=name[:300], sha256=digest.hexdigest(),
                                   size=size, uploaded_by=uploader)  # fmt: skip
-        document.file.save(name, File(copy), save=False)
+        # Stored under a name of ours (SourceDocument.file's upload_to), never the uploader's.
+        document.file.save(f"upload.{SourceDocument.Kind.PDF}", File(copy), save=False)
         document.save()
     return document
 
