@@ -9,6 +9,7 @@ class K12VistaConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
+        from k12vista import checks  # noqa: F401 - registers the system checks
         from k12vista.roles import sync_role_groups
 
         # Each app registers its job handlers in its jobs.py.
