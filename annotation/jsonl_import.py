@@ -727,7 +727,7 @@ def register_upload(*, uploaded_file: Any = None, path: str | Path | None = None
             raise ImportFileError(
                 f"The file is {size:,} bytes, over the upload limit of {settings.MAX_UPLOAD_BYTES:,}."
             )
-        from annotation.uploads import check_import_file
+        from annotation.uploads import check_import_file  # uploads builds on this module's archive guards
 
         kind = check_import_file(handle, size=size)
         content = HashingFile(handle, name=name)

@@ -314,3 +314,24 @@ def test_the_export_page_download_link_works_for_its_owner(researcher, login):
     body = b"".join(login(researcher).get(url).streaming_content)
     assert body.startswith(b"PK")
     assert json.loads(json.dumps(job.result))["path"] in url
+
+
+@pytest.fixture
+def behind_nginx(settings):
+    from django_sendfile.utils import _get_sendfile
+
+    settings.SENDFILE_BACKEND, settings.SENDFILE_URL = "django_sendfile.backends.nginx", "/protected-media"
+    _get_sendfile.cache_clear()  # the library caches the backend it loaded
+    yield
+    _get_sendfile.cache_clear()
+
+
+def test_behind_nginx_django_checks_and_the_proxy_sends(behind_nginx, researcher, annotator, login, no_broker):
+    upload = SimpleUploadedFile("exam.pdf", fixtures_pdf.text_pages(1))
+    login(annotator).post("/annotate/imports/", {"kind": "pdf", "pdf-files": [upload], "pdf-subject": "math",
+                                                  "pdf-grade": "9"})  # fmt: skip
+    name = SourceDocument.objects.get().file.name
+    response = login(researcher).get(url_of(name))
+    assert response["X-Accel-Redirect"] == f"/protected-media/{name}" and response.content == b""
+    assert_sandboxed(response, inline=False, content_type="application/pdf")
+    assert login(make_person("olga", Role.ANNOTATOR)).get(url_of(name)).status_code == 404
