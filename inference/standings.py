@@ -236,6 +236,7 @@ class Choice:
     snapshot: BoardSnapshot
     pinned: bool
     not_counted: tuple[leaderboard.NotCounted, ...]
+    finished: tuple[ScoringRun, ...] = ()  # every scoring run that could fill the entry, newest first
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def choose(mode: str | None = None) -> tuple[list[Choice], list[Waiting]]:
             first = group[0]
             waiting.append(Waiting(inference_id, model_label(first), MODE_OF_METHOD[method], tuple(beside)))
         else:
-            choices.append(Choice(chosen, chosen.board_snapshot, pinned is not None, tuple(beside)))
+            choices.append(Choice(chosen, chosen.board_snapshot, pinned is not None, tuple(beside), tuple(finished)))
     return choices, waiting
 
 
@@ -338,16 +339,24 @@ def standings(mode: str | None = None) -> leaderboard.Leaderboard:
     """The leaderboard (of one mode, if given) from stored slices, with
     published numbers beside it: a few small queries, whatever the number of
     responses behind it."""
-    return board_state(mode)[0]
+    return board_state(mode).board
 
 
-def board_state(mode: str | None = None) -> tuple[leaderboard.Leaderboard, list[Waiting]]:
-    """:func:`standings` and the inference runs waiting for a finished scoring run."""
+@dataclass(frozen=True)
+class BoardState:
+    board: leaderboard.Leaderboard
+    waiting: list[Waiting]
+    finished: dict[int, tuple[ScoringRun, ...]]  # inference run id -> the scoring runs that could fill its entry
+
+
+def board_state(mode: str | None = None) -> BoardState:
+    """:func:`standings`, the inference runs waiting for a finished scoring
+    run, and the finished scoring runs a researcher may pin."""
     if mode is not None and mode not in METHOD_OF_MODE:
         raise ValueError(f"mode must be one of {', '.join(leaderboard.MODES)}, got {mode!r}")
     choices, waiting = choose(mode)
-    board = board_from_choices(choices)
-    return leaderboard.merge_published(board, published_rows(mode)), waiting
+    board = leaderboard.merge_published(board_from_choices(choices), published_rows(mode))
+    return BoardState(board, waiting, {c.run.inference_run_id: c.finished for c in choices})
 
 
 def live_standings(runs: Iterable[ScoringRun]) -> leaderboard.Leaderboard:

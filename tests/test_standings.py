@@ -297,7 +297,8 @@ def test_an_inference_run_with_no_finished_scoring_run_waits_off_the_board():
     bank = questions(10)
     run = scored_run(endpoint("Alpha"), "direct", bank, 1, snapshot=False)
     ScoringRun.objects.filter(pk=run.pk).update(job=finish(status=Job.Status.RUNNING))
-    board, waiting = standings.board_state()
+    state = standings.board_state()
+    board, waiting = state.board, state.waiting
     assert board.entries == () and [(w.model, w.mode) for w in waiting] == [("Alpha", "direct")]
     assert waiting[0].not_counted[0].status == "running"
 
