@@ -5,8 +5,6 @@ make; querysets are scoped by the same access helpers (runs_for)."""
 
 from __future__ import annotations
 
-import json
-
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, pagination, serializers, status
@@ -210,7 +208,7 @@ def leaderboard_json(request: Request) -> Response:
     if mode is not None and mode not in leaderboard.MODES:
         raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
     state = board_state(mode)
-    document = json.loads(leaderboard.to_json(state.board))
+    document = leaderboard.to_document(state.board)
     for entry in document["entries"]:
         if entry["run"]:
             entry["run"]["inference_run_url"] = reverse("inference_api:run", args=[entry["run"]["inference_run"]])

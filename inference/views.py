@@ -20,6 +20,8 @@ from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as _noop
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -398,6 +400,30 @@ def score_cell(cell: leaderboard.Cell | None, published: leaderboard.PublishedSc
     }  # fmt: skip
 
 
+def score_cells_html(cells: list[dict]) -> str:
+    """The ``<td>`` of each score: ours with its interval and coverage, and a
+    published number beside it. Built here, not by a template include per cell:
+    a board of 40 models has thousands of cells, and the includes were most of
+    the page's time. Everything from outside (the published source) is escaped."""
+    interval, scored, published = _("95% interval"), _("scored / items"), _("published")
+    out = []
+    for c in cells:
+        text = c["text"]
+        if c["mean"] is not None:
+            html = f"<strong>{text['mean']}</strong>"
+            if c["low"] is not None:
+                html += f' <span class="muted" title="{interval}">[{text["low"]}–{text["high"]}]</span>'
+        else:
+            html = "—" if c["items"] else '<span class="muted">·</span>'
+        if c["items"]:
+            html += f'<br><small class="muted" title="{scored}">{c["n"]}/{c["items"]} ({text["coverage"]}%)</small>'
+        if c["published"] is not None:
+            html += (f'<br><small class="published" data-published title="{escape(c["source"])}">{published} '
+                     f"{text['published']}</small>")  # fmt: skip
+        out.append(f"<td>{html}</td>")
+    return mark_safe("".join(out))  # noqa: S308 (numbers, our translated words and escaped text)
+
+
 def group_title(group: str) -> str:
     """A group key (``stage:primary``, ``subject:math``, ``cell:math-g9``,
     ``grid:multiple_choice:math-g9``) in the reader's language."""
@@ -424,7 +450,7 @@ def score_tables(entries: list[leaderboard.Entry]) -> list[dict]:
     for name, title, columns in groupings:
         rows = [
             {"model": e.model, "other": bool(e.run and e.run.other_question_set),
-             "cells": [score_cell(e.cells.get(g), e.published.get(g)) for g, _t in columns]}
+             "cells": score_cells_html([score_cell(e.cells.get(g), e.published.get(g)) for g, _t in columns])}
             for e in entries
         ]  # fmt: skip
         heads = [{"title": group_title(g), "outside": not leaderboard.in_release(g)} for g, _t in columns]
@@ -440,9 +466,12 @@ def grid_table(entries: list[leaderboard.Entry]) -> dict:
     for entry in entries:
         for index, qtype in enumerate(leaderboard.TYPES):
             groups = [f"grid:{qtype}:{tag}" for tag in tags] + [f"type:{qtype}"]
-            cells = [score_cell(entry.cells.get(g), entry.published.get(g)) for g in groups]
+            cells = score_cells_html([score_cell(entry.cells.get(g), entry.published.get(g)) for g in groups])
             rows.append({"model": entry.model, "first": index == 0, "type": QuestionType(qtype).label, "cells": cells})
     return {"columns": columns, "rows": rows, "types": len(leaderboard.TYPES)}
+
+
+CODES = [LABELS_BY_CODE[code] for code in leaderboard.ERROR_CODES]
 
 
 def error_bars(dist: leaderboard.ErrorDistribution) -> list[dict]:
@@ -454,21 +483,55 @@ def error_bars(dist: leaderboard.ErrorDistribution) -> list[dict]:
     return bars
 
 
+def bars_html(bars: list[dict]) -> str:
+    """One bar per error label. Built here, not by template loops, for the
+    same reason as score_cells_html."""
+    out = []
+    for bar in bars:
+        label = bar["label"]
+        out.append(
+            '<div role="listitem" style="display: grid; grid-template-columns: 16rem 1fr 4rem; gap: .5rem; '
+            'align-items: center; margin: .15rem 0">'
+            f'<span><span class="label-code">{label.code}</span> {escape(label.chinese)} / '
+            f"{escape(label.english)}</span>"
+            '<span style="background: #e4e7ec; height: .9rem; border-radius: 3px; overflow: hidden">'
+            f'<span class="bar" data-code="{label.code}" style="display: block; height: 100%; '
+            f'background: var(--accent); width: {bar["width"]}%"></span></span>'
+            f'<span>{bar["share_text"]}% <small class="muted">({bar["count"]})</small></span></div>'
+        )
+    return mark_safe("".join(out))  # noqa: S308 (codes, numbers and escaped names)
+
+
+def cell_shares_html(entry: leaderboard.Entry) -> str:
+    """The table rows of error-type shares in every cell and grid cell that has error steps."""
+    out = []
+    for group, dist in entry.errors.items():
+        if group in leaderboard.ROLLUP_GROUPS or not dist.error_steps:
+            continue
+        outside = "" if leaderboard.in_release(group) else " §"
+        shares = "".join(
+            f'<td data-code="{code}">{fixed(percent(share) or 0, 1)}</td>' for code, share in dist.shares.items()
+        )
+        out.append(f'<tr data-group="{group}"><th scope="row">{escape(group_title(group))}{outside}</th>'
+                   f"<td>{dist.error_steps}/{dist.steps}</td>{shares}</tr>")  # fmt: skip
+    return mark_safe("".join(out))  # noqa: S308 (group keys, numbers and escaped titles)
+
+
 def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
     """Per model: bars of each error label's share overall and by stage,
     subject and type; and a table of the shares in every cell and grid cell
     that has error steps."""
     charts = []
     for entry in entries:
-        groups, cells = [], []
-        for group, dist in entry.errors.items():
-            if not dist.error_steps:
+        groups = []
+        for group in leaderboard.ROLLUP_GROUPS:
+            dist = entry.errors.get(group)
+            if dist is None or not dist.error_steps:
                 continue
-            row = {"key": group, "group": group_title(group), "steps": dist.steps, "error_steps": dist.error_steps,
-                   "outside": not leaderboard.in_release(group), "bars": error_bars(dist)}  # fmt: skip
-            (groups if group in leaderboard.ROLLUP_GROUPS else cells).append(row)
+            groups.append({"key": group, "group": group_title(group), "steps": dist.steps,
+                           "error_steps": dist.error_steps, "bars": bars_html(error_bars(dist))})  # fmt: skip
         if groups:
-            charts.append({"model": entry.model, "groups": groups, "cells": cells})
+            charts.append({"model": entry.model, "groups": groups, "cells": cell_shares_html(entry), "codes": CODES})
     return charts
 
 

@@ -83,6 +83,7 @@ from inference.leaderboard.formats import (
     latex_escape,
     outside_tags,
     to_csv,
+    to_document,
     to_json,
     to_latex,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "t_quantile",
     "tag_of",
     "to_csv",
+    "to_document",
     "to_json",
     "to_latex",
 ]

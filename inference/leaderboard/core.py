@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 from k12vista.vocabulary import (
     CORRECT,
@@ -89,6 +90,7 @@ SCORE_GROUPS = (*ROLLUP_GROUPS, *CELL_GROUPS, *GRID_GROUPS)
 ERROR_GROUPS = SCORE_GROUPS  # error-type distributions exist for every group, cells and grid included
 
 
+@cache
 def _group_sort_key(group: str) -> tuple:
     """Roll-ups, then the release's cells, cells outside it, then the grid by
     type, each type's release tags before the tags outside it."""
@@ -148,6 +150,7 @@ def _parse_mode(text: str) -> str:
     return mode
 
 
+@cache
 def groups_of(subject: str, stage: str, qtype: str) -> tuple[str, ...]:
     """Every group an item of this subject, stage and type counts in."""
     grade = STAGE_LAST_GRADE[Stage(stage)]

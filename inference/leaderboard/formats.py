@@ -268,7 +268,12 @@ def to_json(leaderboard: Leaderboard, *, indent: int | None = 2) -> str:
     """JSON with a fixed key order (format, interval, time rule, definitions,
     the board's question set, then entries in the leaderboard's order, groups
     in display order); scores on 0-1."""
-    document = {
+    return json.dumps(to_document(leaderboard), ensure_ascii=False, indent=indent)
+
+
+def to_document(leaderboard: Leaderboard) -> dict:
+    """What :func:`to_json` writes, as a dict (the API renders it itself)."""
+    return {
         "format": FORMAT,
         "interval": CI_METHOD,
         "time_rule": TIME_RULE,
@@ -309,7 +314,6 @@ def to_json(leaderboard: Leaderboard, *, indent: int | None = 2) -> str:
             for entry in leaderboard.entries
         ],
     }
-    return json.dumps(document, ensure_ascii=False, indent=indent)
 
 
 def from_json(text: str) -> Leaderboard:

@@ -143,29 +143,27 @@ def build_entry_from_stats(key: tuple[str, str], stats: Iterable[GroupStats], ab
     here adds questions of unknown subject and grade to ``overall``."""
     if key[1] not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {key[1]!r}")
-    sums: dict[str, list] = {group: [0, 0, 0.0, 0.0, 0] for group in SCORE_GROUPS}
-    steps: Counter[str] = Counter()
-    counts: dict[str, Counter[str]] = {}
+    # per group: items, n, total, squares, absent, labelled steps, then one count per error code
+    width = 6 + len(ERROR_CODES)
+    sums: dict[str, list] = {group: [0, 0, 0.0, 0.0, 0, 0, *([0] * len(ERROR_CODES))] for group in SCORE_GROUPS}
     for part in stats:
         labels = label_codes(part.labels)
-        labelled = sum(labels.values())
-        errors = {code: count for code, count in labels.items() if code != CORRECT}
+        row = (part.items, part.n, part.total, part.squares, part.absent, sum(labels.values()),
+               *(labels.get(code, 0) for code in ERROR_CODES))  # fmt: skip
         for group in groups_of(part.subject, part.stage, part.qtype):
-            acc = sums.setdefault(group, [0, 0, 0.0, 0.0, 0])
-            acc[0] += part.items
-            acc[1] += part.n
-            acc[2] += part.total
-            acc[3] += part.squares
-            acc[4] += part.absent
-            steps[group] += labelled
-            counts.setdefault(group, Counter()).update(errors)
+            acc = sums.get(group)
+            if acc is None:
+                acc = sums[group] = [0, 0, 0.0, 0.0, 0, 0, *([0] * len(ERROR_CODES))]
+            for i in range(width):
+                acc[i] += row[i]
     order = sorted(sums, key=_group_sort_key)
-    cells = {}
+    cells, errors = {}, {}
     for group in order:
-        items, n, total, squares, slice_absent = sums[group]
+        items, n, total, squares, slice_absent, steps, *codes = sums[group]
         extra = absent if group == OVERALL else 0
         cells[group] = _cell_from_sums(group, items, n, total, squares, absent=slice_absent + extra)
-    return Entry(key[0], key[1], cells, _distributions(order, steps, counts))
+        errors[group] = ErrorDistribution(group, steps, dict(zip(ERROR_CODES, codes, strict=True)))
+    return Entry(key[0], key[1], cells, errors)
 
 
 def build_leaderboard_from_stats(stats: Mapping[tuple[str, str], Iterable[GroupStats]]) -> Leaderboard:
