@@ -17,10 +17,15 @@ Run it with DEBUG off, as production runs.
    and constraints are dropped first and built again after (``--keep-indexes``
    loads into the indexed tables instead); every part is timed, the rebuild
    included; then VACUUM ANALYZE (timed apart).
-3. Times ``standings()`` for each mode cold (cache cleared: the first view
-   after a scoring run finished, or after a restart) and warm, the leaderboard
-   page and CSV download through Django's test client, and a page where one
-   run's cached slices expired; and prints the numbers.
+3. Takes every scoring run's snapshot (what each scoring job does when it
+   finishes: its slices into the database) and times it; times, as the
+   baseline, the aggregation the page used to run in the request; then the
+   leaderboard page cold (cache cleared and a new database connection, as
+   after a restart) and warm, ``standings()``, the CSV download and the API,
+   all reading the stored slices; and prints the numbers.
+
+``--scale`` takes a fraction of the paper's scale (``--scale 0.1``: 3,366
+questions, 269,280 responses); the default 1.0 is the full 2.7 million.
 
 Rows are realistic in shape (statuses, scores, labels: 97 % judged, 2 % not
 understood, 1 % failed calls; 74 % correct steps), not in width: answers and
@@ -50,6 +55,7 @@ JUDGMENT_COLUMNS = (
 )
 STEP_COLUMNS = "id, judgment_id, position, text, label, reason"
 BATCH = 50_000  # lines per COPY write
+PAPER_QUESTIONS = 33_660
 
 
 def load_questions(total: int) -> list[tuple[int, str]]:
@@ -267,7 +273,9 @@ def measure(label: str, call, repeat: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--questions", type=int, default=33_660)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="fraction of the paper's 33,660 questions (1.0: 2.7M responses, 40 models)")  # fmt: skip
+    parser.add_argument("--questions", type=int, default=None, help="questions (overrides --scale)")
     parser.add_argument("--models", type=int, default=40, help="each answers in both modes")
     parser.add_argument("--steps", type=float, default=5.0, help="mean judged steps per step-by-step judgment")
     parser.add_argument("--repeat", type=int, default=5)
@@ -275,6 +283,10 @@ def main() -> None:
     parser.add_argument("--skip-load", action="store_true", help="measure the data already loaded")
     parser.add_argument("--keep-indexes", action="store_true", help="COPY into the indexed tables")
     args = parser.parse_args()
+    if args.questions is None:
+        args.questions = max(1, round(PAPER_QUESTIONS * args.scale))
+    print(f"{args.questions:,} questions x {args.models} models x 2 modes = {args.questions * args.models * 2:,} "
+          "responses")  # fmt: skip
 
     import django
 
@@ -327,32 +339,42 @@ def main() -> None:
         return get
 
     from django.core.cache import cache
+    from django.db import connection as db
 
+    from inference import standings as board
     from inference.models import ScoringRun
-    from inference.standings import cache_key
 
-    def cold(mode: str):
+    # What a scoring job now does when it finishes: store its run's slices.
+    runs = list(ScoringRun.objects.select_related("inference_run").order_by("id"))
+    snapshot_times = []
+    for run in runs:
+        started = time.perf_counter()
+        board.take_snapshot(run)
+        snapshot_times.append(time.perf_counter() - started)
+    print(f"{'take_snapshot (end of each scoring job), ' + str(len(runs)) + ' runs':58s} median "
+          f"{statistics.median(snapshot_times):6.2f} s  min {min(snapshot_times):6.2f} s  "
+          f"max {max(snapshot_times):6.2f} s  all {sum(snapshot_times):6.1f} s")  # fmt: skip
+
+    # The baseline, in the same run: the old page aggregated every run's rows in the request.
+    for mode in ("direct", "step_by_step"):
+        chosen = [run for run in runs if board.MODE_OF_METHOD[run.method] == mode]
+        measure(f"baseline: aggregate in the request ({mode})", lambda c=chosen: board.slice_stats(c), 1)
+
+    def restarted(url: str):
         def call():
-            cache.clear()
-            standings(mode=mode)
+            cache.clear()  # a restart: no cache, a new database connection
+            db.close()
+            page(url)()
 
         return call
 
     for mode in ("direct", "step_by_step"):
-        measure(f"standings(mode={mode!r}), cold (cache cleared)", cold(mode), min(args.repeat, 2))
-    for mode in ("direct", "step_by_step"):
-        measure(f"standings(mode={mode!r}), warm", lambda mode=mode: standings(mode=mode), args.repeat)
+        measure(f"standings(mode={mode!r}) from stored slices", lambda mode=mode: standings(mode=mode), args.repeat)
     for url in ("/research/leaderboard/?mode=direct", "/research/leaderboard/?mode=step_by_step"):
-        measure(f"GET {url}", page(url), args.repeat)
+        measure(f"GET {url}, cold (after a restart)", restarted(url), args.repeat)
+        measure(f"GET {url}, warm", page(url), args.repeat)
     measure("GET /research/leaderboard/download/csv/ (both modes)", page("/research/leaderboard/download/csv/"), 2)
-
-    one = ScoringRun.objects.filter(method="judge_steps").select_related("job", "inference_run__job").last()
-
-    def one_expired():
-        cache.delete(cache_key(one))
-        page("/research/leaderboard/?mode=step_by_step")()
-
-    measure("GET step_by_step page with one run's slices expired", one_expired, args.repeat)
+    measure("GET /api/leaderboard/", page("/api/leaderboard/"), 2)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -5,20 +5,20 @@ make; querysets are scoped by the same access helpers (runs_for)."""
 
 from __future__ import annotations
 
-import json
-
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, pagination, serializers, status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
 from inference import leaderboard, models, services
+from inference import standings as standings_service
 from inference.forms import ENV_NAME
-from inference.standings import standings
-from inference.views import get_run_for_user, key_state, runs_for
+from inference.standings import board_state
+from inference.views import get_run_for_user, get_scoring_run_for_user, key_state, runs_for
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
@@ -201,11 +201,51 @@ class RunResponses(generics.ListAPIView):
 @api_view(["GET"])
 @permission_classes([LEADERBOARD_READERS])
 def leaderboard_json(request: Request) -> Response:
-    """The leaderboard in the download's JSON format (k12vista-leaderboard.v1)."""
-    document = json.loads(leaderboard.to_json(standings()))
-    mode = request.query_params.get("mode")
-    if mode:
-        if mode not in leaderboard.MODES:
-            raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
-        document["entries"] = [e for e in document["entries"] if e["mode"] == mode]
+    """The leaderboard in the download's JSON format (k12vista-leaderboard.v2):
+    each entry names its inference and scoring run (``run``, with links here),
+    and ``waiting`` lists inference runs with no finished scoring run yet."""
+    mode = request.query_params.get("mode") or None
+    if mode is not None and mode not in leaderboard.MODES:
+        raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
+    state = board_state(mode)
+    document = leaderboard.to_document(state.board)
+    for entry in document["entries"]:
+        if entry["run"]:
+            entry["run"]["inference_run_url"] = reverse("inference_api:run", args=[entry["run"]["inference_run"]])
+            entry["run"]["scoring_run_page"] = reverse("inference:scoring", args=[entry["run"]["scoring_run"]])
+    document["waiting"] = [
+        {"inference_run": w.inference_run, "model": w.model, "mode": w.mode,
+         "not_counted": [{"scoring_run": n.scoring_run, "name": n.name, "status": n.status} for n in w.not_counted]}
+        for w in state.waiting
+    ]  # fmt: skip
     return Response(document)
+
+
+class PinInput(serializers.Serializer):
+    scoring_run = serializers.IntegerField(help_text="a finished scoring run of one of your inference runs")
+
+
+@extend_schema(request=PinInput, responses={201: dict})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def leaderboard_pin(request: Request) -> Response:
+    """Makes a finished scoring run represent its inference run on the leaderboard."""
+    data = PinInput(data=request.data)
+    data.is_valid(raise_exception=True)
+    scoring_run = get_scoring_run_for_user(request.user, data.validated_data["scoring_run"])
+    try:
+        pin = standings_service.pin_scoring_run(scoring_run=scoring_run, user=request.user)
+    except standings_service.BoardError as exc:
+        raise ValidationError({"scoring_run": [str(exc)]}) from None
+    return Response({"inference_run": pin.inference_run_id, "scoring_run": pin.scoring_run_id}, status=201)
+
+
+@extend_schema(request=None, responses={204: None})
+@api_view(["DELETE"])
+@permission_classes([MANAGERS])
+def leaderboard_unpin(request: Request, pk: int) -> Response:
+    """Back to the newest finished scoring run of inference run ``pk``."""
+    run = get_run_for_user(request.user, pk)
+    if not standings_service.unpin(inference_run_id=run.pk):
+        raise NotFound("nothing is pinned for this run")
+    return Response(status=status.HTTP_204_NO_CONTENT)

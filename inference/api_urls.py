@@ -9,4 +9,6 @@ urlpatterns = [
     path("runs/<int:pk>/", api.RunDetail.as_view(), name="run"),
     path("runs/<int:pk>/responses/", api.RunResponses.as_view(), name="responses"),
     path("leaderboard/", api.leaderboard_json, name="leaderboard"),
+    path("leaderboard/pins/", api.leaderboard_pin, name="leaderboard_pin"),
+    path("leaderboard/pins/<int:pk>/", api.leaderboard_unpin, name="leaderboard_unpin"),
 ]

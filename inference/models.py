@@ -345,3 +345,56 @@ class PublishedResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} {self.mode} {self.group}: {self.score:.4f}"
+
+
+class BoardSnapshot(models.Model):
+    """A scoring run's leaderboard slices as its job left them: written when the
+    job finishes (and only then), read by every leaderboard page and download,
+    so no page aggregates judgments and a restart loses nothing. The subject,
+    grade and type of each question are those of the moment it was written: the
+    board's one rule for time (see inference.standings)."""
+
+    scoring_run = models.OneToOneField(ScoringRun, on_delete=models.CASCADE, related_name="board_snapshot")
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    taken_at = models.DateTimeField(default=timezone.now)
+    question_set = models.JSONField(default=dict, blank=True)  # the inference run's filters, as frozen
+
+    def __str__(self) -> str:
+        return f"board snapshot of {self.scoring_run}"
+
+
+class BoardSlice(models.Model):
+    """One slice of a snapshot: the questions of one subject, stage and type
+    (the grid's cells: at most 45 a run). See inference.leaderboard.GroupStats."""
+
+    snapshot = models.ForeignKey(BoardSnapshot, on_delete=models.CASCADE, related_name="slices")
+    subject = models.CharField(max_length=20)
+    stage = models.CharField(max_length=10)
+    qtype = models.CharField(max_length=20)
+    items = models.PositiveIntegerField(default=0)  # responses, scored or not
+    absent = models.PositiveIntegerField(default=0)  # questions of the run's set with no response row
+    n = models.PositiveIntegerField(default=0)  # scored
+    total = models.FloatField(default=0.0)
+    squares = models.FloatField(default=0.0)
+    labels = models.JSONField(default=dict, blank=True)  # judged steps of scored responses, by label code
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "subject", "stage", "qtype"], name="board_slice_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot_id} {self.subject}/{self.stage}/{self.qtype}"
+
+
+class BoardPin(models.Model):
+    """The scoring run a researcher chose to represent an inference run on the
+    leaderboard, instead of the newest finished one."""
+
+    inference_run = models.OneToOneField(InferenceRun, on_delete=models.CASCADE, related_name="board_pin")
+    scoring_run = models.ForeignKey(ScoringRun, on_delete=models.CASCADE, related_name="+")
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    pinned_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.inference_run} -> {self.scoring_run}"

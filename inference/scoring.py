@@ -29,7 +29,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from inference import client, default_prompts, parsing, prompts
+from inference import client, default_prompts, parsing, prompts, standings
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -204,6 +204,7 @@ def run_scoring_job(job: Job, progress: Progress) -> dict:
         run.judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id")
     )
     async_to_sync(_judge_all)(run, pending, progress, done_before, total)
+    standings.take_snapshot(run, job=job)  # the leaderboard reads these slices, never the rows
     return coverage(run)
 
 

@@ -22,5 +22,7 @@ urlpatterns = [
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),
     path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
     path("leaderboard/published/", views.published_import, name="published"),
+    path("leaderboard/pin/", views.leaderboard_pin, name="leaderboard_pin"),
+    path("leaderboard/unpin/<int:pk>/", views.leaderboard_unpin, name="leaderboard_unpin"),
     path("difficulty/", views.difficulty_filters, name="difficulty"),
 ]

@@ -7,7 +7,7 @@ import pytest
 from django.urls import include, path
 from rest_framework.test import APIClient
 
-from inference.models import InferenceRun, ModelEndpoint, PublishedResult, Response
+from inference.models import InferenceRun, ModelEndpoint, PublishedResult, Response, ScoringRun
 from k12vista import urls as project_urls
 from k12vista.roles import Role
 from tests.annotation_factories import make_question
@@ -195,8 +195,15 @@ def test_it_serves_the_leaderboard_to_inspectors(api, inspector, board):
     assert response.status_code == 200
     document = response.json()
     by_key = {(e["model"], e["mode"]): e for e in document["entries"]}
-    assert document["format"] == "k12vista-leaderboard.v1"
+    assert document["format"] == "k12vista-leaderboard.v2"
     assert by_key[("qwen", "step_by_step")]["cells"]["overall"]["mean"] == 0.75
+    run = by_key[("qwen", "step_by_step")]["run"]
+    scoring_run = ScoringRun.objects.get(inference_run=board)
+    assert (run["inference_run"], run["scoring_run"]) == (board.pk, scoring_run.pk)
+    assert run["inference_run_url"] == f"/api/runs/{board.pk}/"
+    assert run["scoring_run_page"] == f"/research/scoring/{scoring_run.pk}/"
+    assert set(document["definitions"]) >= {"mean", "interval", "coverage", "absent", "error_share", "time_rule"}
+    assert document["time_rule"] == "snapshot" and document["waiting"] == []
     assert by_key[("GPT-4o", "direct")]["published"]["overall"] == {"score": 0.6, "source": "paper"}
 
 
@@ -207,7 +214,36 @@ def test_it_filters_the_leaderboard_by_mode(api, researcher, board):
     assert client.get("/api/leaderboard/", {"mode": "sideways"}).status_code == 400
 
 
+def test_a_researcher_pins_a_scoring_run_through_the_api(api, researcher, inspector, board):
+    first = ScoringRun.objects.get(inference_run=board)
+    second = scored(board, score=0.25, name="second")
+    client = api(researcher)
+
+    def entry():
+        return next(e for e in client.get("/api/leaderboard/").json()["entries"] if e["run"])
+
+    assert entry()["run"]["scoring_run"] == second.pk
+    response = client.post("/api/leaderboard/pins/", {"scoring_run": first.pk}, format="json")
+    assert response.status_code == 201 and response.json() == {"inference_run": board.pk, "scoring_run": first.pk}
+    assert entry()["run"]["scoring_run"] == first.pk and entry()["run"]["pinned"] is True
+    assert entry()["cells"]["overall"]["mean"] == 0.75
+    assert api(inspector).post("/api/leaderboard/pins/", {"scoring_run": first.pk}, format="json").status_code == 403
+    assert client.post("/api/leaderboard/pins/", {"scoring_run": "x"}, format="json").status_code == 400
+    assert client.delete(f"/api/leaderboard/pins/{board.pk}/").status_code == 204
+    assert client.delete(f"/api/leaderboard/pins/{board.pk}/").status_code == 404
+    assert entry()["run"]["scoring_run"] == second.pk
+
+
+def test_it_refuses_to_pin_an_unfinished_scoring_run(api, researcher, board):
+    going = ScoringRun.objects.create(name="going", inference_run=board, judge=board.endpoint,
+                                      method=ScoringRun.Method.JUDGE_STEPS)  # fmt: skip
+    response = api(researcher).post("/api/leaderboard/pins/", {"scoring_run": going.pk}, format="json")
+    assert response.status_code == 400 and "finished" in response.json()["scoring_run"][0]
+    assert [w["inference_run"] for w in api(researcher).get("/api/leaderboard/").json()["waiting"]] == []
+
+
 def test_it_appears_in_the_openapi_schema(researcher, login):
     schema = login(researcher).get("/api/schema/", headers={"Accept": "application/vnd.oai.openapi+json"})
     paths = json.loads(schema.content)["paths"]
     assert {"/api/endpoints/", "/api/runs/", "/api/runs/{id}/responses/", "/api/leaderboard/"} <= set(paths)
+    assert {"/api/leaderboard/pins/", "/api/leaderboard/pins/{id}/"} <= set(paths)

@@ -4,9 +4,10 @@ import json
 from unittest import mock
 
 import pytest
+from django.utils import timezone
 from django.utils.html import escape
 
-from inference import prompts, services
+from inference import leaderboard, prompts, services, standings
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -64,10 +65,12 @@ def answer(run, question=None, **fields) -> Response:
     return Response.objects.create(run=run, question=question or make_question(), **fields)
 
 
-def scored(run, *, judge=None, labels=("CS", "CE"), score=0.5) -> ScoringRun:
-    """A step-by-step scoring run with one OK judgment per answer of the run."""
+def scored(run, *, judge=None, labels=("CS", "CE"), score=0.5, name="judged") -> ScoringRun:
+    """A step-by-step scoring run with one OK judgment per answer of the run,
+    as its finished job leaves it: slices stored for the leaderboard."""
+    job = Job.objects.create(kind="inference.score", status=Job.Status.SUCCEEDED, finished_at=timezone.now())
     scoring_run = ScoringRun.objects.create(
-        name="judged", inference_run=run, judge=judge or run.endpoint, method=ScoringRun.Method.JUDGE_STEPS
+        name=name, inference_run=run, judge=judge or run.endpoint, method=ScoringRun.Method.JUDGE_STEPS, job=job
     )
     for response in run.responses.all():
         judgment = Judgment.objects.create(
@@ -75,6 +78,7 @@ def scored(run, *, judge=None, labels=("CS", "CE"), score=0.5) -> ScoringRun:
         )
         for position, label in enumerate(labels):
             JudgedStep.objects.create(judgment=judgment, position=position, text=f"step {position}", label=label)
+    standings.take_snapshot(scoring_run)
     return scoring_run
 
 
@@ -561,8 +565,9 @@ def test_it_downloads_csv(inspector, login, board):
     response = login(inspector).get("/research/leaderboard/download/csv/")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == 'attachment; filename="k12vista-leaderboard.csv"'
-    lines = response.content.decode().splitlines()
-    assert lines[0].startswith("model,mode,group,n,") and lines[1].startswith("<b>Qwen</b>,step_by_step,overall,2,")
+    lines = [line for line in response.content.decode().splitlines() if not line.startswith("# ")]
+    assert lines[0].startswith("model,mode,group,in_release,n,")
+    assert lines[1].startswith("<b>Qwen</b>,step_by_step,overall,true,2,")
 
 
 def test_it_downloads_json(inspector, login, board):
@@ -571,7 +576,7 @@ def test_it_downloads_json(inspector, login, board):
     assert response["Content-Disposition"].endswith('filename="k12vista-leaderboard.json"')
     document = json.loads(response.content)
     entry = document["entries"][0]
-    assert document["format"] == "k12vista-leaderboard.v1" and entry["cells"]["overall"]["mean"] == 0.5
+    assert document["format"] == "k12vista-leaderboard.v2" and entry["cells"]["overall"]["mean"] == 0.5
     assert entry["published"]["overall"]["score"] == 0.612
 
 
@@ -580,7 +585,82 @@ def test_it_downloads_latex_for_a_mode_and_grouping(inspector, login, board):
     assert response["Content-Type"] == "application/x-tex; charset=utf-8"
     assert response["Content-Disposition"].endswith('filename="k12vista-leaderboard.tex"')
     text = response.content.decode()
-    assert text.startswith("\\begin{table}") and "Math" in text and "\\textbf{50.00}" in text
+    assert text.startswith("% time_rule: ") and "\\begin{table}" in text
+    assert "Math" in text and "\\textbf{50.00}" in text
+
+
+def test_the_page_and_every_download_state_each_definition(inspector, login, board):
+    client = login(inspector)
+    page = client.get("/research/leaderboard/?mode=step_by_step").content.decode()
+    csv_text = client.get("/research/leaderboard/download/csv/").content.decode()
+    document = json.loads(client.get("/research/leaderboard/download/json/").content)
+    for grouping in leaderboard.LATEX_GROUPINGS:
+        latex = client.get(f"/research/leaderboard/download/latex/?mode=step_by_step&grouping={grouping}")
+        for key, text in leaderboard.DEFINITIONS.items():
+            assert f"% {key}: {text}" in latex.content.decode()
+    for key, text in leaderboard.DEFINITIONS.items():
+        assert f'data-definition="{key}"' in page and escape(text) in page
+        assert f"# {key}: {text}" in csv_text
+        assert document["definitions"][key] == text
+    assert "correct steps (CS) are excluded" in page and "Student-t" in page and "clipped to [0, 1]" in page
+    assert document["time_rule"] == "snapshot" and "Snapshot rule" in page
+
+
+def test_each_entry_names_and_links_its_runs_and_shows_an_unfinished_rescoring_beside(researcher, login, board):
+    finished = ScoringRun.objects.get(inference_run=board)
+    running = Job.objects.create(kind="inference.score", status=Job.Status.RUNNING)
+    going = ScoringRun.objects.create(
+        name="rescoring now", inference_run=board, judge=board.endpoint, method=finished.method, job=running
+    )
+    body = login(researcher).get("/research/leaderboard/?mode=step_by_step").content.decode()
+    assert f'href="/research/runs/{board.pk}/"' in body and f'href="/research/scoring/{finished.pk}/"' in body
+    assert f'data-not-counted="{going.pk}"' in body and "rescoring now: running" in body
+    assert "<strong>50.0</strong>" in body  # the finished run's numbers, not the running one's
+    document = json.loads(login(researcher).get("/research/leaderboard/download/json/").content)
+    run = document["entries"][0]["run"]
+    assert (run["inference_run"], run["scoring_run"], run["not_counted"][0]["status"]) == (
+        board.pk, finished.pk, "running",
+    )  # fmt: skip
+
+
+def test_it_shows_the_grid_with_coverage_and_cells_outside_the_release_in_their_own_column(
+    inspector, login, researcher
+):
+    run = make_run(researcher, finished=True)
+    answer(run, make_question(subject="physics", grade=5, qtype="fill_in_blank"))
+    answer(run, make_question(subject="math", grade=8, qtype="multiple_choice"))
+    scored(run, labels=("CS", "CE"), score=0.5)
+    body = login(inspector).get("/research/leaderboard/?mode=step_by_step").content.decode()
+    grid = body.split('id="scores-grid"')[1].split('id="error-charts"')[0]
+    assert "physics-g6 §" in grid and "data-outside" in grid and "1/1 (100%)" in grid
+    cells = body.split('id="scores-cell"')[1].split('id="scores-grid"')[0]
+    assert "physics-g6 §" in cells
+    assert 'data-group="grid:fill_in_blank:physics-g6"' in body  # its error distribution
+    latex = login(inspector).get("/research/leaderboard/download/latex/?mode=step_by_step&grouping=grid").content
+    assert "physics-g6\\S" in latex.decode() and "Outside the release" in latex.decode()
+
+
+def test_a_researcher_pins_a_finished_scoring_run_and_unpins_it(researcher, login, board):
+    first = ScoringRun.objects.get(inference_run=board)
+    second = scored(board, score=1.0, name="second judge")
+    client = login(researcher)
+    assert "<strong>100.0</strong>" in client.get("/research/leaderboard/?mode=step_by_step").content.decode()
+    response = client.post("/research/leaderboard/pin/", {"scoring_run": first.pk})
+    assert response.status_code == 302 and response.url == "/research/leaderboard/?mode=step_by_step"
+    body = client.get("/research/leaderboard/?mode=step_by_step").content.decode()
+    assert "<strong>50.0</strong>" in body and "data-pinned" in body and 'class="pin-form"' in body
+    assert client.post(f"/research/leaderboard/unpin/{board.pk}/").status_code == 302
+    body = client.get("/research/leaderboard/?mode=step_by_step").content.decode()
+    assert "<strong>100.0</strong>" in body and "data-pinned" not in body
+    assert f'data-scoring-run="{second.pk}"' in body
+
+
+def test_it_keeps_inspectors_and_strangers_from_pinning(inspector, login, board, db):
+    scoring_run = ScoringRun.objects.get(inference_run=board)
+    assert login(inspector).post("/research/leaderboard/pin/", {"scoring_run": scoring_run.pk}).status_code == 403
+    stranger = make_person("stranger", Role.RESEARCHER)
+    assert login(stranger).post("/research/leaderboard/pin/", {"scoring_run": scoring_run.pk}).status_code == 404
+    assert login(stranger).post("/research/leaderboard/pin/", {"scoring_run": "x"}).status_code == 404
 
 
 @pytest.mark.parametrize("path", ["download/xlsx/", "download/latex/?grouping=nonsense"])

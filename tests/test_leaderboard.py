@@ -9,6 +9,7 @@ import random
 import pytest
 
 from inference.leaderboard import (
+    DEFINITIONS,
     ERROR_CODES,
     Cell,
     PublishedCSVError,
@@ -17,6 +18,7 @@ from inference.leaderboard import (
     build_leaderboard,
     from_csv,
     from_json,
+    in_release,
     latex_escape,
     merge_published,
     parse_group,
@@ -111,12 +113,21 @@ def test_it_orders_groups_and_entries_for_display(board):
     assert groups[:4] == ["overall", "stage:primary", "stage:middle", "stage:high"]
     assert groups[4:9] == [f"subject:{s}" for s in ("math", "physics", "chemistry", "biology", "geography")]
     assert groups[9:12] == ["type:multiple_choice", "type:fill_in_blank", "type:free_response"]
-    assert groups[12] == "cell:math-g6" and len(groups) == 23
+    assert groups[12] == "cell:math-g6" and groups[22] == "cell:geography-g12"
+    # then the paper's grid: type x subject-grade, each type's eleven tags in release order
+    assert groups[23:25] == ["grid:multiple_choice:math-g6", "grid:multiple_choice:math-g9"]
+    assert groups[34] == "grid:fill_in_blank:math-g6" and groups[-1] == "grid:free_response:geography-g12"
+    assert len(groups) == 12 + 11 + 33
 
 
 def test_it_appends_cells_outside_the_release_in_subject_order():
     board = build_leaderboard([item("a", "physics", 2, MC, 1.0), item("b", "biology", 5, MC, 0.0)])
-    assert list(board.entries[0].cells)[-2:] == ["cell:physics-g6", "cell:biology-g6"]
+    groups = list(board.entries[0].cells)
+    cells = [group for group in groups if group.startswith("cell:")]
+    assert cells[-2:] == ["cell:physics-g6", "cell:biology-g6"]  # after the release's eleven
+    assert groups.index("grid:multiple_choice:biology-g6") == groups.index("grid:multiple_choice:geography-g12") + 2
+    assert not in_release("cell:physics-g6") and not in_release("grid:multiple_choice:physics-g6")
+    assert in_release("cell:physics-g9") and in_release("overall")
 
 
 def test_it_computes_a_student_t_interval_on_a_known_example():
@@ -163,7 +174,16 @@ def test_it_counts_error_labels_without_correct_steps(board):
 def test_it_gives_no_shares_where_there_are_no_error_steps(board):
     dist = board.entry("M", "direct").errors["subject:chemistry"]
     assert dist.error_steps == 0 and set(dist.shares.values()) == {None}
-    assert "cell:math-g9" not in board.entry("M", "direct").errors
+    assert board.entry("M", "direct").errors["cell:math-g9"].steps == 0  # cells have distributions too
+
+
+def test_it_counts_error_labels_per_cell_and_grid_cell(board):
+    errors = board.entry("M", "step_by_step").errors
+    assert errors["cell:physics-g12"].counts["ICE"] == 1 and errors["cell:physics-g12"].error_steps == 3
+    assert errors["grid:free_response:physics-g12"].steps == 4
+    primary_mc = errors["grid:multiple_choice:math-g6"]
+    assert (primary_mc.counts["CE"], primary_mc.steps) == (1, 3)
+    assert errors["grid:fill_in_blank:physics-g9"].steps == 0  # s3 was not scored
 
 
 def test_it_counts_absent_questions_in_overall_coverage_only():
@@ -229,14 +249,17 @@ def test_it_round_trips_through_csv(board):
     merged = published_board(board)
     text = to_csv(merged)
     assert from_csv(text) == merged
-    rows = list(csv.DictReader(io.StringIO(text)))
+    assert text.startswith("# k12vista-leaderboard.v2")
+    for name in ("mean", "interval", "coverage", "absent", "error_share", "time_rule"):
+        assert f"# {name}: " in text
+    rows = list(csv.DictReader(line for line in io.StringIO(text) if not line.startswith("#")))
     overall = next(r for r in rows if (r["model"], r["mode"], r["group"]) == ("M", "direct", "overall"))
     assert (overall["n"], overall["items"], overall["coverage"], overall["mean"]) == ("4", "5", "0.8", "0.625")
     assert (overall["published_score"], overall["published_source"]) == ("0.615", "paper Table 7")
     ce = next(r for r in rows if (r["model"], r["mode"], r["group"]) == ("M", "step_by_step", "overall"))
     assert (ce["CE"], ce["CE_share"], ce["QM_share"]) == ("2", "0.5", "0.0")
     cell = next(r for r in rows if (r["model"], r["mode"], r["group"]) == ("M", "direct", "cell:math-g9"))
-    assert cell["steps"] == "" and cell["ICE"] == ""
+    assert (cell["steps"], cell["ICE"], cell["in_release"]) == ("0", "0", "true")  # cells have error distributions
 
 
 def test_it_round_trips_through_json_with_a_stable_key_order(board):
@@ -247,9 +270,10 @@ def test_it_round_trips_through_json_with_a_stable_key_order(board):
     random.Random(4).shuffle(shuffled)
     assert to_json(published_board(build_leaderboard(shuffled))) == text
     document = json.loads(text)
-    assert list(document) == ["format", "interval", "entries"]
+    assert list(document) == ["format", "interval", "time_rule", "definitions", "question_set", "entries"]
+    assert "correct steps (CS) are excluded" in document["definitions"]["error_share"]
     entry = document["entries"][0]
-    assert list(entry) == ["model", "mode", "cells", "errors", "published"]
+    assert list(entry) == ["model", "mode", "run", "cells", "errors", "published"]
     assert list(entry["cells"]["overall"]) == [
         "n",
         "unscored",
@@ -259,6 +283,7 @@ def test_it_round_trips_through_json_with_a_stable_key_order(board):
         "mean",
         "ci_low",
         "ci_high",
+        "in_release",
     ]
     assert entry["cells"]["subject:chemistry"]["mean"] is None
 
@@ -298,13 +323,16 @@ EXPECTED_LATEX = r"""\begin{table}[htbp]
     \bottomrule
   \end{tabular}
   \par\smallskip
+  {\footnotesize Mean over scored items; the bank as each scoring run saw it.}\par
   {\footnotesize $^\dagger$ Coverage below 100\,\%: mean over scored responses only.}
 \end{table}
 """
 
 
 def test_it_writes_a_booktabs_table_with_bold_best_escaping_and_em_dashes():
-    assert to_latex(build_leaderboard(LATEX_ITEMS), mode="direct") == EXPECTED_LATEX
+    text = to_latex(build_leaderboard(LATEX_ITEMS), mode="direct")
+    definitions = "".join(f"% {name}: {value}\n" for name, value in DEFINITIONS.items())
+    assert text == definitions + EXPECTED_LATEX
 
 
 def test_it_writes_published_numbers_as_a_latex_table(board):
@@ -401,7 +429,7 @@ def test_it_shows_published_numbers_beside_ours_without_changing_ours(board):
     assert ours.published["overall"].score == pytest.approx(0.615)
     assert ours.published["overall"].source == "paper Table 7"
     assert ours.cells["cell:physics-g6"] == Cell("cell:physics-g6")
-    assert list(ours.cells)[-1] == "cell:physics-g6"
+    assert [g for g in ours.cells if g.startswith("cell:")][-1] == "cell:physics-g6"
     assert [e.key for e in merged.entries] == [
         ("Gemini2-thinking", "step_by_step"),
         ("M", "direct"),

@@ -254,6 +254,27 @@ def test_it_rescores_only_the_failed_judgments(judge_server, researcher):
     assert scored.judgments.count() == 3
 
 
+def test_a_finished_scoring_job_stores_the_leaderboard_slices_and_a_rescore_replaces_them(judge_server, researcher):
+    from inference import standings
+    from inference.models import BoardSnapshot
+
+    Judge.replies = {"ANSWER-1": [DIRECT_OK], "ANSWER-2": [400, 400, 400, 400, 400, 400]}
+    run = answered_run("direct", ["ANSWER-1 最终答案：B", "ANSWER-2 最终答案：x=3"])
+    scored = score_now(start(run, judge_endpoint(judge_server), researcher))
+    snapshot = BoardSnapshot.objects.get(scoring_run=scored)
+    assert snapshot.job_id == scored.job_id
+    overall = standings.standings().entry("student", "direct").cells["overall"]
+    assert (overall.n, overall.items, overall.mean) == (1, 2, 0.5)
+    Judge.replies["ANSWER-2"] = [DIRECT_FENCED]
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        job = scoring.rescore_failed(scoring_run=scored, user=researcher)
+    # while the rescore has not run, the board keeps the finished job's numbers
+    assert standings.standings().entry("student", "direct").cells["overall"] == overall
+    execute_job(job.pk)
+    assert BoardSnapshot.objects.get(scoring_run=scored).job_id == job.pk
+    assert standings.standings().entry("student", "direct").cells["overall"].n == 2
+
+
 def test_it_refuses_a_method_that_does_not_match_the_mode(judge_server, researcher):
     run = answered_run("direct", ["最终答案：B"])
     with pytest.raises(scoring.ScoringError, match="direct run"):
