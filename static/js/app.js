@@ -133,8 +133,21 @@
     });
   }
 
+  // The menu collapses behind a button on narrow screens; without JS it stays open (CSS keys on html.js).
+  function bindNavToggle() {
+    var button = document.querySelector("[data-nav-toggle]");
+    if (!button) return;
+    button.addEventListener("click", function () {
+      var open = button.closest("header").classList.toggle("nav-open");
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+
+  document.documentElement.classList.add("js");
+
   document.addEventListener("DOMContentLoaded", function () {
     bindShortcuts();
+    bindNavToggle();
     bindSplit(document);
     placeBoxes(document);
     bindStepEditor(document);
