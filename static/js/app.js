@@ -207,6 +207,29 @@
     });
   }
 
+  // When a job shown on the page ends, the page fetches itself again and puts in what the job produced:
+  // the regions marked data-refresh-on-job, or the whole of <main> on pages that mark none.
+  function refreshAfterJob() {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        var regions = document.querySelectorAll("main [data-refresh-on-job][id]");
+        var pairs = regions.length
+          ? Array.prototype.map.call(regions, function (el) { return [el, fresh.getElementById(el.id)]; })
+          : [[document.querySelector("main"), fresh.querySelector("main")]];
+        pairs.forEach(function (pair) {
+          if (!pair[0] || !pair[1]) return;
+          var replacement = document.importNode(pair[1], true);
+          pair[0].replaceWith(replacement);
+          if (window.htmx) window.htmx.process(replacement);
+          typeset(replacement);
+          placeBoxes(replacement);
+        });
+      })
+      .catch(function () { /* the page still shows the finished job; a reload shows the rest */ });
+  }
+
   document.documentElement.classList.add("js");
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -214,6 +237,7 @@
     bindNavToggle();
     bindHeartbeat(document);
     bindAutosave(document);
+    document.body.addEventListener("job-finished", refreshAfterJob);
     bindSplit(document);
     placeBoxes(document);
     bindStepEditor(document);
