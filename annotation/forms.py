@@ -3,7 +3,7 @@ import re
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from annotation.models import Flag, Question
+from annotation.models import Flag, Question, SourceDocument
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
 OPTION_LINE = re.compile(r"^\s*([A-H])\s*[.、．:：)]\s*(.*)$")
@@ -108,6 +108,27 @@ class QuestionFilterForm(forms.Form):
     knowledge_point = forms.CharField(required=False, label=_("Knowledge point"))
     q = forms.CharField(required=False, label=_("Hash id or text"))
     after = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+class QueueChoiceForm(forms.Form):
+    """What an annotator narrows their queue to; every field may stay open."""
+
+    subject = forms.ChoiceField(choices=[("", _("Any subject")), *Subject.choices], required=False, label=_("Subject"))
+    qtype = forms.ChoiceField(choices=[("", _("Any type")), *QuestionType.choices], required=False, label=_("Type"))
+    document = forms.ModelChoiceField(
+        queryset=SourceDocument.objects.order_by("-id"), required=False, empty_label=_("Any import"), label=_("Import")
+    )
+
+    def choices(self) -> dict:
+        """The valid choices as plain values (kept in the session between questions)."""
+        if not self.is_valid():
+            return {}
+        data = self.cleaned_data
+        return {
+            "subject": data["subject"],
+            "qtype": data["qtype"],
+            "document": data["document"] and data["document"].pk,
+        }
 
 
 class MultipleFileInput(forms.ClearableFileInput):

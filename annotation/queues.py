@@ -27,23 +27,40 @@ TASK_INPUT = {
 }
 
 
-def next_assignment(*, annotator: Any, task: str) -> Assignment | None:
+# What an annotator may narrow their queue to (the queue form's fields -> Question fields).
+QUEUE_FILTERS = {"subject": "subject", "qtype": "qtype", "document": "source_document_id"}
+
+
+def queue_filter(choices: dict | None) -> Q:
+    """The questions an annotator's choices allow; unknown keys and empty values are ignored."""
+    choices = choices or {}
+    return Q(**{field: choices[key] for key, field in QUEUE_FILTERS.items() if choices.get(key)})
+
+
+def next_assignment(*, annotator: Any, task: str, choices: dict | None = None) -> Assignment | None:
+    """The question the annotator already holds for this task (the oldest first: work
+    taken is finished before new work), else a claimed one within their choices."""
     held = Assignment.objects.for_annotator(annotator).open().filter(task=task).order_by("created").first()
     if held is not None:
         held.renew()
         return held
     for _attempt in range(5):  # lose a race, try the next question
-        assignment = _claim_one(annotator=annotator, task=task)
+        assignment = _claim_one(annotator=annotator, task=task, within=queue_filter(choices))
         if assignment is not False:
             return assignment
     return None
 
 
-def _claim_one(*, annotator: Any, task: str) -> Assignment | None | bool:
-    """Claims one question: a free one, or one whose holder's lock expired.
-    Returns False when someone else won the race for the chosen question."""
+def _claim_one(*, annotator: Any, task: str, within: Q) -> Assignment | None | bool:
+    """Claims one question within the annotator's choices: a free one, or one whose
+    holder's lock expired. Returns False when someone else won the race for it."""
     now = timezone.now()
-    expired = Assignment.objects.open().filter(task=task, locked_until__lt=now).order_by("locked_until").first()
+    expired = (
+        Assignment.objects.open()
+        .filter(task=task, locked_until__lt=now, question__in=Question.objects.filter(within).values("id"))
+        .order_by("locked_until")
+        .first()
+    )
     if expired is not None:
         taken = Assignment.objects.filter(pk=expired.pk, done_at__isnull=True, locked_until__lt=now).update(
             annotator=annotator, locked_until=Assignment.lock_expiry(), created=now
@@ -53,7 +70,9 @@ def _claim_one(*, annotator: Any, task: str) -> Assignment | None | bool:
         expired.refresh_from_db()
         return expired
     held = Assignment.objects.filter(question=OuterRef("pk"), task=task, done_at__isnull=True)
-    question = Question.objects.filter(status=TASK_INPUT[task]).exclude(Exists(held)).order_by("id").only("id").first()
+    question = (
+        Question.objects.filter(within, status=TASK_INPUT[task]).exclude(Exists(held)).order_by("id").only("id").first()
+    )
     if question is None:
         return None
     try:

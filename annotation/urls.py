@@ -12,6 +12,7 @@ urlpatterns = [
     path("review/<int:pk>/merge-next/", views.merge_next, name="merge_next"),
     path("steps/<int:pk>/", views.steps, name="steps"),
     path("work/<int:pk>/reject/", views.reject, name="reject"),
+    path("work/<int:pk>/heartbeat/", views.heartbeat, name="heartbeat"),
     path("team/", views.team, name="team"),
     path("imports/", views.imports, name="imports"),
     path("imports/<int:pk>/", views.import_detail, name="import_detail"),

@@ -13,6 +13,7 @@ from annotation.forms import (
     QuestionFileForm,
     QuestionFilterForm,
     QuestionForm,
+    QueueChoiceForm,
     RejectForm,
     StepsForm,
     filter_controls,
@@ -33,12 +34,20 @@ def get_question_for_browser(user, hash_id: str) -> Question:
 # --- the annotator's queue ----------------------------------------------------
 
 
+QUEUE_CHOICES = "queue_choices"  # the session key: what the annotator narrowed their queue to
+
+
 @role_required(Role.ANNOTATOR)
 def queue(request: HttpRequest) -> HttpResponse:
     """The annotator's home: their own open assignments, nobody else's."""
     held = Assignment.objects.for_annotator(request.user).open().select_related("question")
-    waiting = {task: Question.objects.in_status(status).count() for task, status in queues.TASK_INPUT.items()}
-    return render(request, "annotation/queue.html", {"held": held, "waiting": waiting, "tasks": Assignment.Task})
+    form = QueueChoiceForm(request.GET if request.GET else request.session.get(QUEUE_CHOICES) or None)
+    within = queues.queue_filter(form.choices())
+    waiting = {
+        task: Question.objects.in_status(status).filter(within).count() for task, status in queues.TASK_INPUT.items()
+    }
+    ctx = {"held": held, "waiting": waiting, "tasks": Assignment.Task, "choice_form": form}
+    return render(request, "annotation/queue.html", ctx)
 
 
 @role_required(Role.ANNOTATOR)
@@ -47,11 +56,26 @@ def claim(request: HttpRequest) -> HttpResponse:
     task = request.POST.get("task", "")
     if task not in Assignment.Task.values:
         raise Http404
-    assignment = queues.next_assignment(annotator=request.user, task=task)
+    request.session[QUEUE_CHOICES] = QueueChoiceForm(request.POST).choices()
+    return open_next(request, task)
+
+
+def open_next(request: HttpRequest, task: str) -> HttpResponse:
+    """Opens the annotator's next question for the task within their queue choices
+    (called from POSTs only: claiming is a change), or the queue when none is left."""
+    assignment = queues.next_assignment(annotator=request.user, task=task, choices=request.session.get(QUEUE_CHOICES))
     if assignment is None:
         messages.info(request, _("Nothing is waiting for this task."))
         return redirect("annotation:queue")
     return redirect(work_url(assignment))
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def heartbeat(request: HttpRequest, pk: int) -> HttpResponse:
+    """An open work page keeps its lock while the annotator is on it (opening a page never does)."""
+    queues.get_assignment_for_user(request.user, pk).renew()
+    return HttpResponse(status=204)
 
 
 def work_url(assignment: Assignment) -> str:
@@ -70,7 +94,8 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
     if assignment.task != Assignment.Task.OCR_REVIEW:
         raise Http404
     question = assignment.question
-    assignment.renew()
+    if request.method == "POST":
+        assignment.renew()
     form = QuestionForm.for_question(question, request.POST or None)
     conflict = None
     if request.method == "POST" and form.is_valid():
@@ -89,7 +114,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
                 )
                 assignment.complete()
                 messages.success(request, _("Accepted %(id)s.") % {"id": question.hash_id})
-                return redirect("annotation:queue")
+                return open_next(request, assignment.task)
         except services.EditConflict as exc:
             conflict = exc.changed
             question = exc.question
@@ -147,7 +172,8 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
     if assignment.task != Assignment.Task.STEP_CORRECTION:
         raise Http404
     question = assignment.question
-    assignment.renew()
+    if request.method == "POST":
+        assignment.renew()
     proposal = question.step_proposals.filter(status=StepProposal.Status.PENDING).first()
     initial_steps = question.solution_steps or (proposal.steps if proposal else [])
     form = StepsForm(request.POST or None, steps=initial_steps, initial={"version": question.version})
@@ -165,7 +191,9 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
                 services.submit_steps(question=question, user=request.user, proposal=proposal)
                 assignment.complete()
                 messages.success(request, _("Submitted the steps of %(id)s.") % {"id": question.hash_id})
-                return redirect("annotation:queue")
+                return open_next(request, assignment.task)
+            if request.htmx:  # autosave: tell the page its new version
+                return render(request, "annotation/steps.html#saved", {"question": question})
             messages.success(request, _("Saved."))
             return redirect("annotation:steps", pk=assignment.pk)
         except services.EditConflict as exc:
@@ -184,6 +212,8 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
         "conflict": conflict,
         "reject_form": RejectForm(),
     }
+    if request.htmx and conflict:
+        return render(request, "annotation/steps.html#conflict", ctx, status=409)
     return render(request, "annotation/steps.html", ctx, status=409 if conflict else 200)
 
 

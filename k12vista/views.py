@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
 from rest_framework.authtoken.models import Token
 
 from k12vista import files, jobs, services
@@ -82,8 +83,17 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_job_for_user(request.user, pk)
     if request.htmx:
-        return render(request, "k12vista/_job_progress.html", {"job": job})
+        return job_fragment(request, job)
     return render(request, "k12vista/job_detail.html", {"job": job})
+
+
+def job_fragment(request: HttpRequest, job: Job) -> HttpResponse:
+    """The progress fragment; once the job is over it also tells the page (the "job-finished"
+    event), which then refreshes what the job produced: results, downloads, imported questions."""
+    response = render(request, "k12vista/_job_progress.html", {"job": job})
+    if job.is_finished:
+        trigger_client_event(response, "job-finished", {"job": job.pk})
+    return response
 
 
 @login_required
@@ -92,7 +102,7 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_job_for_user(request.user, pk)
     jobs.cancel_job(job=job)
     if request.htmx:
-        return render(request, "k12vista/_job_progress.html", {"job": job})
+        return job_fragment(request, job)
     return redirect("k12vista:job_detail", pk=job.pk)
 
 

@@ -48,6 +48,11 @@ def label_queue(request: HttpRequest) -> HttpResponse:
 @role_required(Role.ANNOTATOR)
 @require_POST
 def label_next(request: HttpRequest) -> HttpResponse:
+    return open_next_task(request)
+
+
+def open_next_task(request: HttpRequest) -> HttpResponse:
+    """The annotator's next item (claimed: called from POSTs only), or the queue when none is waiting."""
     task = labelling.next_task(request.user)
     if task is None:
         messages.info(request, _("No chain of thought is waiting for labels."))
@@ -73,7 +78,7 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
             if request.POST.get("action") == "submit":
                 labelling.submit(task)
                 messages.success(request, _("Submitted your labels for %(key)s.") % {"key": cot.key})
-                return redirect("pem:label_queue")
+                return open_next_task(request)
             messages.success(request, _("Saved."))
             return redirect("pem:label_task", pk=task.pk)
         except labelling.DraftConflict as exc:  # the posted labels stay in the form, on the version now saved

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch
+from django.utils.translation import gettext as _
 
 from k12vista.stats import proportion
 from pem import agreement
@@ -127,6 +128,18 @@ def rework_summary(audit: Audit) -> dict:
         "reaudited": len(verdicts),
         "passed_after_rework": sum(1 for v in verdicts if v is not None and all(v.values())),
     }
+
+
+def rates_chart(report: dict, dims: list[tuple[str, str]]) -> dict:
+    """The high-quality rates as a chart spec (static/js/charts.js): one bar group per stratum,
+    one bar per dimension, the overall last; the rates table beside it holds the same numbers."""
+    rows = [*report["strata"], {"stratum": str(_("Overall")), "rates": report["overall"]["rates"]}]
+    return {
+        "kind": "bar", "percent": True, "y_max": 1, "categories": [row["stratum"] for row in rows],
+        "series": [
+            {"name": str(label), "data": [row["rates"][name]["value"] for row in rows]} for name, label in dims
+        ],
+    }  # fmt: skip
 
 
 def build_report(audit: Audit) -> dict:

@@ -181,7 +181,8 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     audit = get_audit_for_user(request.user, pk)
     data = reports.build_report(audit)
     dims = [(name, label) for name, label in audit.dimensions()]
-    return render(request, "review/report.html", {"audit": audit, "report": data, "dims": dims})
+    context = {"audit": audit, "report": data, "dims": dims, "rates_chart": reports.rates_chart(data, dims)}
+    return render(request, "review/report.html", context)
 
 
 @role_required(*READERS)

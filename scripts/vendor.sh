@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
 out=static/vendor
 rm -rf "$out"
-mkdir -p "$out/htmx" "$out/katex/contrib" "$out/katex/fonts"
+mkdir -p "$out/htmx" "$out/katex/contrib" "$out/katex/fonts" "$out/echarts" "$out/noto-sans-sc/files"
 cp node_modules/htmx.org/dist/htmx.min.js "$out/htmx/"
 cp node_modules/htmx.org/LICENSE "$out/htmx/LICENSE"
 cp node_modules/katex/dist/katex.min.js node_modules/katex/dist/katex.min.css "$out/katex/"
@@ -14,5 +14,17 @@ cp node_modules/katex/dist/contrib/auto-render.min.js node_modules/katex/dist/co
 # All three formats: the CSS names them, and the static manifest checks every url().
 cp node_modules/katex/dist/fonts/* "$out/katex/fonts/"
 cp node_modules/katex/LICENSE "$out/katex/LICENSE"
-node -e 'const l=require("./package-lock.json").packages;for(const k of ["node_modules/htmx.org","node_modules/katex"])console.log(k.split("/")[1], l[k].version)' > "$out/VERSIONS"
+# ECharts' common build (bar, line, pie and their components) runs under our CSP: no eval.
+cp node_modules/echarts/dist/echarts.common.min.js "$out/echarts/"
+cp node_modules/echarts/LICENSE node_modules/echarts/NOTICE "$out/echarts/"
+# Noto Sans SC, regular and bold, as woff2 split by unicode-range: a browser fetches only the ranges
+# a page uses. Only woff2 is kept (every browser we support reads it), so the woff fallbacks are cut
+# out of the CSS, whose every url() the static manifest checks.
+font=node_modules/@fontsource/noto-sans-sc
+for weight in 400 700; do
+    sed -E "s#, url\(\./files/[^)]*\.woff\) format\('woff'\)##" "$font/$weight.css" > "$out/noto-sans-sc/$weight.css"
+    cp "$font"/files/noto-sans-sc-*-"$weight"-normal.woff2 "$out/noto-sans-sc/files/"
+done
+cp "$font/LICENSE" "$out/noto-sans-sc/LICENSE"
+node -e 'const l=require("./package-lock.json").packages;for(const k of ["node_modules/htmx.org","node_modules/katex","node_modules/echarts","node_modules/@fontsource/noto-sans-sc"])console.log(k.replace("node_modules/",""), l[k].version)' > "$out/VERSIONS"
 cat "$out/VERSIONS"

@@ -1,3 +1,4 @@
+import json
 from unittest import mock
 
 import pytest
@@ -80,3 +81,25 @@ def test_it_keeps_settings_from_non_admins(researcher, login):
     assert client.get("/manage/settings/").status_code == 403
     assert client.post("/manage/settings/", {"queue": "cpu"}).status_code == 403
     assert not Job.objects.exists()
+
+
+def test_it_tells_the_page_when_the_job_has_ended(job, researcher, login):
+    client = login(researcher)
+    running = client.get(f"/jobs/{job.pk}/", headers={"HX-Request": "true"})
+    assert "HX-Trigger" not in running.headers
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.SUCCEEDED)
+    ended = client.get(f"/jobs/{job.pk}/", headers={"HX-Request": "true"})
+    assert json.loads(ended.headers["HX-Trigger"]) == {"job-finished": {"job": job.pk}}
+
+
+def test_it_shows_parameters_and_results_as_named_rows_in_local_time(job, researcher, login, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    Job.objects.filter(pk=job.pk).update(
+        status=Job.Status.SUCCEEDED,
+        params={"format": "jsonl", "filters": {"subject": "math"}},
+        result={"count": 1200, "bytes": 2048, "created": "2026-12-01T01:02:03.456789+00:00"},
+    )
+    body = login(researcher).get(f"/jobs/{job.pk}/").content.decode()
+    assert "{&#x27;" not in body and "{'" not in body  # no Python dicts on the page
+    assert "2026-12-01 09:02:03" in body and ".456789" not in body  # local time, no microseconds
+    assert "2.0 KB" in body.replace("\xa0", " ") and "data-job-result" in body

@@ -98,10 +98,11 @@
       if (!button) return;
       var li = button.closest("li");
       var area = li.querySelector("textarea");
+      var focus = li; // where typing goes on: the new step after a split or an add
       switch (button.dataset.step) {
         case "up": if (li.previousElementSibling) list.insertBefore(li, li.previousElementSibling); break;
         case "down": if (li.nextElementSibling) list.insertBefore(li.nextElementSibling, li); break;
-        case "add": li.after(blank("")); break;
+        case "add": focus = blank(""); li.after(focus); break;
         case "split":
           var at = area.selectionStart || 0;
           var rest = area.value.slice(at).trim();
@@ -109,15 +110,33 @@
           var added = blank(rest);
           li.after(added);
           stepPreview(added);
+          focus = added;
           break;
         case "merge":
           var next = li.nextElementSibling;
           if (next) { area.value = (area.value + " " + next.querySelector("textarea").value).trim(); next.remove(); }
           break;
-        case "delete": if (list.children.length > 1) li.remove(); else area.value = ""; break;
+        case "delete":
+          focus = li.previousElementSibling || li.nextElementSibling;
+          if (list.children.length > 1) li.remove(); else area.value = "";
+          break;
       }
       stepPreview(li);
       renumber();
+      list.dispatchEvent(new CustomEvent("steps-changed", { bubbles: true }));
+      if (!focus || !list.contains(focus)) focus = list.querySelector("li");
+      focus.querySelector("textarea").focus();
+    });
+    // Alt+key runs the tool of the step being edited (the buttons show their key).
+    list.addEventListener("keydown", function (event) {
+      if (!event.altKey) return;
+      var li = event.target.closest("li");
+      if (!li) return;
+      var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
+      var button = li.querySelector('button[data-step-key="' + key + '"]');
+      if (!button) return;
+      event.preventDefault();
+      button.click();
     });
     list.querySelectorAll("li").forEach(stepPreview);
   }
@@ -133,8 +152,92 @@
     });
   }
 
+  // The menu collapses behind a button on narrow screens; without JS it stays open (CSS keys on html.js).
+  function bindNavToggle() {
+    var button = document.querySelector("[data-nav-toggle]");
+    if (!button) return;
+    button.addEventListener("click", function () {
+      var open = button.closest("header").classList.toggle("nav-open");
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+
+  // Work pages hold a lock on their question: while the page is open it is renewed by a POST every few
+  // minutes (opening a page never changes anything on the server).
+  var HEARTBEAT_MS = 5 * 60 * 1000;
+
+  function post(url) {
+    var token = document.querySelector('meta[name="csrf-token"]');
+    return fetch(url, { method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": token ? token.content : "" } });
+  }
+
+  function bindHeartbeat(root) {
+    root.querySelectorAll("[data-heartbeat]").forEach(function (el) {
+      window.setInterval(function () { post(el.dataset.heartbeat); }, HEARTBEAT_MS);
+    });
+  }
+
+  // Autosaving forms: the status says at once when a save failed or was refused, and leaving the page
+  // with changes not yet saved asks first. Messages come translated from the status element's data-*.
+  function bindAutosave(root) {
+    root.querySelectorAll("form[data-warn-unsaved]").forEach(function (form) {
+      var status = form.querySelector("#autosave-status") || document.getElementById("autosave-status");
+      var dirty = false;
+      var say = function (key, cls) {
+        status = document.getElementById("autosave-status") || status;
+        if (!status) return;
+        status.textContent = status.dataset[key] || "";
+        status.className = cls || "muted";
+      };
+      form.addEventListener("input", function () { dirty = true; say("unsaved"); });
+      form.addEventListener("steps-changed", function () { dirty = true; say("unsaved"); });
+      form.addEventListener("submit", function () { dirty = false; });
+      form.addEventListener("htmx:afterRequest", function (event) {
+        if (event.detail.successful) dirty = false;
+      });
+      form.addEventListener("htmx:responseError", function (event) {
+        say(event.detail.xhr.status === 409 ? "conflict" : "failed", "status-failed");
+      });
+      form.addEventListener("htmx:sendError", function () { say("failed", "status-failed"); });
+      window.addEventListener("beforeunload", function (event) {
+        if (!dirty) return;
+        event.preventDefault();
+        event.returnValue = (status && status.dataset.leave) || "";
+      });
+    });
+  }
+
+  // When a job shown on the page ends, the page fetches itself again and puts in what the job produced:
+  // the regions marked data-refresh-on-job, or the whole of <main> on pages that mark none.
+  function refreshAfterJob() {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        var regions = document.querySelectorAll("main [data-refresh-on-job][id]");
+        var pairs = regions.length
+          ? Array.prototype.map.call(regions, function (el) { return [el, fresh.getElementById(el.id)]; })
+          : [[document.querySelector("main"), fresh.querySelector("main")]];
+        pairs.forEach(function (pair) {
+          if (!pair[0] || !pair[1]) return;
+          var replacement = document.importNode(pair[1], true);
+          pair[0].replaceWith(replacement);
+          if (window.htmx) window.htmx.process(replacement);
+          typeset(replacement);
+          placeBoxes(replacement);
+        });
+      })
+      .catch(function () { /* the page still shows the finished job; a reload shows the rest */ });
+  }
+
+  document.documentElement.classList.add("js");
+
   document.addEventListener("DOMContentLoaded", function () {
     bindShortcuts();
+    bindNavToggle();
+    bindHeartbeat(document);
+    bindAutosave(document);
+    document.body.addEventListener("job-finished", refreshAfterJob);
     bindSplit(document);
     placeBoxes(document);
     bindStepEditor(document);

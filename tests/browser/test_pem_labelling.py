@@ -51,8 +51,7 @@ def label_with_keys(page, cot, keys_and_reasons, *, secrets_absent):
             page.wait_for_selector("textarea:focus")  # an error label asks for its reason at once
             page.keyboard.type(reason)
             page.keyboard.press("Escape")
-            page.keyboard.press("j")
-    page.wait_for_selector("#autosave-status:has-text('v')")
+    page.wait_for_function("() => /v\\d+$/.test(document.getElementById('autosave-status').textContent)")
     html = page.content()
     for secret in secrets_absent:
         assert secret not in html

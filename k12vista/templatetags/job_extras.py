@@ -1,0 +1,75 @@
+"""Job parameters and results as people read them: named rows, local times, sizes and short
+lists, never a Python dict."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.template.defaultfilters import filesizeformat
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext_lazy as _
+
+register = template.Library()
+
+# Keys that many jobs share; any other key is shown as written, with its underscores as spaces.
+KEY_NAMES = {
+    "path": _("File"), "count": _("Items"), "bytes": _("Size"), "sha256": "SHA-256", "format": _("Format"),
+    "created": _("Created"), "unchanged": _("Unchanged"), "updated": _("Updated"), "conflicts": _("Conflicts"),
+    "failed": _("Failed"), "warnings": _("Warnings"), "pages": _("Pages"), "questions": _("Questions"),
+    "figures": _("Figures"), "document": _("Document"), "run": _("Run"), "queue": _("Queue"), "name": _("Name"),
+    "filters": _("Filters"), "seed": _("Seed"), "worker": _("Worker"), "answered": _("Answered"),
+    "scored": _("Scored"), "total": _("Total"), "existing": _("Already imported"), "ocr_pages": _("Pages read by OCR"),
+}  # fmt: skip
+LIST_SHOWN = 12
+TEXT_SHOWN = 300
+
+
+def _local(value: datetime) -> str:
+    if timezone.is_aware(value):
+        value = timezone.localtime(value)
+    return formats.date_format(value.replace(microsecond=0), "Y-m-d H:i:s")
+
+
+def readable(value: Any, key: str = "") -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return str(_("yes") if value else _("no"))
+    if key == "bytes" and isinstance(value, int):
+        return str(filesizeformat(value))
+    if isinstance(value, int | float):
+        return formats.number_format(value, decimal_pos=None if isinstance(value, int) else 4)
+    if isinstance(value, datetime):
+        return _local(value)
+    if isinstance(value, str):
+        moment = parse_datetime(value) if len(value) >= 19 and value[4:5] == "-" else None
+        if moment is not None:
+            return _local(moment)
+        return value if len(value) <= TEXT_SHOWN else value[:TEXT_SHOWN] + "…"
+    if isinstance(value, list | tuple):
+        shown = ", ".join(readable(v) for v in value[:LIST_SHOWN])
+        more = len(value) - LIST_SHOWN
+        return shown + (f" … (+{more})" if more > 0 else "")
+    if isinstance(value, dict):
+        return "; ".join(f"{name_of(k)}: {readable(v, k)}" for k, v in value.items())
+    return str(value)
+
+
+def name_of(key: str) -> str:
+    return str(KEY_NAMES.get(key, key.replace("_", " ")))
+
+
+@register.filter
+def readable_rows(mapping: dict | None) -> list[tuple[str, str]]:
+    """[(name, value)] for a job's params or result, in the dict's order."""
+    if not isinstance(mapping, dict):
+        return []
+    return [(name_of(key), readable(value, key)) for key, value in mapping.items()]
+
+
+@register.filter
+def local_time(value: datetime | None) -> str:
+    return _local(value) if value else "—"
