@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -204,8 +205,16 @@ def fail_job(job_id: int, message: str) -> None:
 @job_handler("k12vista.worker_check", queue=Job.Queue.CPU)
 @job_handler("k12vista.worker_check_io", queue=Job.Queue.IO)
 def worker_check(job: Job, progress: Progress) -> dict:
-    """Proves that a worker consumes the job's queue and can reach the database."""
-    progress(0, 1)
+    """Proves that a worker consumes the job's queue and can reach the database.
+
+    With ``hold_seconds`` it keeps the worker busy that long, beating its heart
+    every second: how operators (and bench/load.py) check that a killed worker's
+    job is taken over."""
+    hold = max(0, min(int(job.params.get("hold_seconds", 0)), 3600))
+    progress(0, hold + 1)
     seen = Job.objects.filter(pk=job.pk).values_list("status", flat=True).get()
-    progress(1, 1)
+    for second in range(hold):
+        time.sleep(1)
+        progress(second + 1, hold + 1)
+    progress(hold + 1, hold + 1)
     return {"hostname": socket.gethostname(), "queue": job.queue, "status_seen_by_worker": seen}

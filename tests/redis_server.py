@@ -3,13 +3,10 @@ start again (outages). Never the shared Redis on 6379."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
-
-import pytest
 
 
 def free_port() -> int:
@@ -48,13 +45,3 @@ class RedisServer:
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    if not shutil.which("redis-server"):
-        pytest.skip("redis-server is not installed")
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
