@@ -163,6 +163,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Argon2id first (k12vista/hashers.py; measured in docs/benchmarks.md). PBKDF2
+# stays so that older hashes still verify; Django rehashes them with Argon2 at
+# their owner's next login.
+PASSWORD_HASHERS = [
+    "k12vista.hashers.StudioArgon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2, minimum=1)
+ARGON2_MEMORY_KIB = env_int("ARGON2_MEMORY_KIB", 19 * 1024, minimum=8 * 1024)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
