@@ -60,3 +60,16 @@ def test_it_is_not_in_debug_unless_asked():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True"]
+
+
+def test_it_ties_the_redis_visibility_timeout_to_job_takeover():
+    """Redis' default (an hour) left a killed worker's job running that long."""
+    result = run_django(
+        {"DEBUG": "1", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/3", "JOB_STALE_AFTER_SECONDS": "120",
+         "JOB_SWEEP_INTERVAL_SECONDS": "10"},
+        "shell", "--no-imports", "-c",
+        "from k12vista.celery import app; app.loader.import_default_modules(); "
+        "print(app.conf.broker_transport_options['visibility_timeout'], app.conf.task_acks_late)",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["130", "True"]

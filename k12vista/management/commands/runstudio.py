@@ -43,6 +43,10 @@ class Command(BaseCommand):
         if settings.DEMO_MODE:
             for username, role in DEMO_ACCOUNTS:
                 self.stdout.write(f"  {role.label:<14} {username} / {DEMO_PASSWORD}")
+        # The worker's JobSweeper bootstep (k12vista/celery.py) re-sends lost jobs; nothing else to start.
+        self.stdout.write(
+            f"The worker sweeps the job table every {settings.JOB_SWEEP_INTERVAL_SECONDS} s (lost or unsent jobs)."
+        )
         self.stdout.write("Ctrl-C stops the web server and the worker.\n")
         try:
             call_command("runserver", f"{host}:{port}", use_reloader=False)
