@@ -81,6 +81,8 @@ class Record:
     logins: list[float] = field(default_factory=list)
     slow_pages_in_reload: list[tuple[str, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    takeover_job: int | None = None
+    page_times: list[tuple[float, float]] = field(default_factory=list)  # (started, seconds) of every page
 
     def in_window(self, at: float) -> str | None:
         for name, start, end in self.windows:
@@ -94,6 +96,8 @@ class Record:
                 self.errors[(self.in_window(started) or "outside faults", endpoint, error)] += 1
             else:
                 self.times[endpoint].append(seconds)
+            if not error and not endpoint.startswith("api"):
+                self.page_times.append((started, seconds))
             if self.in_window(started) == "gunicorn reload" and seconds > 1 and not endpoint.startswith("api"):
                 self.slow_pages_in_reload.append((endpoint, seconds))
 
@@ -316,6 +320,7 @@ class Services:
         }
         self.redis: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
+        self.worker_lock = threading.Lock()
         self.web: subprocess.Popen | None = None
         self.logs = open(work / "services.log", "ab")  # noqa: SIM115
 
@@ -346,9 +351,20 @@ class Services:
         )  # fmt: skip
 
     def kill_worker(self) -> None:
-        if self.worker and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGKILL)  # the main process and its pool, as an OOM kill would
-            self.worker.wait()
+        with self.worker_lock:
+            if self.worker and self.worker.poll() is None:
+                os.killpg(self.worker.pid, signal.SIGKILL)  # the main process and its pool, as an OOM kill would
+                self.worker.wait()
+            self.start_worker()
+
+    def supervise_worker(self, record: Record, stop: threading.Event) -> None:
+        """Restarts the worker when it exits, as systemd's Restart=always does: Celery 5.7's worker exits
+        ("Unrecoverable error") when it loses its Redis connection."""
+        while not stop.wait(1):
+            with self.worker_lock:
+                if self.worker and self.worker.poll() is not None:
+                    record.notes.append(f"worker exited by itself (code {self.worker.returncode}); restarted")
+                    self.start_worker()
 
     def start_web(self) -> None:
         self.web = subprocess.Popen(
@@ -395,7 +411,8 @@ def prepare(annotators: int, questions: int, items: int) -> dict[str, str]:
     for i in range(1, annotators + 1):
         user = services.create_user(username=f"ann{i:02d}", roles=[Role.ANNOTATOR], password=PASSWORD)
         tokens[user.username] = Token.objects.create(user=user).key
-    for username, role in [("insp1", Role.INSPECTOR), ("insp2", Role.INSPECTOR), ("res1", Role.RESEARCHER)]:
+    for username, role in [("insp1", Role.INSPECTOR), ("insp2", Role.INSPECTOR), ("res1", Role.RESEARCHER),
+                           ("adm1", Role.ADMIN)]:  # fmt: skip
         services.create_user(username=username, roles=[role], password=PASSWORD)
     for i in range(questions):
         create_question(data=QuestionData(
@@ -429,8 +446,7 @@ def measure_takeover(svc: Services, record: Record, admin_user) -> None:
             return
         time.sleep(0.5)
     started = time.monotonic()
-    svc.kill_worker()
-    svc.start_worker()
+    svc.kill_worker()  # and start it again, as its service manager would
     record.windows.append(("worker killed", started, started + STALE + SWEEP + 30))
     while time.monotonic() - started < STALE + SWEEP + 120:
         job.refresh_from_db()
@@ -441,14 +457,15 @@ def measure_takeover(svc: Services, record: Record, admin_user) -> None:
         time.sleep(0.5)
     else:
         record.notes.append("killed worker's job NOT taken over")
-    record.notes.append(f"takeover job #{job.pk}: {job.status}")
+    record.takeover_job = job.pk
 
 
 def redis_outage(svc: Services, record: Record, base: str, seconds: float) -> None:
     from k12vista.models import Job
 
     admin = Client(base, record)
-    admin.login("admin")
+    if not admin.login("adm1"):
+        record.notes.append("outage: the admin could not log in")
     started = time.monotonic()
     record.windows.append(("redis down", started, started + seconds + 5))
     svc.kill_redis()
@@ -555,7 +572,7 @@ def main() -> None:
         svc.start_web()
         base = f"http://127.0.0.1:{svc.web_port}"
         record = Record()
-        run(args, svc, record, base, tokens, get_user_model().objects.get(username="admin"))
+        run(args, svc, record, base, tokens, get_user_model().objects.get(username="adm1"))
     finally:
         svc.stop()
     report(record, args)
@@ -570,6 +587,13 @@ def run(args, svc: Services, record: Record, base: str, tokens: dict[str, str], 
         barrier.wait()
         people[i].login(f"ann{i + 1:02d}")
 
+    alone = Client(base, record)
+    for _ in range(3):  # the cost of one login with nothing else running: the baseline
+        alone.http.cookies.clear()
+        alone.login("res1")
+    single = sorted(record.logins)
+    record.logins.clear()
+    print(f"one login alone: {single[1]:.2f} s (median of 3)")
     threads = [threading.Thread(target=log_in, args=(i,)) for i in range(args.annotators)]
     for t in threads:
         t.start()
@@ -594,6 +618,8 @@ def run(args, svc: Services, record: Record, base: str, tokens: dict[str, str], 
     began = time.monotonic()
     for t in workers:
         t.start()
+    supervisor = threading.Event()
+    threading.Thread(target=svc.supervise_worker, args=(record, supervisor), daemon=True).start()
     faults = [] if args.no_faults else [
         (0.15, lambda: measure_takeover(svc, record, admin_user)),
         (0.40, lambda: redis_outage(svc, record, base, args.redis_down_seconds)),
@@ -611,6 +637,7 @@ def run(args, svc: Services, record: Record, base: str, tokens: dict[str, str], 
         t.join(timeout=60)
     for t in fault_threads:
         t.join(timeout=180)
+    supervisor.set()
 
 
 def report(record: Record, args) -> None:
@@ -629,8 +656,20 @@ def report(record: Record, args) -> None:
     slow = record.slow_pages_in_reload
     worst = f" (worst {max(s for _, s in slow):.2f} s: {max(slow, key=lambda x: x[1])[0]})" if slow else ""
     print(f"pages over 1 s during the gunicorn reload: {len(slow)}{worst}")
+    reload = [w for w in record.windows if w[0] == "gunicorn reload"]
+    if reload:
+        _, start, end = reload[0]
+        during = [t for at, t in record.page_times if start <= at <= end]
+        before = [t for at, t in record.page_times if start - 15 <= at < start]
+        print(f"page p95 in the 15 s after the reload {percentile(during, 0.95):.2f} s (max {max(during or [0]):.2f}), "
+              f"in the 15 s before it {percentile(before, 0.95):.2f} s (max {max(before or [0]):.2f})")  # fmt: skip
     for note in record.notes:
         print(note)
+    if record.takeover_job:
+        from k12vista.models import Job
+
+        job = Job.objects.get(pk=record.takeover_job)
+        print(f"takeover job #{job.pk} at the end: {job.status}, {job.attempts} attempts")
     for line in data_check(record):
         print(line)
 
