@@ -163,6 +163,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Argon2id first (k12vista/hashers.py; measured in docs/benchmarks.md). PBKDF2
+# stays so that older hashes still verify; Django rehashes them with Argon2 at
+# their owner's next login.
+PASSWORD_HASHERS = [
+    "k12vista.hashers.StudioArgon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2, minimum=1)
+ARGON2_MEMORY_KIB = env_int("ARGON2_MEMORY_KIB", 19 * 1024, minimum=8 * 1024)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -257,7 +268,12 @@ SECURE_CSP = {
 
 REDIS_CACHE_URL = env_str("CACHE_URL")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_CACHE_URL}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_CACHE_URL,
+        # A cache that is down or unreachable must answer fast: its callers fall back.
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
     if REDIS_CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
@@ -274,7 +290,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    # Fails open while the cache is down (k12vista/throttling.py); logins are guarded by django-axes.
+    "DEFAULT_THROTTLE_CLASSES": ["k12vista.throttling.FailOpenUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": "600/min"},
 }
 SPECTACULAR_SETTINGS = {
@@ -314,6 +331,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # safe: run_job claims its Job row before working
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A job start must not hang a page when the broker is down: one quick retry,
+# then the job waits for the sweeper (jobs.send_message).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -323,6 +344,14 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # A running job whose heartbeat is older than this is taken to belong to a dead
 # worker, and a re-delivered message may take it over.
 JOB_STALE_AFTER_SECONDS = env_int("JOB_STALE_AFTER_SECONDS", 300, minimum=5)
+# Every worker sweeps the Job table this often (jobs.sweep): it sends jobs whose
+# message was never sent or was lost and hands dead workers' jobs to live ones.
+JOB_SWEEP_INTERVAL_SECONDS = env_int("JOB_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
+if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
+    # Redis hands an unacknowledged message (acks_late) to another worker after
+    # this long. Not sooner than a takeover could succeed: an earlier copy finds
+    # the job held and is dropped. The sweeper covers a Redis that lost the message.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": JOB_STALE_AFTER_SECONDS + JOB_SWEEP_INTERVAL_SECONDS}
 
 # --- Question bank ------------------------------------------------------
 
