@@ -88,3 +88,23 @@ def test_the_api_and_the_command_apply_it_too(lot, inspector, researcher, client
     assert body["lots"][0]["decision"] == "accept" and body["lots"][0]["moved"] == 30
     call_command("apply_audit_decision", str(audit.pk), "--by", inspector.username)
     assert Question.objects.filter(status="audited").count() == 30
+
+
+def test_a_release_records_the_audit_that_moved_its_questions(lot, inspector, researcher, settings, tmp_path):
+    from annotation import releases
+    from annotation.models import CandidateSet
+    from k12vista.jobs import execute_job
+
+    settings.MEDIA_ROOT = tmp_path
+    audit, questions = lot
+    rate_everything(audit)
+    services.apply_decision(audit=audit, by=inspector)
+    candidate = CandidateSet.objects.create(name="all", seed=1, bank_fingerprint="x")
+    candidate.questions.set(questions)
+    release = releases.start_release(candidate_set=candidate, by=researcher)
+    execute_job(release.job_id)
+    release.refresh_from_db()
+    [summary] = release.summary["audits"]
+    assert summary["id"] == audit.pk and summary["decision"] == "accept"
+    assert summary["rates"]["all"]["value"] == 1.0 and summary["rates"]["all"]["ci95"][0] < 1.0
+    assert f"audit #{audit.pk}" in release.items.first().provenance["audits"][0]
