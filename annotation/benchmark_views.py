@@ -166,8 +166,8 @@ def units(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     page = Paginator(knowledge.units_for_review(subject, query=query), UNITS_PER_PAGE).get_page(request.GET.get("page"))
     knowledge.attach_members(list(page.object_list))
-    ctx = {"page": page, "subject": subject, "subjects": Subject.choices, "q": query,
-           "all_units": CoreUnit.objects.filter(subject=subject).only("id", "name").order_by("name")[:2000]}  # fmt: skip
+    choices = CoreUnit.objects.filter(subject=subject).only("id", "name").order_by("name")[:2000]
+    ctx = {"page": page, "subject": subject, "subjects": Subject.choices, "q": query, "all_units": choices}
     return render(request, "annotation/knowledge_units.html", ctx)
 
 
