@@ -60,6 +60,7 @@ class Audit(models.Model):
         BATCH = "batch", _("A batch of questions (listed by hash id)")
         IMPORT = "import", _("Questions from one import")
         PEBENCH = "pebench", _("PEBench items")
+        CANDIDATE_SET = "candidate_set", _("A candidate set drawn for the benchmark")
 
     class Stratum(models.TextChoices):
         SUBJECT = "subject", _("Subject")
@@ -74,7 +75,8 @@ class Audit(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     # {"kind": "status", "status": ...} | {"kind": "batch", "hash_ids": [...]} |
-    # {"kind": "import", "source_document": id} | {"kind": "pebench", "build": id or null}
+    # {"kind": "import", "source_document": id} | {"kind": "pebench", "build": id or null} |
+    # {"kind": "candidate_set", "candidate_set": id}
     population = models.JSONField()
     strata = models.JSONField(default=list)  # field names from Stratum, in order
     size_rule = models.CharField(max_length=10, choices=SizeRule.choices, default=SizeRule.FIXED)

@@ -63,6 +63,10 @@ def population_queryset(population: dict):
         if not population.get("source_document"):
             raise AuditError("choose the import to sample from")
         return Question.objects.filter(source_document_id=population["source_document"])
+    if kind == Audit.Population.CANDIDATE_SET:
+        if not population.get("candidate_set"):
+            raise AuditError("choose the candidate set to audit")
+        return Question.objects.filter(candidate_sets=population["candidate_set"])
     if kind == Audit.Population.PEBENCH:
         items = ChainOfThought.objects.in_pebench()
         if population.get("build"):
@@ -83,8 +87,8 @@ def clean_population(population: Any) -> dict:
         if not isinstance(hash_ids, list) or not all(isinstance(h, str) for h in hash_ids):
             raise AuditError("the batch must be a list of question hash ids")
         return {"kind": kind, "hash_ids": list(dict.fromkeys(h.strip() for h in hash_ids if h.strip()))}
-    if kind in (Audit.Population.IMPORT, Audit.Population.PEBENCH):
-        name = "source_document" if kind == Audit.Population.IMPORT else "build"
+    if kind in (Audit.Population.IMPORT, Audit.Population.PEBENCH, Audit.Population.CANDIDATE_SET):
+        name = {Audit.Population.IMPORT: "source_document", Audit.Population.PEBENCH: "build"}.get(kind, kind)
         value = population.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise AuditError(f"{name} must be an id")

@@ -84,7 +84,9 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @role_required(*READERS)
 def audit_create(request: HttpRequest) -> HttpResponse:
-    form = AuditForm(request.POST or None)
+    # The candidate-set page links here with the population filled in (GET only sets initial values).
+    initial = {k: request.GET[k] for k in ("population", "candidate_set") if request.GET.get(k)}
+    form = AuditForm(request.POST or None, initial=initial or None)
     if request.method == "POST" and form.is_valid():
         try:
             audit = services.create_audit(**form.audit_arguments(), by=request.user)

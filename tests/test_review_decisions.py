@@ -108,3 +108,28 @@ def test_a_release_records_the_audit_that_moved_its_questions(lot, inspector, re
     assert summary["id"] == audit.pk and summary["decision"] == "accept"
     assert summary["rates"]["all"]["value"] == 1.0 and summary["rates"]["all"]["ci95"][0] < 1.0
     assert f"audit #{audit.pk}" in release.items.first().provenance["audits"][0]
+
+
+def test_an_inspector_audits_a_candidate_set_from_the_form(inspector, annotator, login):
+    from annotation.models import CandidateSet
+
+    questions = bulk_questions(12, subjects=["math"], worker=annotator)
+    bulk_questions(5, subjects=["math"], worker=annotator)  # in the bank, not in the set
+    candidate = CandidateSet.objects.create(name="draw", seed=1, bank_fingerprint="x")
+    candidate.questions.set(questions)
+    client = login(inspector)
+    form = client.get(reverse("review:audit_create"), {"population": "candidate_set", "candidate_set": candidate.pk})
+    assert f'<option value="{candidate.pk}" selected>' in form.content.decode()
+    response = client.post(reverse("review:audit_create"), {
+        "name": "set audit", "population": "candidate_set", "candidate_set": candidate.pk, "strata": ["subject"],
+        "size_rule": "plan", "aql": "6.5", "inspectors": [inspector.pk], "inspectors_per_item": 1,
+    })  # fmt: skip
+    assert response.status_code == 302
+    from review.models import Audit
+
+    audit = Audit.objects.get(name="set audit")
+    assert audit.population == {"kind": "candidate_set", "candidate_set": candidate.pk}
+    assert audit.population_count == 12
+    rate_everything(audit)
+    services.apply_decision(audit=audit, by=inspector)
+    assert set(Question.objects.filter(status="audited").values_list("pk", flat=True)) == {q.pk for q in questions}
