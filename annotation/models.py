@@ -126,6 +126,10 @@ class QuestionQuerySet(models.QuerySet["Question"]):
             qs = qs.distinct()
         return qs
 
+    def in_release(self, release: Any) -> QuestionQuerySet:
+        """The questions a release holds (as they are now; the release keeps their content then)."""
+        return self.filter(release_items__release=release)
+
     def after(self, last_id: int | None) -> QuestionQuerySet:
         """Keyset pagination by id: constant time however deep the page."""
         qs = self.order_by("id")

@@ -259,7 +259,7 @@ def write_all(release: Release, progress: Callable[[int], None] | None = None) -
     """Writes the three forms; ``progress(done)`` counts questions over all forms / 3."""
     base = release_dir(release)
     base.mkdir(parents=True, exist_ok=True)
-    questions = Question.objects.filter(release_items__release=release).order_by("id")
+    questions = Question.objects.in_release(release).order_by("id")
     done = 0
 
     def tick() -> None:

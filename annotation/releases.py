@@ -295,7 +295,7 @@ def publish_release(*, release: Release, by: Any) -> Release:
     stale = changed_since_snapshot(release).count()
     if stale:
         raise ReleaseError(f"{stale} questions changed since this draft was built; build a new release")
-    services.advance_set(questions=Question.objects.filter(release_items__release=release), action="release",
+    services.advance_set(questions=Question.objects.in_release(release), action="release",
                          user=by, note=f"release v{release.version}")  # fmt: skip
     release.status = Release.Status.PUBLISHED
     release.published, release.published_by = timezone.now(), by
