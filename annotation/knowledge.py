@@ -3,10 +3,10 @@
 
 Clustering (the ``annotation.cluster_knowledge`` job, parameters recorded on
 the job): each point is described by TF-IDF on character n-grams of its name
-(with its path) and of the start of its questions' text; both are reduced with
-a truncated SVD, and the points are grouped by agglomerative clustering (cosine,
-average linkage) or, for large subjects, MiniBatchKMeans, into about one unit
-per ``points_per_unit`` points. Nothing is downloaded.
+(with its path) and of the start of its questions' text, reduced by a truncated SVD; the points are
+grouped by agglomerative clustering (cosine distance, average linkage) or, for
+subjects of more than 4,000 points, MiniBatchKMeans, into about one unit per
+``points_per_unit`` points. Nothing is downloaded.
 
 People's decisions win: a point a person moved is *pinned* and a unit a person
 merged, split or renamed is *confirmed* (all its points pinned). A re-clustering
@@ -48,7 +48,7 @@ class ClusterParams:
     points_per_unit: float = 3.0
     ngram_min: int = 1
     ngram_max: int = 3
-    svd_dims: int = 128
+    svd_dims: int = 64
     questions_per_point: int = 3
     question_weight: float = 0.5
     seed: int = 0
@@ -115,9 +115,9 @@ def descriptions(points: list[KnowledgePoint], per_point: int) -> tuple[list[str
     return names, [" ".join(texts.get(p.pk, [])) for p in points]
 
 
-def embed(names: list[str], questions: list[str], params: ClusterParams) -> np.ndarray:
+def embed(names: list[str], questions: list[str], params: ClusterParams) -> Any:
+    """Row-normalized sparse TF-IDF: the name's character n-grams, then (weighted) its questions'."""
     from scipy.sparse import hstack
-    from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
@@ -126,13 +126,18 @@ def embed(names: list[str], questions: list[str], params: ClusterParams) -> np.n
     if any(questions) and params.question_weight > 0:
         vectorizer = TfidfVectorizer(analyzer="char", ngram_range=grams, sublinear_tf=True, max_features=50000)
         matrices.append(vectorizer.fit_transform(questions) * params.question_weight)
-    matrix = hstack(matrices).tocsr()
-    dims = min(params.svd_dims, matrix.shape[1] - 1, matrix.shape[0] - 1)
-    if dims >= 2:
-        vectors = TruncatedSVD(n_components=dims, random_state=params.seed).fit_transform(matrix)
-    else:
-        vectors = matrix.toarray()
-    return normalize(vectors)
+    return normalize(hstack(matrices).tocsr())
+
+
+def reduce(vectors: Any, params: ClusterParams) -> np.ndarray:
+    """A truncated SVD of the sparse vectors, normalized again (few iterations: enough to group names)."""
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.preprocessing import normalize
+
+    dims = min(params.svd_dims, vectors.shape[1] - 1, vectors.shape[0] - 1)
+    if dims < 2:
+        return vectors.toarray()
+    return normalize(TruncatedSVD(n_components=dims, random_state=params.seed, n_iter=2).fit_transform(vectors))
 
 
 def cluster_labels(vectors: np.ndarray, params: ClusterParams) -> tuple[np.ndarray, str]:
@@ -158,10 +163,10 @@ def cluster_subject(subject: str, params: ClusterParams, *, job: Job | None = No
     result = {"subject": subject, "points": len(points), "units": 0, "method": "none",
               "pinned": KnowledgePoint.objects.filter(subject=subject, unit_pinned=True).count()}  # fmt: skip
     labels = np.array([], dtype=int)
-    vectors = np.zeros((0, 1))
+    vectors = None
     if points:
         names, questions = descriptions(points, params.questions_per_point)
-        vectors = embed(names, questions, params)
+        vectors = reduce(embed(names, questions, params), params)
         labels, result["method"] = cluster_labels(vectors, params)
     with transaction.atomic():
         KnowledgePoint.objects.filter(subject=subject, unit_pinned=False).update(core_unit=None)
@@ -172,10 +177,11 @@ def cluster_subject(subject: str, params: ClusterParams, *, job: Job | None = No
         units = []
         for label in sorted(members):
             indexes = members[label]
-            centre = vectors[indexes].mean(axis=0)
+            rows = vectors[indexes]
             # The unit is named after the member nearest its centre (ties: the shortest name).
-            best = max(indexes, key=lambda i: (float(vectors[i] @ centre), -len(points[i].name)))
-            units.append(CoreUnit(subject=subject, name=leaf_name(points[best].name)[:200], job=job))
+            closeness = rows @ rows.mean(axis=0)
+            best = max(range(len(indexes)), key=lambda j: (float(closeness[j]), -len(points[indexes[j]].name)))
+            units.append(CoreUnit(subject=subject, name=leaf_name(points[indexes[best]].name)[:200], job=job))
         CoreUnit.objects.bulk_create(units)
         for unit, label in zip(units, sorted(members), strict=True):
             KnowledgePoint.objects.filter(pk__in=[points[i].pk for i in members[label]]).update(core_unit=unit)
