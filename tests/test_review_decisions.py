@@ -133,3 +133,12 @@ def test_an_inspector_audits_a_candidate_set_from_the_form(inspector, annotator,
     rate_everything(audit)
     services.apply_decision(audit=audit, by=inspector)
     assert set(Question.objects.filter(status="audited").values_list("pk", flat=True)) == {q.pk for q in questions}
+
+
+def test_an_audit_without_a_plan_decides_nothing(inspector, annotator):
+    bulk_questions(5, subjects=["math"], worker=annotator)
+    audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
+    rate_everything(audit)
+    with pytest.raises(services.AuditError, match="no sampling plan"):
+        services.apply_decision(audit=audit, by=inspector)
+    assert not Question.objects.filter(status="audited").exists()
