@@ -369,6 +369,15 @@ PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)
 FIGURE_STANDARD_SIDE_PX = env_int("FIGURE_STANDARD_SIDE_PX", 1024, minimum=64)
 FIGURE_MIN_SIDE_PX = env_int("FIGURE_MIN_SIDE_PX", 100, minimum=1)
 FIGURE_BLUR_THRESHOLD = float(env_int("FIGURE_BLUR_THRESHOLD", 60))
+
+# --- Releases -------------------------------------------------------------
+
+# The function that reports audit results for a release (the review app's; the
+# question bank may not import it, so it is named here as OCR_BACKEND is).
+RELEASE_AUDIT_SUMMARY = "review.reports.release_audit_summary"
+# The studio commit recorded on a release; empty: `git rev-parse HEAD` at build time.
+STUDIO_COMMIT = env_str("STUDIO_COMMIT")
+RELEASE_PARQUET_ROWS_PER_SHARD = env_int("RELEASE_PARQUET_ROWS_PER_SHARD", 5000, minimum=1)
 # Zip imports: refuse archives that would unpack past these (zip bombs).
 ZIP_MAX_UNCOMPRESSED_BYTES = env_int("ZIP_MAX_UNCOMPRESSED_BYTES", 4 * 1024**3, minimum=1)
 ZIP_MAX_RATIO = env_int("ZIP_MAX_RATIO", 200, minimum=1)
