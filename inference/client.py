@@ -38,6 +38,15 @@ class Completion:
     attempts: int
 
 
+def make_client(endpoint: Any, *, sync: bool = False) -> openai.AsyncOpenAI | openai.OpenAI:
+    """The one place a client for an endpoint is built (runs, scoring, assist, OCR).
+
+    ``max_retries=0``: inference.calls retries, so that every attempt is counted."""
+    factory = openai.OpenAI if sync else openai.AsyncOpenAI
+    return factory(base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing",
+                   timeout=endpoint.timeout_seconds, max_retries=0)  # fmt: skip
+
+
 def image_data_url(content: bytes, *, max_side: int) -> str:
     """A figure as a JPEG data URL, shrunk on our side to the endpoint's largest side."""
     image = Image.open(io.BytesIO(content))
