@@ -9,6 +9,12 @@ first a bare ``openai.AsyncOpenAI`` loop with a semaphore, then a real inference
 run over the same number of questions through the job handler (rows, prompts,
 retries, saving every answer, progress). It prints both throughputs and their
 ratio; the target is at least 0.9.
+
+It also measures the shared per-endpoint limiter (inference.calls.SharedSlots,
+database leases held across runs) on the same bare loop: ``limited loop`` is the
+bare loop with every request taking a shared slot instead of a local
+semaphore; its ratio to the bare loop is the limiter's cost (target: at least
+0.9, i.e. no more than 10%).
 """
 
 from __future__ import annotations
@@ -77,6 +83,30 @@ async def bare_loop(base_url: str, requests: int, concurrency: int) -> float:
     return requests / elapsed
 
 
+async def limited_loop(base_url: str, requests: int, endpoint) -> float:
+    """The bare loop, with the shared limiter in place of the local semaphore."""
+    import openai
+
+    from inference import calls
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    slots = calls.SharedSlots(endpoint)
+    messages = [{"role": "user", "content": "已知 $x^2=4$，$x>0$，求 $x$。"}]
+
+    async def one():
+        async with slots:
+            await client.chat.completions.create(model="m", messages=messages, max_tokens=16)
+
+    started = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(requests):
+            group.create_task(one())
+    elapsed = time.perf_counter() - started
+    await slots.close()
+    await client.close()
+    return requests / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -110,6 +140,9 @@ def main() -> None:
                                default_params={"max_tokens": 16}),
         user=None,
     )  # fmt: skip
+    from asgiref.sync import async_to_sync
+
+    limited = async_to_sync(limited_loop)(base_url, args.requests, endpoint)
     from unittest import mock
 
     with mock.patch("k12vista.tasks.run_job.apply_async"):  # run the job here, not on a worker
@@ -125,6 +158,8 @@ def main() -> None:
     print(f"bare async loop:  {bare:8.1f} requests/s")
     print(f"inference run:    {studio:8.1f} requests/s  ({counts})")
     print(f"ratio:            {studio / bare:8.2f}  (target >= 0.9)")
+    print(f"limited loop:     {limited:8.1f} requests/s  (bare loop + shared per-endpoint limiter)")
+    print(f"limiter ratio:    {limited / bare:8.2f}  (target >= 0.9)")
 
 
 if __name__ == "__main__":

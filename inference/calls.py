@@ -25,7 +25,7 @@ through here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import email.utils
 import random
 import time
@@ -50,6 +50,8 @@ LEASE_SECONDS = 60
 LEASE_POLL_SECONDS = 0.25
 # Longest wait between two attempts, whatever Retry-After asks.
 MAX_RETRY_WAIT = 300.0
+# Seconds between two rounds of renewing leases and giving back idle slots.
+KEEP_SECONDS = 1.0
 # Seconds between two saves and progress reports of a fan-out.
 SAVE_SECONDS = 0.5
 # Statuses whose Retry-After header says when to come back.
@@ -108,10 +110,13 @@ def free_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> None:
 class SharedSlots:
     """An endpoint's request slots as seen by one run in one event loop.
 
-    ``async with slots:`` waits for a slot this run holds, leasing more from
-    the database (up to the endpoint's max_concurrency over all runs) when
-    every held one is busy. A slot no task here is waiting for goes back at
-    once, so a second run on the same server gets it."""
+    ``async with slots:`` takes a slot this run holds, or waits while a single
+    leaser task leases more from the database (up to the endpoint's
+    max_concurrency over all runs), polling while other runs hold them all. A
+    released slot goes straight to the next waiting task, with no query; the
+    hot path is a counter. A housekeeping task renews the leases and gives back
+    slots that stayed idle, so a second run on the same server gets them when
+    this one has less work than slots (at its end, or while it is saving)."""
 
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.endpoint_id = endpoint.pk
@@ -119,63 +124,83 @@ class SharedSlots:
         self.holder = uuid.uuid4().hex
         self.held: set[int] = set()
         self.busy = 0
-        self.waiting = 0
-        self._changed = asyncio.Condition()
-        self._next_try = 0.0
-        self._renewer: asyncio.Task | None = None
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._leaser: asyncio.Task | None = None
+        self._keeper: asyncio.Task | None = None
 
     async def __aenter__(self) -> SharedSlots:
-        async with self._changed:
-            self.waiting += 1
-            try:
-                while self.busy >= len(self.held):
-                    if time.monotonic() >= self._next_try:
-                        await self._lease_more()
-                        if self.busy < len(self.held):
-                            break
-                        self._next_try = time.monotonic() + LEASE_POLL_SECONDS
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), timeout=LEASE_POLL_SECONDS)
-            finally:
-                self.waiting -= 1
+        if self.busy < len(self.held) and not self.waiters:
             self.busy += 1
+            return self
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        if self._leaser is None or self._leaser.done():
+            self._leaser = asyncio.create_task(self._lease_while_waited_for())
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # the slot was handed over just as we were cancelled
+            else:
+                self.waiters.remove(waiter)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        async with self._changed:
-            self.busy -= 1
-            idle = len(self.held) - self.busy - self.waiting
-            if idle > 0:
-                # Nobody here needs it now: another run on this server may.
+        self._release()
+
+    def _release(self) -> None:
+        self.busy -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Gives free held slots to waiting tasks, first come first served."""
+        while self.waiters and self.busy < len(self.held):
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                self.busy += 1
+                waiter.set_result(None)
+        if self._keeper is None and self.held:
+            self._keeper = asyncio.create_task(self._keep())
+
+    async def _lease_while_waited_for(self) -> None:
+        while self.waiters and len(self.held) < self.limit:
+            want = min(len(self.waiters) - (len(self.held) - self.busy), self.limit - len(self.held))
+            got = await sync_to_async(take_slots, thread_sensitive=True)(
+                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder, want=want
+            )
+            self.held.update(got)
+            self._hand_over()
+            if self.waiters and not got:
+                await asyncio.sleep(LEASE_POLL_SECONDS)  # every slot is leased by other runs
+
+    async def _keep(self) -> None:
+        renewed = time.monotonic()
+        idle_before: set[int] = set()
+        while True:
+            await asyncio.sleep(KEEP_SECONDS)
+            idle = len(self.held) - self.busy if not self.waiters else 0
+            if idle > 0 and idle_before:
+                # Idle for a whole round: another run on this server may need them.
                 spare = set(list(self.held)[:idle])
                 self.held -= spare
                 await sync_to_async(free_slots, thread_sensitive=True)(
                     endpoint_id=self.endpoint_id, holder=self.holder, slots=spare
                 )
-            self._changed.notify()
-
-    async def _lease_more(self) -> None:
-        want = min(self.waiting, self.limit) - (len(self.held) - self.busy)
-        got = await sync_to_async(take_slots, thread_sensitive=True)(
-            endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder, want=want
-        )
-        self.held.update(got)
-        if self._renewer is None:
-            self._renewer = asyncio.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(lease_seconds() / 3)
-            async with self._changed:
-                if self.held:
-                    self.held = await sync_to_async(renew_slots, thread_sensitive=True)(
-                        endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held
-                    )
+            idle_before = {1} if idle > 0 else set()
+            if self.held and time.monotonic() - renewed >= lease_seconds() / 3:
+                sent = set(self.held)
+                still = await sync_to_async(renew_slots, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, holder=self.holder, slots=sent
+                )
+                self.held -= sent - still
+                renewed = time.monotonic()
 
     async def close(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            self._renewer = None
+        for task in (self._leaser, self._keeper):
+            if task is not None:
+                task.cancel()
+        self._leaser = self._keeper = None
         if self.held:
             await sync_to_async(free_slots, thread_sensitive=True)(
                 endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held
