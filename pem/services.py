@@ -586,6 +586,7 @@ def _save_response_chain(response: Response, run: InferenceRun) -> str:
     for name in SNAPSHOT_FIELDS:
         setattr(cot, name, getattr(data, name))
     cot.response = response
+    cot.splitter, cot.split_run = "rule", None  # a new answer is split by rule until a splitting run says otherwise
     cot.save()
     replace_steps(cot, data.steps, new=created)
     return "created" if created else "updated"
