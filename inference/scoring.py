@@ -96,6 +96,17 @@ def start_scoring_run(
 ) -> ScoringRun:  # fmt: skip
     """Freezes what will produce the scores (judge prompts, judge, structured
     output, parser) and starts the scoring as a job on the io queue."""
+    run = create_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user, params=params,
+                             name=name)  # fmt: skip
+    _start_job(run, user=user, title=run.name)
+    return run
+
+
+def create_scoring_run(
+    *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
+    name: str = "",
+) -> ScoringRun:  # fmt: skip
+    """The scoring run's record, without a job: a judge panel runs several in its own job."""
     check_can_score(inference_run=inference_run, judge=judge, method=method)
     kind = PROMPT_KIND[ScoringRun.Method(method)]
     prompts.ensure_default_prompts()
@@ -127,7 +138,6 @@ def start_scoring_run(
             "inference_run": {"id": inference_run.pk, "mode": inference_run.mode, **inference_run.counts()},
         },
     )
-    _start_job(run, user=user, title=run.name)
     return run
 
 
@@ -192,16 +202,23 @@ def run_scoring_job(job: Job, progress: Progress) -> dict:
     """Judges every pending judgment with at most the judge's max_concurrency
     requests in flight. Safe to run again: finished judgments are skipped."""
     run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
+    pending, done_before, total = prepare_judging(run)
+    progress(done_before, total)
+    async_to_sync(judge_pending)(run, pending, progress, done_before, total)
+    return coverage(run)
+
+
+def prepare_judging(run: ScoringRun) -> tuple[list[Judgment], int, int]:
+    """Rows for every response, NO_RESPONSE where there is nothing to judge;
+    (pending judgments, judgments done, total)."""
     create_missing_judgments(run)
     mark_missing_answers(run)
     total = run.judgments.count()
     done_before = run.judgments.exclude(status=Judgment.Status.PENDING).count()
-    progress(done_before, total)
     pending = list(
         run.judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id")
     )
-    async_to_sync(_judge_all)(run, pending, progress, done_before, total)
-    return coverage(run)
+    return pending, done_before, total
 
 
 def sends_images(method: str, judge: ModelEndpoint) -> bool:
@@ -352,7 +369,7 @@ def save_judgments(batch: list[tuple[Judgment, dict[str, Any], list[dict[str, st
         save_judgment(judgment, fields=fields, steps=steps)
 
 
-async def _judge_all(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
+async def judge_pending(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
     params = request_params(run)
     build = sync_to_async(judge_messages, thread_sensitive=True)
     caller = calls.Caller(run.judge)
