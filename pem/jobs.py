@@ -18,7 +18,7 @@ from annotation.jsonl_import import SNIFF_BYTES, ImportFileError, sniff_kind
 from inference.models import InferenceRun, ScoringRun
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import export, panel, services, splitting  # panel and splitting register their jobs
+from pem import export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
 from pem.models import PEBenchBuild
 
 IMPORT = "pem.import_pebench"
