@@ -34,9 +34,11 @@ class ChainOfThoughtQuerySet(models.QuerySet["ChainOfThought"]):
     def fully_decided_by(self, panel_run: PanelRun) -> ChainOfThoughtQuerySet:
         """Chains the panel voted on whose every step got a majority: the only
         ones whose panel labels may train a model."""
-        return self.filter(steps__panel_votes__panel_run=panel_run).exclude(
-            steps__panel_votes__panel_run=panel_run, steps__panel_votes__outcome=PanelVote.Outcome.NO_MAJORITY
-        ).distinct()
+        return (
+            self.filter(steps__panel_votes__panel_run=panel_run)
+            .exclude(steps__panel_votes__panel_run=panel_run, steps__panel_votes__outcome=PanelVote.Outcome.NO_MAJORITY)
+            .distinct()
+        )
 
     def with_no_majority(self, panel_run: PanelRun) -> ChainOfThoughtQuerySet:
         """Chains with at least one step the panel could not decide: kept out of training."""

@@ -97,8 +97,9 @@ def start_panel(
         for judge in judges:
             title = f"{name} · {judge.name} · {run.name}"
             panel.scoring_runs.add(
-                scoring.create_scoring_run(inference_run=run, judge=judge, method=method, user=user, params=params,
-                                           name=title)  # fmt: skip
+                scoring.create_scoring_run(
+                    inference_run=run, judge=judge, method=method, user=user, params=params, name=title
+                )  # fmt: skip
             )
     panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{name}")
     panel.save(update_fields=["job"])

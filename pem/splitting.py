@@ -112,7 +112,7 @@ def answer_text(cot: ChainOfThought) -> str:
 
 
 def check_reproduces(steps: list[str], text: str, *, min_coverage: float) -> str:
-    """"" when the steps reproduce the text, else why not."""
+    """ "" when the steps reproduce the text, else why not."""
     body = SPACE.sub("", text)
     position, covered = 0, 0
     for number, step in enumerate(steps, 1):
