@@ -167,7 +167,8 @@ def request_params(run: SplitRun) -> dict[str, Any]:
 
 def split_messages(run: SplitRun, cot: ChainOfThought) -> list[dict]:
     template = PromptTemplate.objects.get(pk=run.provenance["prompt"]["id"])
-    system, user = prompts.render(template, question=cot.question_text, model_answer=answer_text(cot))
+    # The chain's own snapshot of the question: the bank's question may have changed since, or be gone.
+    system, user = default_prompts.render(template, question=cot.question_text, model_answer=answer_text(cot))
     return client.build_messages(system=system, user=user)
 
 

@@ -49,7 +49,11 @@ def run_all(campaign: Campaign) -> None:
 
 
 def test_it_runs_a_campaign_over_three_endpoints_one_real(
-    tiny_model_server, scripted_models, researcher, sent, login  # noqa: F811
+    tiny_model_server,  # noqa: F811
+    scripted_models,
+    researcher,
+    sent,
+    login,  # noqa: F811
 ):
     base_url, model_name = tiny_model_server
     scripted = scripted_models({"good": lambda body: (200, ANSWER), "broken": lambda body: (400, "bad request")})
