@@ -35,7 +35,7 @@ class VisibleRuns(serializers.PrimaryKeyRelatedField):
 
 class SplitInput(serializers.Serializer):
     splitter = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all())
-    runs = VisibleRuns(many=True)
+    runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     min_coverage = serializers.FloatField(min_value=0.01, max_value=1, default=splitting.SPLIT_MIN_COVERAGE)
 
@@ -57,7 +57,7 @@ class SplitOutput(serializers.ModelSerializer):
 class PanelInput(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     judges = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all(), many=True)
-    runs = VisibleRuns(many=True)
+    runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
     threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, allow_null=True, default=None)
     explainer = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 

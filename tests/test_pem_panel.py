@@ -53,8 +53,9 @@ def judges():
     servers = Servers()
     url = servers.start({name: judge_reply(name) for name in LABELS})
     yield [
-        services.save_endpoint(endpoint=ModelEndpoint(name=name, base_url=url, model_name=name, max_concurrency=2),
-                               user=None)  # fmt: skip
+        services.save_endpoint(
+            endpoint=ModelEndpoint(name=name, base_url=url, model_name=name, max_concurrency=2), user=None
+        )  # fmt: skip
         for name in LABELS
     ]
     servers.stop()
