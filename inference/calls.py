@@ -218,6 +218,11 @@ class one_slot:  # noqa: N801 (used as a context manager, like open())
         self.slots: list[int] = []
 
     def __enter__(self) -> one_slot:
+        if transaction.get_connection().in_atomic_block:
+            # A lease written inside a caller's transaction would stay invisible, and its row
+            # locked, until that commits: every other run would wait on it. The PDF importer
+            # calls OCR outside transactions; a caller inside one goes unlimited, not stuck.
+            return self
         while not self.slots:
             with transaction.atomic():
                 self.slots = take_slots(endpoint_id=self.endpoint.pk, limit=self.endpoint.max_concurrency,
@@ -232,7 +237,8 @@ class one_slot:  # noqa: N801 (used as a context manager, like open())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        free_slots(endpoint_id=self.endpoint.pk, holder=self.holder, slots=self.slots)
+        if self.slots:
+            free_slots(endpoint_id=self.endpoint.pk, holder=self.holder, slots=self.slots)
         self.slots = []
 
 

@@ -156,3 +156,25 @@ def test_it_retries_a_503_quickly_without_retry_after_and_gives_up_after_the_ret
     response = InferenceRun.objects.get(pk=run.pk).responses.get()
     assert response.status == "failed" and response.attempts == 3 and "HTTP 503" in response.error
     assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_synchronous_callers_share_the_same_slots(counting_server, settings):
+    """The OCR backend's synchronous calls take the endpoint's slots too."""
+    settings.MODEL_CALL_RETRIES = 0
+    Counting.delay = 0.1
+    endpoint = make_endpoint(counting_server, max_concurrency=1)
+    messages = [{"role": "user", "content": "读这一页"}]
+
+    def call():
+        try:
+            calls.complete_sync(endpoint, messages, {})
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(Counting.seen) == 3 and Counting.most == 1
