@@ -14,6 +14,7 @@ from k12vista.jobs import execute_job
 from pem import panel
 from pem.models import ChainOfThought, PanelRun, PanelVote, StepLabel
 from tests.annotation_factories import make_question
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.pem_factories import answer, make_run
 from tests.scripted_models import Servers, user_text
 
@@ -49,7 +50,7 @@ def _quick_retries(settings):
 
 
 @pytest.fixture
-def judges():
+def judges(db):
     servers = Servers()
     url = servers.start({name: judge_reply(name) for name in LABELS})
     yield [
@@ -161,3 +162,18 @@ def test_the_panel_screen_api_and_command(judges, researcher, annotator, login, 
     call_command("judge_panel", "--vote", "页面", stdout=out)
     assert json.loads(out.getvalue())["threshold"] == 2
     assert login(annotator).get(reverse("pem:panel", args=[started.pk])).status_code == 403
+
+
+def test_a_real_model_that_answers_garbage_casts_no_votes(tiny_model_server, judges, researcher, sent):  # noqa: F811
+    """The local transformers serve model as the fourth judge: its random output
+    is never read as labels; the three scripted judges still decide where all agree."""
+    base_url, model_name = tiny_model_server
+    real = services.save_endpoint(endpoint=ModelEndpoint(name="tiny", base_url=base_url, model_name=model_name,
+                                                         accepts_images=False, default_params={"max_tokens": 8}),
+                                  user=None)  # fmt: skip
+    started = panel.start_panel(name="真", inference_runs=[answered_run()], judges=[*judges[:3], real], user=researcher)
+    execute_job(started.job_id)
+    started.refresh_from_db()
+    assert started.counts["missing_votes"]["tiny"] == 5
+    assert (started.counts["decided"], started.counts["no_majority"]) == (3, 2)
+    assert Judgment.objects.filter(scoring_run__judge=real).exclude(status="ok").count() == 2

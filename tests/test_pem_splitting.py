@@ -13,6 +13,7 @@ from pem import splitting
 from pem.models import ChainOfThought, SplitResult, SplitRun
 from pem.services import cots_from_run
 from tests.annotation_factories import make_question
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.pem_factories import answer, label_steps, make_run
 from tests.scripted_models import Servers, user_text
 
@@ -40,7 +41,7 @@ def _quick_retries(settings):
 
 
 @pytest.fixture
-def splitter():
+def splitter(db):
     servers = Servers()
     url = servers.start({"splitter": splitter_reply})
     yield services.save_endpoint(endpoint=ModelEndpoint(name="splitter", base_url=url, model_name="splitter"),
@@ -143,3 +144,22 @@ def test_the_splitting_screen_api_and_command_start_the_same_run(splitter, resea
     assert SplitRun.objects.count() == 3
     assert login(annotator).get(reverse("pem:split", args=[split_run.pk])).status_code == 403
     assert SplitResult.objects.filter(split_run=split_run, outcome="model").count() == 1
+
+
+def test_a_real_model_whose_split_cannot_be_read_leaves_the_rule_split(tiny_model_server, splitter, researcher,  # noqa: F811
+                                                                       sent):  # fmt: skip
+    base_url, model_name = tiny_model_server
+    real = services.save_endpoint(endpoint=ModelEndpoint(name="tiny", base_url=base_url, model_name=model_name,
+                                                         accepts_images=False, default_params={"max_tokens": 8}),
+                                  user=None)  # fmt: skip
+    run = make_run()
+    chains_of(run, ALTERED)
+    split_run = splitting.start_split_run(splitter=real, inference_runs=[run], user=researcher)
+    execute_job(split_run.job_id)
+    result = split_run.results.get()
+    assert result.outcome == "fallback" and result.raw_output and result.attempts == 1
+    cot = ChainOfThought.objects.get()
+    assert cot.splitter == "rule" and list(cot.steps.values_list("text", flat=True)) == [
+        "由题意 $a=1$。",
+        "所以 $b=2$。",
+    ]
