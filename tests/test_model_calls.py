@@ -178,3 +178,32 @@ def test_synchronous_callers_share_the_same_slots(counting_server, settings):
     for thread in threads:
         thread.join(timeout=30)
     assert len(Counting.seen) == 3 and Counting.most == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "seconds"),
+    [
+        (429, {"Retry-After": "7"}, 7.0),
+        (503, {"retry-after-ms": "1500"}, 1.5),
+        (429, {"Retry-After": "in a while"}, None),  # unreadable: the backoff decides
+        (500, {"Retry-After": "7"}, None),  # only 429 and 503 say when to come back
+        (429, {}, None),
+    ],
+)
+def test_it_reads_retry_after_in_seconds_or_milliseconds(status, headers, seconds):
+    import httpx2
+    import openai
+
+    response = httpx2.Response(status, headers=headers, request=httpx2.Request("POST", "http://127.0.0.1/v1"))
+    assert calls.retry_after(openai.APIStatusError("x", response=response, body=None)) == seconds
+
+
+def test_it_reads_retry_after_given_as_a_date():
+    import email.utils
+
+    import httpx2
+    import openai
+
+    when = email.utils.format_datetime(timezone.now() + timedelta(seconds=30), usegmt=True)
+    response = httpx2.Response(429, headers={"Retry-After": when}, request=httpx2.Request("POST", "http://x/v1"))
+    assert 25 <= calls.retry_after(openai.APIStatusError("x", response=response, body=None)) <= 30
