@@ -20,7 +20,6 @@ a repeated item never writes twice.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -28,9 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 from asgiref.sync import async_to_sync, sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
@@ -38,7 +35,7 @@ from django.utils import timezone
 from annotation import checks
 from annotation import services as bank
 from annotation.models import Flag, Question, StepProposal
-from inference import client, parsing, prompts
+from inference import calls, client, parsing, prompts
 from inference.default_prompts import BLANK_SEPARATOR, FINAL_ANSWER_PREFIX, STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
@@ -173,43 +170,36 @@ def run_assist_job(job: Job, progress: Progress) -> dict:
 
 
 async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Progress, done: int, total: int):
-    endpoint = run.endpoint
-    api = openai.AsyncOpenAI(
-        base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
-    limit = asyncio.Semaphore(endpoint.max_concurrency)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.provenance.get("schema"):
         params["response_format"] = parsing.response_format(run.provenance["schema"])
-    counter = {"done": done}
-    report = sync_to_async(progress, thread_sensitive=True)
+    caller = calls.Caller(run.endpoint)
 
-    async def process(result: AssistResult) -> None:
-        async with limit:
-            messages = await sync_to_async(request_for, thread_sensitive=True)(run, result.question)
-            if messages is None:
-                await sync_to_async(save_skipped, thread_sensitive=True)(run, result)
+    async def process(result: AssistResult) -> tuple[AssistResult, Any]:
+        messages = await sync_to_async(request_for, thread_sensitive=True)(run, result.question)
+        if messages is None:
+            return result, None
+        try:
+            return result, await caller.complete(messages, params)
+        except client.ModelCallError as exc:
+            return result, exc
+
+    @transaction.atomic
+    def save(batch: list[tuple[AssistResult, Any]]) -> None:
+        # One transaction per batch; each write-back keeps its own savepoint (save_output).
+        for result, outcome in batch:
+            if outcome is None:
+                save_skipped(run, result)
+            elif isinstance(outcome, client.ModelCallError):
+                save_call_failure(result, outcome)
             else:
-                try:
-                    completion = await client.complete(api, model=endpoint.model_name, messages=messages,
-                                                       params=params, retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
-                except client.ModelCallError as exc:
-                    await sync_to_async(save_call_failure, thread_sensitive=True)(result, exc)
-                else:
-                    await sync_to_async(save_output, thread_sensitive=True)(run, result, completion)
-            counter["done"] += 1
-            await report(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
+                save_output(run, result, outcome)
 
     try:
-        async with asyncio.TaskGroup() as group:
-            for result in pending:
-                group.create_task(process(result))
-    except* Exception as group_error:
-        # The first real error (a cancel, a lost job, a database failure) ends the run.
-        raise group_error.exceptions[0] from None
+        await calls.fan_out(pending, process, concurrency=run.endpoint.max_concurrency, save=save,
+                            progress=progress, done=done, total=total)  # fmt: skip
     finally:
-        await api.close()
+        await caller.close()
 
 
 # --- requests -----------------------------------------------------------------------

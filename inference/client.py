@@ -1,14 +1,12 @@
 """Calling a model through the OpenAI-compatible API (vllm serve, closed APIs,
-transformers serve), with our own retry loop so that every attempt is counted
-and every failure is classified."""
+transformers serve): the one client construction, what a call returns, and how
+failures are classified. The calls themselves (retries, the shared limit per
+endpoint, fan-out) are inference.calls."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
-import random
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +34,15 @@ class Completion:
     completion_tokens: int | None
     finish_reason: str
     attempts: int
+
+
+def make_client(endpoint: Any, *, sync: bool = False) -> openai.AsyncOpenAI | openai.OpenAI:
+    """The one place a client for an endpoint is built (runs, scoring, assist, OCR).
+
+    ``max_retries=0``: inference.calls retries, so that every attempt is counted."""
+    factory = openai.OpenAI if sync else openai.AsyncOpenAI
+    return factory(base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing",
+                   timeout=endpoint.timeout_seconds, max_retries=0)  # fmt: skip
 
 
 def image_data_url(content: bytes, *, max_side: int) -> str:
@@ -73,38 +80,3 @@ def describe(exc: Exception) -> str:
         body = exc.body if isinstance(exc.body, str | dict) else ""
         return f"HTTP {exc.status_code}: {body or exc.message}"[:2000]
     return f"{type(exc).__name__}: {exc}"[:2000]
-
-
-async def complete(
-    client: openai.AsyncOpenAI,
-    *,
-    model: str,
-    messages: list[dict[str, Any]],
-    params: dict[str, Any],
-    retries: int = 4,
-    backoff: float = 1.0,
-) -> Completion:
-    """One chat completion. Timeouts, 429 and 5xx are retried with exponential
-    backoff and jitter; anything else (a bad request, a wrong key) fails at once."""
-    attempts = 0
-    while True:
-        attempts += 1
-        started = time.perf_counter()
-        try:
-            reply = await client.chat.completions.create(model=model, messages=messages, **params)
-        except (openai.APIError, openai.APIConnectionError) as exc:
-            transient = is_transient(exc)
-            if not transient or attempts > retries:
-                raise ModelCallError(describe(exc), transient=transient, attempts=attempts) from exc
-            await asyncio.sleep(backoff * 2 ** (attempts - 1) * (0.5 + random.random()))  # noqa: S311
-            continue
-        choice = reply.choices[0] if reply.choices else None
-        usage = reply.usage
-        return Completion(
-            text=(choice.message.content or "") if choice else "",
-            latency_ms=round((time.perf_counter() - started) * 1000),
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-            finish_reason=(choice.finish_reason or "") if choice else "",
-            attempts=attempts,
-        )

@@ -145,3 +145,22 @@ class DifficultyFilterForm(forms.Form):
         if not data.get("small") and not data.get("text_only"):
             raise forms.ValidationError(_("Choose at least one small-model run or a text-only run."))
         return data
+
+
+class CampaignForm(RunForm):
+    """A run's question set, mode and sampling, for several endpoints at once."""
+
+    name = forms.CharField(max_length=200, label=_("Name"))
+    endpoints = forms.ModelMultipleChoiceField(queryset=ModelEndpoint.objects.filter(active=True),
+                                               widget=forms.CheckboxSelectMultiple, label=_("Endpoints"))  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["endpoint"]
+
+    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        return [
+            (_("Models"), [self[name] for name in ("name", "endpoints", "mode", "input_form")]),
+            (_("Questions"), [self[name] for name in self.FILTERS]),
+            (_("Sampling (empty: each endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
+        ]

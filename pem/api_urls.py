@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import api, data_api, stats_api
+from pem import api, data_api, pipeline_api, stats_api
 
 app_name = "pem_api"
 urlpatterns: list = [
@@ -14,4 +14,8 @@ urlpatterns: list = [
     path("data/imports/", data_api.import_file, name="data_import"),
     path("data/exports/", data_api.export, name="data_export"),
     path("data/builds/", data_api.build, name="data_build"),
+    path("splits/", pipeline_api.SplitList.as_view(), name="splits"),
+    path("splits/<int:pk>/", pipeline_api.SplitDetail.as_view(), name="split"),
+    path("panels/", pipeline_api.PanelList.as_view(), name="panels"),
+    path("panels/<int:pk>/", pipeline_api.PanelDetail.as_view(), name="panel"),
 ]

@@ -20,7 +20,7 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import export, services
+from pem import export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
 from pem.models import PEBenchBuild
 
 IMPORT = "pem.import_pebench"

@@ -1,6 +1,6 @@
 """Chains of thought as data: importing them, making them from inference runs,
-taking judge models' labels from scoring runs, panel votes, and choosing
-PEBench.
+taking judge models' labels from scoring runs, and choosing PEBench (the
+judge panel's vote is pem.panel).
 
 Every operation here is idempotent, so a job run again after a crash (or a
 file imported twice) changes nothing the first run already did.
@@ -586,6 +586,7 @@ def _save_response_chain(response: Response, run: InferenceRun) -> str:
     for name in SNAPSHOT_FIELDS:
         setattr(cot, name, getattr(data, name))
     cot.response = response
+    cot.splitter, cot.split_run = "rule", None  # a new answer is split by rule until a splitting run says otherwise
     cot.save()
     replace_steps(cot, data.steps, new=created)
     return "created" if created else "updated"
@@ -704,49 +705,6 @@ def labels_from_scoring_run(
              "unlabelled_gold_steps", "unmatched_judge_steps")  # fmt: skip
     return {**{name: report[name] for name in names}, "alignment": dict(kinds), "different": different,
             "judge": scoring_run.judge.name}  # fmt: skip
-
-
-# --- panel vote -------------------------------------------------------------------------------
-
-
-def panel_vote(*, raters: Sequence[str], name: str, cots: Iterable[ChainOfThought] | None = None) -> dict:
-    """The majority of the judge models' labels per step, as PANEL labels named ``name``.
-
-    A step is voted on when a strict majority of the panel labelled it (three
-    of four, two of three); fewer votes are counted as skipped, not decided.
-    Ties go to the earliest-listed rater among the tied labels: list the most
-    trusted judge first. The explanation is that rater's. Running it again
-    replaces the panel's labels with the new vote.
-    """
-    raters = list(dict.fromkeys(r for r in raters if r))
-    if len(raters) < 2 or not name.strip():
-        raise PEBenchError("a panel needs at least two judge models and a name")
-    needed = len(raters) // 2 + 1
-    rows = StepLabel.objects.filter(source=StepLabel.Source.MODEL, rater__in=raters)
-    if cots is not None:
-        rows = rows.filter(step__cot__in=list(cots))
-    votes: dict[int, dict[str, StepLabel]] = defaultdict(dict)
-    for row in rows.only("step_id", "rater", "label", "explanation").iterator(chunk_size=2000):
-        votes[row.step_id][row.rater] = row
-    rank = {rater: i for i, rater in enumerate(raters)}
-    counts: Counter[str] = Counter()
-    with transaction.atomic():
-        for step_id, by_rater in votes.items():
-            if len(by_rater) < needed:
-                counts["skipped"] += 1
-                continue
-            tally = Counter(row.label for row in by_rater.values())
-            top = max(tally.values())
-            tied = {label for label, n in tally.items() if n == top}
-            counts["ties"] += len(tied) > 1
-            chosen = min((row for row in by_rater.values() if row.label in tied), key=lambda row: rank[row.rater])
-            StepLabel.objects.update_or_create(
-                step_id=step_id, source=StepLabel.Source.PANEL, rater=name.strip()[:200],
-                defaults={"label": chosen.label, "explanation": chosen.explanation,
-                          "taxonomy_version": TAXONOMY_VERSION},
-            )  # fmt: skip
-            counts["voted"] += 1
-    return {"voted": counts["voted"], "ties": counts["ties"], "skipped": counts["skipped"], "raters": raters}
 
 
 # --- building PEBench --------------------------------------------------------------------------

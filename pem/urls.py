@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import agreement_views, data_views, views
+from pem import agreement_views, data_views, pipeline_views, views
 
 app_name = "pem"
 urlpatterns: list = [
@@ -21,4 +21,9 @@ urlpatterns: list = [
     path("data/from-run/", data_views.data_from_run, name="data_from_run"),
     path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
     path("agreement/", agreement_views.agreement_page, name="agreement"),
+    path("splits/", pipeline_views.split_create, name="split_create"),
+    path("splits/<int:pk>/", pipeline_views.split_detail, name="split"),
+    path("panels/", pipeline_views.panel_create, name="panel_create"),
+    path("panels/<int:pk>/", pipeline_views.panel_detail, name="panel"),
+    path("panels/<int:pk>/restart/", pipeline_views.panel_restart, name="panel_restart"),
 ]
