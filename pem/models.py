@@ -280,3 +280,7 @@ class ExpertScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.expert} scored {self.response_id}: {self.score}"
+
+
+# PEM-800K filter runs, training exports and training runs (pem/training/models.py).
+from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401
