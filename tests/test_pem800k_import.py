@@ -58,3 +58,12 @@ def test_it_links_chains_to_the_bank_and_keeps_the_snapshot_otherwise(tmp_path, 
     orphan = ChainOfThought.objects.filter(question__isnull=True).first()
     if orphan is not None:
         assert orphan.question_text and orphan.reference_answer
+
+
+def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
+    record = next(iter(iter_pem(0.00002, 1)))
+    loose = {**record, "step_labels": [[text, f" {label.lower()} ", why] for text, label, why in record["step_labels"]]}
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", [loose]), name="pem")
+    assert report["created"] == 1
+    labels = StepLabel.objects.order_by("step__position").values_list("label", flat=True)
+    assert list(labels) == [label for _, label, _ in record["step_labels"]]

@@ -33,11 +33,12 @@ from django.utils import timezone
 
 from annotation.jsonl_import import RecordError, open_source
 from annotation.models import Question
-from k12vista.vocabulary import TAXONOMY_VERSION
+from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
 
 BATCH_SIZE = 1000
+LABEL_SET = frozenset(LABEL_CODES)
 KEY_HASH_LENGTH = 24
 
 
@@ -58,8 +59,47 @@ def parse_line(line: bytes) -> services.ChainData:
         raise RecordError("line", "expected a JSON object")
     if "step_labels" not in record:
         raise RecordError("step_labels", "missing: a PEM-800K record labels its steps")
-    data = services.from_reference(record)
+    data = _plain_record(record) or services.from_reference(record)
     data.key = chain_key(data.question_hash_id, record)
+    return data
+
+
+def _lines(value: Any) -> str | None:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "\n".join(value)
+    return None
+
+
+def _plain_record(record: dict) -> services.ChainData | None:
+    """The common case read directly: exact label codes, [step, label, explanation] triples, plain
+    strings, no metadata tags. Anything else (names for labels, pairs, tags, odd types) returns
+    None and goes through pem.services.from_reference, which forgives or explains."""
+    hash_id, steps = record.get("hash_id"), record.get("step_labels")
+    question, response, model = record.get("question"), record.get("student_infer"), record.get("model")
+    solution, answer = _lines(record.get("format_solution")), _lines(record.get("ground_truth"))
+    if (
+        not isinstance(hash_id, str) or not hash_id.strip() or len(hash_id.strip()) > 200
+        or record.get("key") or record.get("subject") or record.get("type")
+        or not isinstance(question, str | None) or not isinstance(response, str | None)
+        or not isinstance(model, str | None) or solution is None or answer is None
+        or not isinstance(steps, list) or not steps
+    ):  # fmt: skip
+        return None
+    data = services.ChainData(key="", question_hash_id=hash_id.strip(), question_text=question or "",
+                              reference_solution=solution, reference_answer=answer, response_text=response or "",
+                              model_name=(model or "").strip())  # fmt: skip
+    for entry in steps:
+        if not (
+            isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and entry[0].strip()
+            and entry[1] in LABEL_SET and isinstance(entry[2], str)
+        ):  # fmt: skip
+            return None
+        data.steps.append(entry[0])
+        data.labels.append([services.LabelData(entry[1], entry[2].strip(), "")])
     return data
 
 
@@ -233,4 +273,9 @@ def import_pem800k(
         missing += _flush(batch, report, import_name)
         if progress:
             progress(total, total)
+    if connection.vendor == "postgresql" and report.created:
+        # Statistics for the filters' plans: a bulk load leaves the planner guessing a few rows.
+        with connection.cursor() as cursor:
+            for model in (ChainOfThought, Step, StepLabel):
+                cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     return {**report.as_dict(), "questions_missing": missing, "rater": import_name}
