@@ -122,6 +122,8 @@ def training_export_file(request: HttpRequest, pk: int, name: str) -> FileRespon
     if name not in exports.export_files(export):
         raise Http404
     path = exports.export_path(export) / name
+    if not path.is_file():  # removed from the volume since: gone, not a server error
+        raise Http404
     download = f"pem-export-{export.pk}-{name.replace('/', '-')}"
     return FileResponse(open(path, "rb"), as_attachment=True, filename=download)  # noqa: SIM115
 
