@@ -25,7 +25,7 @@ from pem.training import exports, filters, formats, jobs, train
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class ImportInput(serializers.Serializer):
+class PEM800KImportInput(serializers.Serializer):
     file = serializers.FileField()
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
@@ -44,7 +44,7 @@ class FilterRunOutput(serializers.ModelSerializer):
         fields = ["id", "label_source", "label_rater", "params", "kept", "funnel", "created", "finished", "job"]
 
 
-class ExportInput(serializers.Serializer):
+class TrainingExportInput(serializers.Serializer):
     filter_run = serializers.PrimaryKeyRelatedField(queryset=FilterRun.objects.filter(finished__isnull=False))
     formats = serializers.ListField(child=serializers.ChoiceField(choices=formats.FORMATS),
                                     default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
@@ -54,6 +54,7 @@ class ExportInput(serializers.Serializer):
 
 class ExportOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    status = serializers.CharField(read_only=True)  # running, done, failed
     files = serializers.SerializerMethodField()
 
     class Meta:
@@ -73,6 +74,7 @@ class TrainInput(serializers.Serializer):
 
 class TrainingRunOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    status = serializers.CharField(read_only=True)  # running, done, failed
     vllm_serve = serializers.SerializerMethodField()
 
     class Meta:
@@ -84,16 +86,16 @@ class TrainingRunOutput(serializers.ModelSerializer):
         return train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
 
 
-class EndpointInput(serializers.Serializer):
+class CheckpointEndpointInput(serializers.Serializer):
     name = serializers.CharField(max_length=100)
 
 
-@extend_schema(request={"multipart/form-data": ImportInput}, responses={202: JobSerializer})
+@extend_schema(request={"multipart/form-data": PEM800KImportInput}, responses={202: JobSerializer})
 @api_view(["POST"])
 @permission_classes([MANAGERS])
 @parser_classes([parsers.MultiPartParser])
 def import_file(request: Request) -> Response:
-    given = ImportInput(data=request.data)
+    given = PEM800KImportInput(data=request.data)
     given.is_valid(raise_exception=True)
     upload = given.validated_data["file"]
     try:
@@ -125,11 +127,11 @@ def filter_run(request: Request, pk: int) -> Response:
     return Response(FilterRunOutput(get_object_or_404(FilterRun, pk=pk)).data)
 
 
-@extend_schema(request=ExportInput, responses={202: ExportOutput})
+@extend_schema(request=TrainingExportInput, responses={202: ExportOutput})
 @api_view(["POST"])
 @permission_classes([MANAGERS])
 def training_exports(request: Request) -> Response:
-    given = ExportInput(data=request.data)
+    given = TrainingExportInput(data=request.data)
     given.is_valid(raise_exception=True)
     data = given.validated_data
     try:
@@ -167,12 +169,12 @@ def training_run(request: Request, pk: int) -> Response:
     return Response(TrainingRunOutput(get_object_or_404(TrainingRun, pk=pk)).data)
 
 
-@extend_schema(request=EndpointInput, responses={201: TrainingRunOutput})
+@extend_schema(request=CheckpointEndpointInput, responses={201: TrainingRunOutput})
 @api_view(["POST"])
 @permission_classes([MANAGERS])
 def training_run_endpoint(request: Request, pk: int) -> Response:
     run = get_object_or_404(TrainingRun, pk=pk)
-    given = EndpointInput(data=request.data)
+    given = CheckpointEndpointInput(data=request.data)
     given.is_valid(raise_exception=True)
     try:
         train.register_endpoint(run, name=given.validated_data["name"], user=request.user)
