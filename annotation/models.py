@@ -28,6 +28,7 @@ def page_image_name(instance: Page, filename: str) -> str:
 def figure_image_name(instance: Figure, filename: str) -> str:
     return stored_name("figures", f"{instance.question.hash_id}-{instance.position}", extension_of(filename))
 
+
 class CoreUnit(models.Model):
     """A core knowledge unit: near-duplicate knowledge points of one subject
     grouped by clustering, then reviewed by people (``confirmed`` once a person

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from pem import api, data_api, pipeline_api, stats_api
+from pem.training import api as training_api
 
 app_name = "pem_api"
 urlpatterns: list = [
@@ -18,4 +19,13 @@ urlpatterns: list = [
     path("splits/<int:pk>/", pipeline_api.SplitDetail.as_view(), name="split"),
     path("panels/", pipeline_api.PanelList.as_view(), name="panels"),
     path("panels/<int:pk>/", pipeline_api.PanelDetail.as_view(), name="panel"),
+    # PEM-800K (pem/training/api.py)
+    path("training/imports/", training_api.import_file, name="training_import"),
+    path("training/filter-runs/", training_api.filter_runs, name="training_filter_runs"),
+    path("training/filter-runs/<int:pk>/", training_api.filter_run, name="training_filter_run"),
+    path("training/exports/", training_api.training_exports, name="training_exports"),
+    path("training/exports/<int:pk>/", training_api.training_export, name="training_export"),
+    path("training/runs/", training_api.training_runs, name="training_runs"),
+    path("training/runs/<int:pk>/", training_api.training_run, name="training_run"),
+    path("training/runs/<int:pk>/endpoint/", training_api.training_run_endpoint, name="training_run_endpoint"),
 ]

@@ -124,3 +124,7 @@ def build_job(job: Job, progress: Progress) -> dict:
         made = services.build_pebench(**job.params, user=job.started_by, job=job)
     progress(1, 1)
     return build_summary(made)
+
+
+# PEM-800K import, filters, training exports and training register their handlers there.
+import pem.training.jobs  # noqa: E402, F401

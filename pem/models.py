@@ -419,3 +419,7 @@ class PanelVote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.panel_run} {self.step}: {self.outcome} {self.label}"
+
+
+# PEM-800K filter runs, training exports and training runs (pem/training/models.py).
+from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401
