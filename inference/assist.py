@@ -28,7 +28,6 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -174,10 +173,7 @@ def run_assist_job(job: Job, progress: Progress) -> dict:
 
 async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Progress, done: int, total: int):
     endpoint = run.endpoint
-    api = openai.AsyncOpenAI(
-        base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
+    api = client.build_client(endpoint)
     limit = asyncio.Semaphore(endpoint.max_concurrency)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.provenance.get("schema"):

@@ -87,8 +87,10 @@ class VisionOCRBackend(OCRBackend):
         inference.client: transient failures are retried with backoff, then raised as
         OCRServiceError so that the import job retries later; anything else is a
         configuration problem (a wrong key, an unknown model) and raises OCRUnavailable."""
-        api = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing",
-                            timeout=endpoint.timeout_seconds, max_retries=0)  # fmt: skip
+        try:
+            api = client.build_sync_client(endpoint)
+        except client.EndpointError as exc:
+            raise OCRUnavailable(f"OCR endpoint {endpoint}: {exc}") from exc
         attempts = 0
         try:
             while True:

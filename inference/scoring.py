@@ -351,10 +351,7 @@ def save_judgment(judgment: Judgment, *, fields: dict[str, Any], steps: list[dic
 
 async def _judge_all(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
     judge = run.judge
-    api = openai.AsyncOpenAI(
-        base_url=judge.base_url, api_key=judge.api_key() or "missing", timeout=judge.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
+    api = client.build_client(judge)
     limit = asyncio.Semaphore(judge.max_concurrency)
     params = request_params(run)
     counter = {"done": done}
