@@ -83,12 +83,13 @@ def parse_allowed_prefix(entry: str) -> AllowedPrefix:
     elif port_text == "*":
         ports = range(1, 65536)
     else:
-        low, _, high = port_text.partition("-")
-        if not low.isdigit() or not (high or low).isdigit() or not 1 <= int(low) <= int(high or low) <= 65535:
+        low, dash, high = port_text.partition("-")
+        high = high if dash else low
+        if not (low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high) <= 65535):
             raise ImproperlyConfigured(
                 f"MODEL_URL_ALLOWLIST entry {entry!r}: the port is a number, a range such as 8000-8010, or *"
             )
-        ports = range(int(low), int(high or low) + 1)
+        ports = range(int(low), int(high) + 1)
     return AllowedPrefix(parts.scheme, parts.hostname, ports, parts.path.rstrip("/"))
 
 
