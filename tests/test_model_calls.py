@@ -148,7 +148,8 @@ def test_the_default_allowlist_names_local_model_server_ports_only():
 @pytest.mark.django_db
 @pytest.mark.parametrize("url", ["http://127.0.0.1:99999/v1", "http://127.0.0.1:80a/v1", "http://127.0.0.1:-1/v1"])
 def test_a_bad_port_is_a_400_in_the_api(url, researcher):
-    response = api_as(researcher).post("/api/endpoints/", {"name": "x", "base_url": url, "model_name": "m"}, format="json")
+    data = {"name": "x", "base_url": url, "model_name": "m"}
+    response = api_as(researcher).post("/api/endpoints/", data, format="json")
     assert response.status_code == 400
     assert not ModelEndpoint.objects.exists()
 
