@@ -9,7 +9,7 @@ import json
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -20,6 +20,7 @@ from inference import client, leaderboard, models, services
 from inference.forms import ENV_NAME
 from inference.standings import standings
 from inference.views import get_run_for_user, runs_for
+from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
@@ -125,18 +126,6 @@ class ResponseOutput(serializers.ModelSerializer):
 
 
 # --- views -------------------------------------------------------------------------
-
-
-class ById(pagination.CursorPagination):
-    ordering = "id"  # keyset
-    page_size = 100
-    max_page_size = 1000
-    page_size_query_param = "page_size"
-
-
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
 
 
 class EndpointList(generics.ListAPIView):
