@@ -5,20 +5,22 @@ make; querysets are scoped by the same access helpers (runs_for)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
-from inference import leaderboard, models, services
+from inference import client, leaderboard, models, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
 from inference.standings import board_state
-from inference.views import get_run_for_user, get_scoring_run_for_user, key_state, runs_for
+from inference.views import get_run_for_user, get_scoring_run_for_user, runs_for
+from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
@@ -45,6 +47,10 @@ class EndpointInput(serializers.ModelSerializer):
     def validate_api_key_env(self, value: str) -> str:
         if value and not ENV_NAME.match(value):
             raise serializers.ValidationError("the name of an environment variable (letters, digits, _), not a key")
+        if value and not client.key_variable_declared(value):
+            raise serializers.ValidationError(
+                f"{value} is not one of MODEL_API_KEY_VARIABLES ({', '.join(settings.MODEL_API_KEY_VARIABLES)})"
+            )
         return value
 
 
@@ -58,7 +64,7 @@ class EndpointOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_api_key_state(self, endpoint) -> str:
-        return key_state(endpoint)
+        return client.key_state(endpoint)
 
 
 class FiltersInput(serializers.Serializer):
@@ -120,18 +126,6 @@ class ResponseOutput(serializers.ModelSerializer):
 
 
 # --- views -------------------------------------------------------------------------
-
-
-class ById(pagination.CursorPagination):
-    ordering = "id"  # keyset
-    page_size = 100
-    max_page_size = 1000
-    page_size_query_param = "page_size"
-
-
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
 
 
 class EndpointList(generics.ListAPIView):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from inference import client
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
 
@@ -44,10 +43,8 @@ class ModelEndpoint(models.Model):
         return self.name
 
     def api_key(self) -> str:
-        """Read on the worker at call time; servers without auth accept any string."""
-        if not self.api_key_env:
-            return "no-key"
-        return os.environ.get(self.api_key_env, "")
+        """Read on the worker at call time, only from a declared variable (see client.api_key)."""
+        return client.api_key(self)
 
 
 class PromptTemplate(models.Model):

@@ -86,6 +86,8 @@ class VisionOCRBackend(OCRBackend):
         problem (a wrong key, an unknown model) and raises OCRUnavailable."""
         try:
             completion = calls.complete_sync(endpoint, messages, params, backoff=self.backoff_seconds)
+        except client.EndpointError as exc:  # outside the allowlist, or an undeclared key variable
+            raise OCRUnavailable(f"OCR endpoint {endpoint}: {exc}") from exc
         except client.ModelCallError as exc:
             if not exc.transient:
                 raise OCRUnavailable(f"OCR endpoint {endpoint} refused the request: {exc}") from exc

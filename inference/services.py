@@ -7,7 +7,6 @@ import hashlib
 import os
 import subprocess
 from typing import Any
-from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -21,24 +20,8 @@ from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplat
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
-
-class EndpointError(ValueError):
-    """An endpoint setting that cannot be used; the message says which and why."""
-
-
-def check_endpoint_url(url: str) -> str:
-    """Refuses URLs outside MODEL_URL_ALLOWLIST (prefix match on the normalised URL)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EndpointError(f"{url!r} is not an http(s) URL")
-    port = f":{parts.port}" if parts.port else ""
-    normalised = f"{parts.scheme}://{parts.hostname}{port}{parts.path}".rstrip("/")
-    if not any(normalised.startswith(prefix.rstrip("/")) for prefix in settings.MODEL_URL_ALLOWLIST):
-        raise EndpointError(
-            f"{parts.scheme}://{parts.hostname}{port} is not in MODEL_URL_ALLOWLIST; "
-            "an administrator adds model servers there."
-        )
-    return normalised
+EndpointError = client.EndpointError
+check_endpoint_url = client.check_endpoint_url
 
 
 @transaction.atomic
@@ -117,7 +100,11 @@ def start_inference_run(
 
 
 def require_api_key(endpoint: ModelEndpoint) -> None:
-    """Refuses to start when the endpoint names a key variable this server does not have."""
+    """Refuses to start when the endpoint's URL is no longer allowed, or it names a key
+    variable that is not declared (never read) or not set on this server."""
+    if endpoint.kind == ModelEndpoint.Kind.OPENAI:
+        client.check_endpoint_url(endpoint.base_url)
+    client.check_key_variable(endpoint.api_key_env)
     if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
         raise EndpointError(
             f"the API key variable {endpoint.api_key_env} is not set on this server; set it (on the web server "

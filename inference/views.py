@@ -9,7 +9,6 @@ published numbers are shared by the whole research team.
 from __future__ import annotations
 
 import difflib
-import os
 from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlencode
 
@@ -27,7 +26,7 @@ from django.utils.translation import gettext_noop as _noop
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import assist, default_prompts, leaderboard, prompts, scoring, services
+from inference import assist, client, default_prompts, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
 from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
 from inference.models import (
@@ -98,11 +97,8 @@ def home(request: HttpRequest) -> HttpResponse:
 # --- endpoints --------------------------------------------------------------
 
 
-def key_state(endpoint: ModelEndpoint) -> str:
-    """Whether the key's variable is set on this server; the value is never read into a page."""
-    if not endpoint.api_key_env:
-        return "unused"
-    return "set" if os.environ.get(endpoint.api_key_env) else "missing"
+# Whether the key's variable is declared and set on this server; the value is never read into a page.
+key_state = client.key_state
 
 
 def with_key_state(endpoints):

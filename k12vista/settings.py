@@ -288,7 +288,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "k12vista.pagination.Newest",
     "PAGE_SIZE": 50,
     # Fails open while the cache is down (k12vista/throttling.py); logins are guarded by django-axes.
     "DEFAULT_THROTTLE_CLASSES": ["k12vista.throttling.FailOpenUserRateThrottle"],
@@ -388,9 +388,16 @@ ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 
 # --- Models -------------------------------------------------------------
 
-# Endpoint URLs must start with one of these, so the studio cannot be pointed
-# at an internal address by accident. Add your vLLM hosts and API providers.
-MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:", "http://localhost:"])
+# Where model endpoints may point: scheme://host[:port][/path], compared after
+# parsing (scheme, host and port exactly, the path on a segment boundary). A port
+# is a number, a range (8000-8010) or * (any); none means the scheme's default.
+# The default admits the ports vllm serve / transformers serve use on this host,
+# not Redis' or PostgreSQL's. Add your vLLM hosts and API providers.
+MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:8000-8010", "http://localhost:8000-8010"])
+# The only environment variables an endpoint may name for its API key: exact
+# names, or a prefix ending in *. Anything else (SECRET_KEY, DATABASE_URL) is
+# never read, sent or reported as set.
+MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY", "K12VISTA_KEY_*"])
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 # Endpoints of kind "transformers" run small models on the worker's CPU. When the
 # worker's Python lacks torch, name a Python that has it (and transformers): the

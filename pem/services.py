@@ -39,13 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import Count, Q
 
 from annotation.jsonl_import import REPORT_LIMIT, RecordError, open_source, split_steps
 from annotation.models import Question
 from inference.default_prompts import FINAL_ANSWER_PREFIX
 from inference.models import InferenceRun, Judgment, Response, ScoringRun
+from k12vista.text import BadLine, parse_record_line, storable
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
     Stage,
@@ -100,7 +101,7 @@ class ImportReport:
             self._add(self.conflict_lines, {"line": line, "key": key, "reason": detail})
         elif kind == "failed":
             self.failed += 1
-            self._add(self.failed_lines, {"line": line, "key": key, "reason": detail[:1000]})
+            self._add(self.failed_lines, {"line": line, "key": storable(key), "reason": storable(detail[:1000])})
 
     def as_dict(self) -> dict:
         return {
@@ -465,9 +466,9 @@ def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict
     if not line.strip():
         return "skip", number, "", "", []
     try:
-        record = json.loads(line)
-    except ValueError as exc:
-        return "failed", number, "", f"not valid JSON: {exc}", []
+        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
+    except BadLine as exc:
+        return "failed", number, "", str(exc), []
     found = record.get("key") or record.get("hash_id") if isinstance(record, dict) else None
     found = found if isinstance(found, str) else ""
     try:
@@ -479,8 +480,11 @@ def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict
         reason = (f"key {data.key!r} was already used on line {seen[data.key][0]} for a different chain; "
                   "give each chain its own key")  # fmt: skip
         return "failed", number, data.key, reason, data.warnings
+    try:
+        outcome, detail = save_chain(data, import_name=import_name)  # atomic: a savepoint when nested
+    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
+        return "failed", number, data.key, f"the database refused the line: {exc}", data.warnings
     seen.setdefault(data.key, (number, signature))
-    outcome, detail = save_chain(data, import_name=import_name)
     return outcome, number, data.key, detail, data.warnings
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from review import reports, services
 from review.forms import inspectors
@@ -69,11 +70,6 @@ class RatingOutput(serializers.Serializer):
     notes = serializers.DictField()
     submitted = serializers.DateTimeField()
     updated = serializers.DateTimeField()
-
-
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
 
 
 class AuditList(generics.ListAPIView):

@@ -34,6 +34,14 @@ def _imports_in_the_test_thread(settings):
 
 
 @pytest.fixture(autouse=True)
+def _model_servers_on_free_ports(settings):
+    """The tests' model servers (scripted fakes, transformers serve) listen on free
+    ports picked at random, so any local port is allowed here; production's default
+    names only the ports of local model servers (tests/test_model_calls.py checks it)."""
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Production hashes passwords with PBKDF2 at over a million iterations (the
     point of it); tests create hundreds of users, so they use a fast hasher."""
