@@ -31,7 +31,7 @@ from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
 from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
 from annotation.pdf.reading import PdfImportError
-from annotation.pdf.segment import ParsedQuestion, segment
+from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
@@ -165,13 +165,12 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
         with _timed(summary, "pages"):
             pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=lambda n: report(n, steps))
         with _timed(summary, "segment"):
-            lines, layouts = reading_order([p.text for p in pages])
-            parsed = segment(lines)
-        summary.warnings += parsed.warnings
+            analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
+        summary.warnings += analysis.parsed.warnings
         with _timed(summary, "questions"):
-            _save_questions(document=document, pdf=pdf, pages=pages, layouts=layouts, parsed=parsed.questions,
-                            answers_key=parsed.answers_key, subject=subject, grade=grade, summary=summary,
-                            user=user, heartbeat=lambda: report(summary.pages, steps))  # fmt: skip
+            _save_questions(document=document, pdf=pdf, pages=pages, analysis=analysis, subject=subject,
+                            grade=grade, summary=summary, user=user,
+                            heartbeat=lambda: report(summary.pages, steps))  # fmt: skip
     report(steps, steps)
     return summary
 
@@ -211,16 +210,39 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
     return imported
 
 
-def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
-                 summary: ImportSummary) -> ImportedPage:  # fmt: skip
+def read_page(page: pymupdf.Page, number: int) -> tuple[PageText, str, list[figures.FigureRegion]]:
+    """A page's text (its text layer, or OCR where it has none), its source and its figure regions."""
     page_text = reading.text_layer(page, number)
     source = "text-layer"
     if not reading.has_usable_text(page_text):
         backend = get_ocr_backend()
         page_text, source = reading.ocr_layer(page, number, backend), backend.name
-        summary.ocr_pages += 1
     regions = figures.figure_regions(page, page_text)
-    page_text = _without_figure_text(page_text, regions)
+    return _without_figure_text(page_text, regions), source, regions
+
+
+@dataclass
+class Analysis:
+    """What the importer reads from a paper before anything is saved."""
+
+    parsed: Segmented
+    layouts: dict[int, PageLayout]
+    figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
+
+
+def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
+    """Reading order, questions and each question's figures: the import without the database."""
+    lines, layouts = reading_order(texts)
+    parsed = segment(lines)
+    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions]
+    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key))
+
+
+def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
+                 summary: ImportSummary) -> ImportedPage:  # fmt: skip
+    page_text, source, regions = read_page(page, number)
+    if source != "text-layer":
+        summary.ocr_pages += 1
     row = row or _save_page(document=document, page=page, number=number, text=page_text, source=source)
     return ImportedPage(row, page_text, regions)
 
@@ -280,8 +302,7 @@ def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> t
 
 
 def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: list[ImportedPage],
-                    layouts: dict[int, PageLayout], parsed: list[ParsedQuestion], answers_key: tuple | None,
-                    subject: str, grade: int, summary: ImportSummary, user: Any,
+                    analysis: Analysis, subject: str, grade: int, summary: ImportSummary, user: Any,
                     heartbeat: Callable[[], None]) -> None:  # fmt: skip
     """Creates the questions not saved yet, SAVE_BATCH to a transaction.
 
@@ -290,8 +311,7 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     batches); one per question spends most of its time committing. A crash
     keeps the batches saved so far, and the next run skips them by hash_id.
     """
-    regions = [(_figure_key(layouts[p.row.number], r.bbox), r) for p in pages for r in p.regions]
-    by_question = assign_figures(parsed, regions, answers_key)
+    parsed, by_question = analysis.parsed.questions, analysis.figures
     rows = {p.row.number: p.row for p in pages}
     hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))

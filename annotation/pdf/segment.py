@@ -57,6 +57,19 @@ class ParsedQuestion:
     answer: str = ""
     solution: str = ""
     part: str = "stem"  # where the next line goes: stem, option, answer or solution
+    scope: str = ""  # the section numeral where numbering restarts per section ("二" of 二.3)
+    name: str = ""  # the label of a question without a number (a section that is one question: "五")
+
+    @property
+    def label(self) -> str:
+        """The question's number as a person cites it: "7", or "二.3" where numbers restart per section."""
+        if self.name:
+            return self.name
+        return f"{self.scope}.{self.number}" if self.scope else str(self.number)
+
+    @property
+    def option_count(self) -> int:
+        return len(self.options)
 
     @property
     def text(self) -> str:
@@ -78,6 +91,7 @@ class Segmented:
     questions: list[ParsedQuestion]
     warnings: list[str]
     answers_key: tuple | None = None  # where the answer section starts, in reading order
+    report: dict = field(default_factory=dict)  # the paper's consistency report
 
 
 def section_type(title: str) -> str | None:
