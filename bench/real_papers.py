@@ -204,6 +204,28 @@ def totals(scores: list[PaperScore]) -> dict:
     }
 
 
+def cache_ocr(folder: Path) -> None:
+    """For working on segmentation: the configured backend's results are kept by image hash."""
+    import hashlib
+    import pickle
+
+    from annotation.ocr import get_ocr_backend
+
+    backend = get_ocr_backend()
+    recognize = backend.recognize
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def cached(image):  # noqa: ANN001, ANN202
+        path = folder / (hashlib.sha256(image.tobytes()).hexdigest() + ".pickle")
+        if path.exists():
+            return pickle.loads(path.read_bytes())  # noqa: S301 (our own cache)
+        result = recognize(image)
+        path.write_bytes(pickle.dumps(result))
+        return result
+
+    backend.recognize = cached
+
+
 def run(folder: Path, only: str = "") -> list[PaperScore]:
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
     return [score_paper(folder / paper["file"], paper) for paper in expected if only in paper["file"]]
@@ -214,12 +236,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", nargs="?", type=Path, default=None)
     parser.add_argument("--only", default="", help="score only the papers whose file name contains this")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--ocr-cache", type=Path, help="keep OCR results here between runs (OCR times then mean nothing)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print each paper's warnings too")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "k12vista.settings")
     import django
 
     django.setup()
+    if args.ocr_cache:
+        cache_ocr(args.ocr_cache)
     scores = run(args.folder or default_folder(), args.only)
     if args.json:
         json.dump({"papers": [s.__dict__ for s in scores], "total": totals(scores)}, sys.stdout, indent=2, default=str)
