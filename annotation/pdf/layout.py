@@ -100,6 +100,17 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     return stripped
 
 
+def _centered_header(span: Span, page: PageText) -> bool:
+    """A line centred in the top margin, neither a question, a heading nor an answer section: the paper's header."""
+    centre = (span.bbox[0] + span.bbox[2]) / 2
+    return (
+        span.bbox[3] < page.height * MARGIN * 0.7
+        and abs(centre - page.width / 2) < page.width * 0.04
+        and not QUESTION_START.match(span.text)
+        and not re.search(r"题|答案|解析|[一二三四五六七八九十][、．.]", span.text)
+    )
+
+
 QUESTION_START = re.compile(r"^\s*\d{1,3}\s*[．.、]")
 
 
@@ -107,7 +118,8 @@ def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool)
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
-    if not (PAGE_NUMBER.match(span.text) or (repeated and not QUESTION_START.match(span.text))):
+    running = PAGE_NUMBER.match(span.text) or (repeated and not QUESTION_START.match(span.text))
+    if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.
     return not any(b.bbox[1] < span.bbox[3] and span.bbox[1] < b.bbox[3] for b in body)

@@ -23,19 +23,26 @@ from k12vista.vocabulary import QuestionType
 CN_NUMERAL = "一二三四五六七八九十"
 # 一、选择题 / 二．填空题 / 第三部分 解答题 / 第二大题：计算题
 SECTION = re.compile(
-    rf"^(?:第?[{CN_NUMERAL}]+(?:部分|大题)\s*[、．.:：]?|[{CN_NUMERAL}]+\s*[、．.:：])\s*(\S{{0,12}}?题)"
+    rf"^(?:第?([{CN_NUMERAL}]+)(?:部分|大题)\s*[、．.:：]?|([{CN_NUMERAL}]+)\s*[、．.:：])\s*[(（]?\s*(\S{{0,12}}?题)"
 )
 SECTION_TYPES = [
+    (("非选择", "选考", "选做"), QuestionType.FREE_RESPONSE),  # before 选择: 非选择题 is no choice section
     (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
     (("填空",), QuestionType.FILL_IN_BLANK),
     (("解答", "计算", "问答", "证明", "简答", "综合", "实验", "探究", "作图", "应用"), QuestionType.FREE_RESPONSE),
 ]
 # "参考答案" also covers 参考答案与解析, 参考答案及评分标准 and the like; a bare "答案" only as a
 # whole line, since "【答案】C" starts an inline answer.
-ANSWER_SECTION = re.compile(r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)")
-NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d))\s*")
+ANSWER_SECTION = re.compile(
+    r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)|(?:参考答案|试题答案|答案与解析|答案及解析|试题解析)"
+)
+# Instructions to candidates number their points "1．… 2．…"; they are no questions.
+NOTICE = re.compile(r"^\s*(?:注意事项|考生须知|考生注意|注意)\s*[:：]?")
+SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
+# "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
+NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
 # Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
-OPTION = re.compile(r"(?<![A-Za-z])([A-H])\s*[.．、:：]\s*")
+OPTION = re.compile(r"(?:(?<![A-Za-z])([A-H])\s*[.．、:：]|[(（]\s*([A-H])\s*[)）])\s*")
 POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
@@ -128,25 +135,46 @@ class Segmenter:
         self.current: ParsedQuestion | None = None
         self.entry: AnswerEntry | None = None
         self.answers_key: tuple | None = None
+        self.in_notice = False
+        self.notice_last = 0  # the last point number of the notice being read
+        self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
+        self.numeral = ""  # the numeral of the section being read
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
-        if ANSWER_SECTION.match(text) and len(text) <= 24:
+        if NOTICE.match(text) and not self.in_answers:
+            self.in_notice, self.current, self.notice_last = True, None, 0
+            return
+        if ANSWER_SECTION.search(text) and len(text) <= 30 and not NUMBER.match(text):
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
         section = SECTION.match(text)
         if section:
             self.section += 1
-            self.current = None
+            self.current, self.in_notice = None, False
+            self.numeral = section.group(1) or section.group(2) or ""
             if not self.in_answers:
                 # A section of another kind (判断题) has its questions' types guessed one by one.
-                self.qtype = section_type(section.group(1))
+                self.qtype = section_type(section.group(3))
+                self.typed_sections += self.qtype is not None
             return
         if self.in_answers and self._choice_run(text):
             return
+        if self.in_answers and len(pieces := _answer_pieces(text)) > 1:
+            for piece in pieces:  # "14．D 15．AD 16．CD": a key on one line
+                self.feed(Line(piece, line.bbox, line.page, line.key))
+            return
         number = NUMBER.match(text)
-        if number and self._starts_item(int(number.group(1))):
+        if self.in_notice:
+            # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
+            value = int(number.group(1)) if number else None
+            follows = bool(self.questions) and value == self.questions[-1].number + 1
+            if value is None or (value > self.notice_last and not follows):
+                self.notice_last = value or self.notice_last
+                return
+            self.in_notice = False
+        if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
             self._start(int(number.group(1)), line)
         if self.in_answers:
@@ -171,17 +199,28 @@ class Segmenter:
         self.entry = None
         return True
 
-    def _starts_item(self, number: int) -> bool:
+    def _starts_item(self, number: int, rest: str = "") -> bool:
         """Only a number that follows on starts a question, so "2." inside a solution does not."""
         if self.in_answers:
-            return self.entry is None or number > self.entry.number
+            # A second pass over the numbers (a key, then worked solutions) starts again at the first.
+            first = self.entries[0].number if self.entries else None
+            return self.entry is None or number > self.entry.number or (number == first and number < self.entry.number)
         last = self.questions[-1].number if self.questions else None
         if last is None or number == last + 1 or (self.current is None and number == 1):
             return True
+        if number < last and self._repeats(number, rest):
+            return True  # the paper again, now with its answers: matched back in result()
+        if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
+            return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
         if last + 1 < number <= last + 1 + MAX_SKIPPED:
             self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
             return True
         return False
+
+    def _repeats(self, number: int, rest: str) -> bool:
+        """A number seen before whose text starts as that question's did: a copy of the paper."""
+        head = _head(rest)
+        return len(head) >= 6 and any(q.number == number and _head(q.text) == head for q in self.questions)
 
     def _start(self, number: int, line: Line) -> None:
         if self.in_answers:
@@ -189,6 +228,7 @@ class Segmenter:
             self.entries.append(self.entry)
             return
         self.current = ParsedQuestion(number=number, section=self.section, qtype=self.qtype or "")
+        self.current.scope = self.numeral
         self.questions.append(self.current)
 
     def _add(self, question: ParsedQuestion, text: str) -> None:
@@ -228,39 +268,125 @@ class Segmenter:
         question.part = "option"
         for match, following in zip(starts, [*starts[1:], None], strict=True):
             end = following.start() if following else len(text)
-            question.options.append({"label": match.group(1), "text": text[match.end() : end].strip()})
+            question.options.append({"label": _label(match), "text": text[match.end() : end].strip()})
 
     def result(self) -> Segmented:
+        self._merge_copies()
+        self._scope_numbers()
         for question in self.questions:
             if not question.qtype:
                 question.qtype = guess_type(question)
+            elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
+                # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
+                # calculation question set after them without a heading of its own.
+                question.qtype = guess_type(question, options=False)
+        if not self.typed_sections and not _looks_like_exam(self.questions):
+            if self.questions:
+                self.warnings.append("the document does not look like an exam paper: no question was imported")
+            self.questions, self.entries = [], []
         self._match_answers()
         return Segmented(self.questions, self.warnings, self.answers_key)
+
+    def _merge_copies(self) -> None:
+        """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
+        kept: list[ParsedQuestion] = []
+        for question in self.questions:
+            first = next((q for q in kept if q.number == question.number and _head(q.text) == _head(question.text)
+                          and len(_head(q.text)) >= 6), None)  # fmt: skip
+            if first is None:
+                kept.append(question)
+                continue
+            first.answer = first.answer or question.answer
+            first.solution = first.solution or question.solution
+            if len(first.options) < 2 <= len(question.options):
+                first.options = question.options
+            if question.lines and (self.answers_key is None or question.lines[0].key < self.answers_key):
+                self.answers_key = question.lines[0].key  # figures of the copy belong to no question
+        numbers = [q.number for q in kept]
+        if len(kept) < len(self.questions) and len(numbers) == len(set(numbers)):
+            kept.sort(key=lambda q: q.number)  # a question only the copy has (its first print is an image)
+        self.questions = kept
+
+    def _scope_numbers(self) -> None:
+        """Numbers that restart per section (一、1-8, 二、1-8) are labelled with their section: 二.3."""
+        numbers = [q.number for q in self.questions]
+        if len(numbers) == len(set(numbers)):
+            for question in self.questions:
+                question.scope = ""
+            return
+        for question in self.questions:
+            question.scope = question.scope or "?"
 
     def _match_answers(self) -> None:
         """Answer-section entries go to the question with the same number, in order."""
         open_questions: dict[int, list[ParsedQuestion]] = {}
         for question in self.questions:
             open_questions.setdefault(question.number, []).append(question)
+        used: dict[int, int] = {}
+        passes: dict[int, int] = {}
         for entry in self.entries:
             candidates = open_questions.get(entry.number)
             if not candidates:
                 self.warnings.append(f"answer {entry.number} in the answer section matches no question")
                 continue
-            question = candidates.pop(0)
+            # Numbers restarting per section: the n-th entry numbered 3 goes to the n-th question 3; a
+            # second pass (a key, then worked solutions) goes to the same questions again.
+            seen = used.get(entry.number, 0)
+            if seen >= len(candidates):
+                passes[entry.number] = passes.get(entry.number, 0) + 1
+                seen = 0
+            used[entry.number] = seen + 1
+            question = candidates[seen]
             answer, solution = split_entry("".join(entry.text))
             question.answer = question.answer or answer
-            question.solution = question.solution or solution
+            if solution and solution not in question.solution:
+                question.solution = f"{question.solution}\n{solution}".strip()
         for question in self.questions:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
 
 
+KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
+
+
+def _answer_pieces(text: str) -> list[str]:
+    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up one by one."""
+    starts = list(KEY_ITEM.finditer(text))
+    if len(starts) < 2 or starts[0].start() != 0:
+        return [text]
+    numbers = [int(m.group(1)) for m in starts]
+    if any(b != a + 1 for a, b in zip(numbers, numbers[1:], strict=False)):
+        return [text]
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
+
+
+def _head(text: str) -> str:
+    """The first characters of a text without spaces and math marks: two copies of one question agree on it."""
+    return re.sub(r"[\s$^_{}]", "", text)[:12]
+
+
+def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
+    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks or (  )."""
+    if not questions:
+        return False
+    marked = sum(
+        1
+        for q in questions
+        if len(q.options) >= 2 or q.answer or q.solution or re.search(r"_{2,}|＿|[(（]\s*[)）]", q.text)
+    )
+    return marked >= max(1, (len(questions) + 1) // 2)
+
+
+def _label(match: re.Match) -> str:
+    return match.group(1) or match.group(2)
+
+
 def _starts_options(text: str) -> bool:
     """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
     match = OPTION.match(text)
-    return bool(match) and match.group(1) == "A" and not POINT_LIST.match(text)
+    return bool(match) and _label(match) == "A" and not POINT_LIST.match(text)
 
 
 def split_entry(text: str) -> tuple[str, str]:
@@ -294,11 +420,12 @@ def split_answer(answer: str, qtype: str) -> list[str]:
     return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
 
 
-def guess_type(question: ParsedQuestion) -> str:
+def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
     """Type of a question outside any recognised section."""
-    if len(question.options) >= 2:
+    if options and len(question.options) >= 2:
         return QuestionType.MULTIPLE_CHOICE
-    if re.search(r"_{3,}|＿{2,}", question.text):
+    blanks = re.search(r"_{3,}|＿{2,}", question.text)
+    if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):
         return QuestionType.FILL_IN_BLANK
     return QuestionType.FREE_RESPONSE
 
