@@ -57,6 +57,7 @@ class PaperScore:
     figures_ok: int = 0
     text_pages: int = 0
     text_seconds: float = 0.0
+    text_cpu_seconds: float = 0.0
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
     ocr_cpu_seconds: float = 0.0  # CPU time of this process (all threads): on a shared machine wall time says less
@@ -104,6 +105,7 @@ def score_paper(path: Path, expected: dict) -> PaperScore:
             sources.append(source)
             if source == "text-layer":
                 score.text_pages, score.text_seconds = score.text_pages + 1, score.text_seconds + seconds
+                score.text_cpu_seconds += time.process_time() - cpu
             else:
                 score.ocr_pages, score.ocr_seconds = score.ocr_pages + 1, score.ocr_seconds + seconds
                 score.ocr_cpu_seconds += time.process_time() - cpu
@@ -177,9 +179,11 @@ def print_table(scores: list[PaperScore]) -> None:
         f"{_fmt(total['type'])} {_fmt(total['options'])} {_fmt(total['solution'])} {_fmt(total['figures'])} "
         f"{total['text_pages_per_second'] or 0:7.1f} {total['ocr_seconds_per_page'] or 0:7.2f}"
     )
-    cpu = total["ocr_cpu_seconds_per_page"]
-    print(f"min precision {total['min_precision']:.2f}, min recall {total['min_recall']:.2f}; OCR CPU s/page "
-          f"{cpu or 0:.2f}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")  # fmt: skip
+    cpu = total["ocr_cpu_seconds_per_page"] or 0
+    text_cpu = total["text_pages_per_cpu_second"] or 0
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"min precision {total['min_precision']:.2f}, min recall {total['min_recall']:.2f}; "
+          f"text pages per CPU second {text_cpu:.1f}; OCR CPU s/page {cpu:.2f}; load average {load}")  # fmt: skip
 
 
 def totals(scores: list[PaperScore]) -> dict:
@@ -204,6 +208,7 @@ def totals(scores: list[PaperScore]) -> dict:
         "figures": ratio(sum(s.figures_ok for s in scores), matched),
         "text_pages_per_second": ratio(text_pages, text_seconds),
         "ocr_seconds_per_page": ratio(ocr_seconds, ocr_pages),
+        "text_pages_per_cpu_second": ratio(text_pages, sum(s.text_cpu_seconds for s in scores)),
         "ocr_cpu_seconds_per_page": ratio(sum(s.ocr_cpu_seconds for s in scores), ocr_pages),
         "errors": [s.file for s in scores if s.error],
     }

@@ -255,7 +255,7 @@ def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion
         return any(r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3] for r in regions)
 
     spans = [s for s in page_text.spans if not inside(s.bbox)]
-    return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr)
+    return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr, page_text.gutters)
 
 
 def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:

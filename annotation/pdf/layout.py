@@ -44,6 +44,7 @@ class PageText:
     height: float
     spans: list[Span]
     ocr: bool = False  # boxes from OCR: its columns are looked for apart from text-layer pages
+    gutters: list[float] | None = None  # known already (OCR read the page column by column), in points
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
         kept = [s for s in page.spans if not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)]
-        stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr))
+        stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
 
 
@@ -227,8 +228,11 @@ def paper_gutters(pages: list[PageText]) -> dict[int, list[float]]:
     by_size: dict[tuple[int, int, bool], list[PageText]] = {}
     for page in pages:
         by_size.setdefault((round(page.width / 10), round(page.height / 10), page.ocr), []).append(page)
-    found = {}
+    found = {p.number: p.gutters for p in pages if p.gutters is not None}
     for group in by_size.values():
+        group = [p for p in group if p.gutters is None]
+        if not group:
+            continue
         gutters = gutters_of([(p.number, s) for p in group for s in p.spans], group[0].width)
         found.update({p.number: gutters for p in group})
     return found

@@ -113,7 +113,8 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
                               line.box[3] * scale)  # fmt: skip
             height = max(1.0, y1 - y0)
             spans.append(Span(line.text, (x0, y0, x1, y1), baseline=y1 - 0.15 * height, size=0.85 * height))
-    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True)
+    gutters = [x * scale for x in edges[1:-1]]
+    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
 
 
 def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: float = 0.22) -> list[int]:

@@ -38,6 +38,7 @@ ANSWER_SECTION = re.compile(
 )
 # Instructions to candidates number their points "1．… 2．…"; they are no questions.
 NOTICE = re.compile(r"^\s*(?:注意事项|考生须知|考生注意|注意)\s*[:：]?")
+UNNUMBERED = re.compile(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*[(（]\s*\d{{1,2}}\s*分\s*[)）]\s*(.*)$")
 SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
@@ -91,6 +92,7 @@ class ParsedQuestion:
 class AnswerEntry:
     number: int
     text: list[str] = field(default_factory=list)
+    scope: str = ""  # the section numeral of an answer section that restarts its numbers (二、(1)[B] (2)[C])
 
 
 @dataclass
@@ -99,6 +101,15 @@ class Segmented:
     warnings: list[str]
     answers_key: tuple | None = None  # where the answer section starts, in reading order
     report: dict = field(default_factory=dict)  # the paper's consistency report
+
+
+def _instructed_type(heading: str) -> str | None:
+    """A heading that names no type says what to do: 选出…答案 is choice, 写在横线上 is fill-in."""
+    if re.search(r"选出|选项|字母", heading):
+        return QuestionType.MULTIPLE_CHOICE
+    if re.search(r"横线|填在|填写在题中", heading):
+        return QuestionType.FILL_IN_BLANK
+    return None
 
 
 def section_type(title: str) -> str | None:
@@ -135,6 +146,7 @@ class Segmenter:
         self.current: ParsedQuestion | None = None
         self.entry: AnswerEntry | None = None
         self.answers_key: tuple | None = None
+        self.answer_scope = ""
         self.in_notice = False
         self.notice_last = 0  # the last point number of the notice being read
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
@@ -156,8 +168,25 @@ class Segmenter:
             self.numeral = section.group(1) or section.group(2) or ""
             if not self.in_answers:
                 # A section of another kind (判断题) has its questions' types guessed one by one.
-                self.qtype = section_type(section.group(3))
+                self.qtype = section_type(section.group(3)) or _instructed_type(text)
                 self.typed_sections += self.qtype is not None
+            return
+        single = UNNUMBERED.match(text)
+        if single and not self.in_answers and not self.in_notice and not re.search(r"小题|每题|题有|各题", text):
+            # 五、（6 分）以初速… : a section that is one question, known by its numeral.
+            self.section += 1
+            last = self.questions[-1].number if self.questions else 0
+            self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
+            self.current.name = single.group(1)
+            self.questions.append(self.current)
+            self.current.lines.append(line)
+            self._add(self.current, single.group(2))
+            return
+        if self.current is None and self.section and self.qtype is None and not self.in_answers:
+            # The heading's instructions go on over its next lines (…每小题3分。每小 / 题选出一个正确的答案).
+            self.qtype = _instructed_type(text)
+            self.typed_sections += self.qtype is not None
+        if self.in_answers and self._scoped_answers(text):
             return
         if self.in_answers and self._choice_run(text):
             return
@@ -189,6 +218,36 @@ class Segmenter:
         if entry.text and (SUB_QUESTION.match(text) or MARKER.match(text)):
             entry.text.append("\n")
         _join(entry.text, text)
+
+    def _scoped_answers(self, text: str) -> bool:
+        """Answers by section where numbers restart: "二、(1)[B](2)[C]", "七、第1小题：…" for a question 七."""
+        scoped = {q.scope for q in self.questions if q.scope} | {q.name for q in self.questions if q.name}
+        if not scoped:
+            return False
+        heading = re.match(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*", text)
+        if heading and heading.group(1) in scoped:
+            self.answer_scope = heading.group(1)
+            text = text[heading.end() :]
+            if any(q.name == self.answer_scope for q in self.questions):
+                self.entry = AnswerEntry(0, [text], scope=self.answer_scope)
+                self.entries.append(self.entry)
+                return True
+        elif not self.answer_scope:
+            return False
+        items = list(re.finditer(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]", text))
+        if not items or items[0].start() > 0:
+            if self.entry is not None:
+                self._add_to_entry(self.entry, text)
+            return True
+        if self.entry is not None and self.entry.number == 0 and self.entry.scope == self.answer_scope:
+            self._add_to_entry(self.entry, text)  # the sub-answers of a one-question section
+            return True
+        ends = [m.start() for m in items[1:]] + [len(text)]
+        for match, end in zip(items, ends, strict=True):
+            number = int(match.group(1) or match.group(2))
+            self.entry = AnswerEntry(number, [text[match.end() : end].strip()], scope=self.answer_scope)
+            self.entries.append(self.entry)
+        return True
 
     def _choice_run(self, text: str) -> bool:
         run = CHOICE_RUN.match(text)
@@ -325,6 +384,14 @@ class Segmenter:
         used: dict[int, int] = {}
         passes: dict[int, int] = {}
         for entry in self.entries:
+            if entry.scope:
+                scoped = [q for q in self.questions if (q.name == entry.scope and entry.number == 0)
+                          or (q.scope == entry.scope and q.number == entry.number and not q.name)]  # fmt: skip
+                if scoped:
+                    answer, solution = split_entry("".join(entry.text))
+                    scoped[0].answer = scoped[0].answer or answer
+                    scoped[0].solution = f"{scoped[0].solution}\n{solution}".strip() if solution else scoped[0].solution
+                    continue
             candidates = open_questions.get(entry.number)
             if not candidates:
                 self.warnings.append(f"answer {entry.number} in the answer section matches no question")
