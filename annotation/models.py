@@ -230,6 +230,7 @@ class Flag(models.Model):
         BLURRED_FIGURE = "blurred_figure", _("Blurred figure")
         LOW_RESOLUTION = "low_resolution", _("Figure below the resolution threshold")
         MODEL_CHECK = "model_check", _("Found by a model check")
+        IMPORT_GAP = "import_gap", _("Next to a gap in the imported paper")
 
     class Origin(models.TextChoices):
         RULE = "rule", _("Rule")

@@ -26,7 +26,7 @@ from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 
 from annotation.images import BadImage
-from annotation.models import Figure, Page, Question, SourceDocument
+from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
 from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
@@ -52,6 +52,10 @@ class ImportSummary:
     figures: int = 0
     ocr_pages: int = 0
     warnings: list[str] = field(default_factory=list)
+    # The paper's consistency report (segment.consistency_report): numbers found, gaps, duplicates,
+    # questions per section against the heading's count, text that went to no question.
+    report: dict = field(default_factory=dict)
+    failed: list[dict] = field(default_factory=list)  # questions that could not be saved, with the reason
     # Wall time of each stage, so a slow import shows where it spent its time.
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -167,6 +171,8 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
         with _timed(summary, "segment"):
             analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
         summary.warnings += analysis.parsed.warnings
+        summary.report = analysis.parsed.report
+        summary.warnings += [w for w in summary.report.get("warnings", []) if w not in summary.warnings]
         with _timed(summary, "questions"):
             _save_questions(document=document, pdf=pdf, pages=pages, analysis=analysis, subject=subject,
                             grade=grade, summary=summary, user=user,
@@ -312,6 +318,8 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     keeps the batches saved so far, and the next run skips them by hash_id.
     """
     parsed, by_question = analysis.parsed.questions, analysis.figures
+    report = analysis.parsed.report
+    suspects = {label: [w for w in report.get("warnings", []) if label in w] for label in report.get("suspects", [])}
     rows = {p.row.number: p.row for p in pages}
     hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
@@ -321,13 +329,14 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
         with transaction.atomic():
             for index, question in todo[start : start + SAVE_BATCH]:
                 _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
-                               grade=grade, found=by_question.get(index, []), summary=summary, user=user)  # fmt: skip
+                               grade=grade, found=by_question.get(index, []), summary=summary, user=user,
+                               suspects=suspects)  # fmt: skip
         heartbeat()
 
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any) -> None:  # fmt: skip
+                   summary: ImportSummary, user: Any, suspects: dict[str, list[str]]) -> None:  # fmt: skip
     hash_id = question_hash(document, question)
     page_number, bbox = _first_page_box(question.lines, found)
     data = QuestionData(
@@ -343,8 +352,19 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         summary.existing += 1  # another import of the same paper saved it first
         return
     except (QuestionDataError, BadImage) as exc:
-        summary.warnings.append(f"question {question.number} was not imported: {exc}")
+        summary.warnings.append(f"question {question.label} was not imported: {exc}")
+        summary.failed.append({"question": question.label, "reason": str(exc)})
         return
+    except Exception as exc:  # noqa: BLE001 (one question's failure must not stop the paper)
+        # create_question rolled back to its own savepoint; the paper goes on with the next question.
+        reason = f"{type(exc).__name__}: {exc}"
+        summary.warnings.append(f"question {question.label} was not imported: {reason}")
+        summary.failed.append({"question": question.label, "reason": reason})
+        return
+    if question.label in suspects:
+        Flag.objects.create(question_id=Question.objects.get(hash_id=hash_id).pk, code=Flag.Code.IMPORT_GAP,
+                            message="; ".join(w for w in suspects[question.label]) or "next to a gap",
+                            detail={"report": "pdf import"})  # fmt: skip
     summary.questions += 1
     summary.figures += len(found)
 

@@ -39,6 +39,7 @@ ANSWER_SECTION = re.compile(
 # Instructions to candidates number their points "1．… 2．…"; they are no questions.
 NOTICE = re.compile(r"^\s*(?:注意事项|考生须知|考生注意|注意)\s*[:：]?")
 UNNUMBERED = re.compile(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*[(（]\s*\d{{1,2}}\s*分\s*[)）]\s*(.*)$")
+STATED_COUNT = re.compile(r"共\s*(\d{1,2})\s*(?:小)?题|有\s*(\d{1,2})\s*个?小题")
 SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
@@ -147,6 +148,8 @@ class Segmenter:
         self.entry: AnswerEntry | None = None
         self.answers_key: tuple | None = None
         self.answer_scope = ""
+        self.stated: dict[int, tuple[str, int | None]] = {}  # section -> (heading, "共 8 小题" count)
+        self.leftover: dict[tuple[int, int], int] = {}  # (page, column) -> characters read into no question
         self.in_notice = False
         self.notice_last = 0  # the last point number of the notice being read
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
@@ -166,6 +169,8 @@ class Segmenter:
             self.section += 1
             self.current, self.in_notice = None, False
             self.numeral = section.group(1) or section.group(2) or ""
+            stated = STATED_COUNT.search(text)
+            self.stated[self.section] = (text[:40], int(stated.group(1) or stated.group(2)) if stated else None)
             if not self.in_answers:
                 # A section of another kind (判断题) has its questions' types guessed one by one.
                 self.qtype = section_type(section.group(3)) or _instructed_type(text)
@@ -209,6 +214,9 @@ class Segmenter:
         if self.in_answers:
             if self.entry is not None:
                 self._add_to_entry(self.entry, text)
+        elif self.current is None and self.questions and not self.in_notice:
+            where = (line.page, line.key[2] if len(line.key) > 2 else 0)
+            self.leftover[where] = self.leftover.get(where, 0) + len(text)
         elif self.current is not None:
             self.current.lines.append(line)
             self._add(self.current, text)
@@ -344,7 +352,8 @@ class Segmenter:
                 self.warnings.append("the document does not look like an exam paper: no question was imported")
             self.questions, self.entries = [], []
         self._match_answers()
-        return Segmented(self.questions, self.warnings, self.answers_key)
+        report = consistency_report(self.questions, self.stated, self.leftover)
+        return Segmented(self.questions, self.warnings, self.answers_key, report)
 
     def _merge_copies(self) -> None:
         """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
@@ -427,6 +436,52 @@ def _answer_pieces(text: str) -> list[str]:
         return [text]
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
+
+
+LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no question is a lost question
+
+
+def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
+                       leftover: dict[tuple[int, int], int]) -> dict:  # fmt: skip
+    """What a person checks first on an import: every number found once, sections as long as they say.
+
+    ``warnings`` lists each gap, duplicate, count that differs from its heading
+    and column whose text went to no question; ``suspects`` holds the labels of
+    the questions next to each of them, which get a flag.
+    """
+    report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
+                    "leftover": [], "warnings": [], "suspects": []}  # fmt: skip
+    by_scope: dict[str, list[ParsedQuestion]] = {}
+    for question in questions:
+        if not question.name:
+            by_scope.setdefault(question.scope, []).append(question)
+    for scope, members in by_scope.items():
+        seen: dict[int, ParsedQuestion] = {}
+        for before, after in zip(members, members[1:], strict=False):
+            for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
+                label = f"{scope}.{missing}" if scope else str(missing)
+                report["gaps"].append(label)
+                report["warnings"].append(f"question {label} was not found (between {before.label} and {after.label})")
+                report["suspects"] += [before.label, after.label]
+        for question in members:
+            if question.number in seen:
+                report["duplicates"].append(question.label)
+                report["warnings"].append(f"question number {question.label} appears twice")
+                report["suspects"].append(question.label)
+            seen[question.number] = question
+    for section, (heading, count) in sorted(stated.items()):
+        found = [q for q in questions if q.section == section]
+        report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
+        if count is not None and found and count != len(found):
+            report["warnings"].append(f"the section “{heading}” states {count} questions, {len(found)} were found")
+            report["suspects"] += [found[0].label, found[-1].label]
+    for (page, column), chars in sorted(leftover.items()):
+        if chars >= LEFTOVER_CHARS:
+            report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
+            message = f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question"
+            report["warnings"].append(message)
+    report["suspects"] = sorted(set(report["suspects"]))
+    return report
 
 
 def _head(text: str) -> str:
