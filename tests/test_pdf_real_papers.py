@@ -272,3 +272,17 @@ def test_questions_next_to_a_gap_are_flagged_and_the_report_is_kept():
 def test_the_default_folder_is_beside_the_clone_or_a_folder_above_it():
     assert isinstance(real_papers.default_folder(), Path)
     assert real_papers.default_folder().parts[-3:] == ("shared", "realdata", "exams")
+
+
+def test_word_math_letters_are_plain_letters_and_their_doubled_glyphs_are_undone():
+    from annotation.pdf.layout import normalize_text
+
+    assert normalize_text("𝐺𝐺=𝑚𝑚𝑔𝑔，𝑥 ＞ 0①") == "G=mg，x ＞ 0①"
+
+
+def test_a_small_raised_chinese_run_is_no_superscript():
+    from annotation.pdf.layout import line_text
+
+    main = Span("两点", (0, 10, 40, 22), 20, 10.5)
+    raised = Span("上两点", (40, 8, 60, 16), 15, 6.0, flags=1)
+    assert "^" not in line_text([main, raised])

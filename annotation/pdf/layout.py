@@ -11,6 +11,7 @@ top to bottom.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -260,8 +261,30 @@ def group_lines(spans: list[Span]) -> list[list[Span]]:
     return [sorted(line, key=lambda s: s.bbox[0]) for line in lines]
 
 
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+MATH_ALPHANUMERIC = re.compile(r"[\U0001d400-\U0001d7ff]+")
+
+
+def normalize_text(text: str) -> str:
+    """Mathematical italic letters (𝑥) as plain letters, and Word's doubled glyphs (𝐺𝐺 for G) undone.
+
+    Only the Mathematical Alphanumeric block is folded (NFKC), so full-width
+    punctuation and circled numbers stay as printed.
+    """
+
+    def fold(match: re.Match) -> str:
+        run = match.group()
+        if len(run) % 2 == 0 and run[0::2] == run[1::2]:
+            run = run[0::2]
+        return unicodedata.normalize("NFKC", run)
+
+    return MATH_ALPHANUMERIC.sub(fold, text)
+
+
 def _script(span: Span, main: Span) -> str:
-    """ "^" for a raised small run, "_" for a lowered one, "" for ordinary text."""
+    """ "^" for a raised small run, "_" for a lowered one, "" for ordinary text (and for any Chinese)."""
+    if CJK.search(span.text):
+        return ""  # a small raised Chinese run is a note or a label, never an exponent
     if span.flags & SUPERSCRIPT_FLAG:
         return "^"
     if span.size >= 0.85 * main.size or not span.text.strip().isascii():

@@ -11,7 +11,7 @@ from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
-from annotation.pdf.layout import MARGIN, PageText, Span
+from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
 
 PAGE_DPI = 110  # page images are for people to compare against; figures are cropped sharper
 OCR_DPI = 120  # 10.5 pt characters come out ~17 px high, enough for PP-OCR; 150 dpi costs 1.5x the time
@@ -77,7 +77,8 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
             for span in line["spans"]:
                 if not span["text"].strip() or span.get("alpha", 255) == 0:
                     continue
-                spans.append(Span(span["text"], tuple(span["bbox"]), span["origin"][1], span["size"], span["flags"]))
+                text = normalize_text(span["text"])
+                spans.append(Span(text, tuple(span["bbox"]), span["origin"][1], span["size"], span["flags"]))
     return PageText(number, page.rect.width, page.rect.height, spans)
 
 
