@@ -67,6 +67,8 @@ class Page(models.Model):
     height_pt = models.FloatField(default=0)
     text = models.TextField(blank=True)
     text_source = models.CharField(max_length=40, blank=True)  # "text-layer" or the OCR backend's name
+    # The OCR'd lines with their boxes (annotation.pdf.importer), so a retried import reuses them.
+    ocr_lines = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "number"], name="page_unique")]

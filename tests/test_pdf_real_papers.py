@@ -286,3 +286,28 @@ def test_a_small_raised_chinese_run_is_no_superscript():
     main = Span("两点", (0, 10, 40, 22), 20, 10.5)
     raised = Span("上两点", (40, 8, 60, 16), 15, 6.0, flags=1)
     assert "^" not in line_text([main, raised])
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("_media")
+def test_a_crashed_import_says_why_and_a_retry_reuses_the_ocr(settings, monkeypatch):
+    from tests.test_pdf_import import FakeOCR
+
+    settings.OCR_BACKEND = "tests.test_pdf_import.FakeOCR"
+    FakeOCR.calls = 0
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("scan.pdf", fixtures_pdf.scanned_page()))
+
+    def crash(**kwargs):
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr("annotation.pdf.importer._save_questions", crash)
+    with pytest.raises(RuntimeError):
+        import_document(document=document)
+    document.refresh_from_db()
+    assert "the disk is full" in document.error and FakeOCR.calls == 1
+    monkeypatch.undo()
+    summary = import_document(document=document)
+    document.refresh_from_db()
+    assert summary.questions == 1 and document.error == ""
+    assert FakeOCR.calls == 1  # the page OCR'd by the crashed run was reused, not read again
+    assert document.pages.get().ocr_lines[0]["spans"]

@@ -29,7 +29,7 @@ from annotation.images import BadImage
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
-from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
+from annotation.pdf.layout import Line, PageLayout, PageText, Span, reading_order, union
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
@@ -157,6 +157,14 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
         SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
         document.error = str(exc)
         raise
+    except OCRServiceError:
+        raise  # retried by the job
+    except Exception as exc:
+        # A crash: the document says why; a retry continues it (pages and questions saved are reused).
+        message = f"The import stopped ({type(exc).__name__}: {exc}); run it again to continue."[:2000]
+        SourceDocument.objects.filter(pk=document.pk).update(error=message)
+        document.error = message
+        raise
     SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="")
     return summary
 
@@ -246,11 +254,24 @@ def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analy
 
 def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
                  summary: ImportSummary) -> ImportedPage:  # fmt: skip
+    if row is not None and row.text_source != "text-layer" and row.ocr_lines:
+        # OCR'd by an earlier run of this import (one that crashed later): read, not redone.
+        summary.ocr_pages += 1
+        page_text = _stored_ocr(row, page, number)
+        regions = figures.figure_regions(page, page_text)
+        return ImportedPage(row, _without_figure_text(page_text, regions), regions)
     page_text, source, regions = read_page(page, number)
     if source != "text-layer":
         summary.ocr_pages += 1
     row = row or _save_page(document=document, page=page, number=number, text=page_text, source=source)
     return ImportedPage(row, page_text, regions)
+
+
+def _stored_ocr(row: Page, page: pymupdf.Page, number: int) -> PageText:
+    lines = row.ocr_lines
+    spans = [Span(text, tuple(box), baseline, size) for text, box, baseline, size in lines[0]["spans"]]
+    gutters = lines[0].get("gutters")
+    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
 
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
@@ -267,6 +288,9 @@ def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion
 def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:
     row = Page(document=document, number=number, width_pt=page.rect.width, height_pt=page.rect.height,
                text=reading.page_text_lines(text), text_source=source)  # fmt: skip
+    if text.ocr:
+        spans = [[s.text, [round(v, 2) for v in s.bbox], round(s.baseline, 2), round(s.size, 2)] for s in text.spans]
+        row.ocr_lines = [{"spans": spans, "gutters": text.gutters}]
     png = reading.render_png(page)
     row.image.save(f"doc{document.pk}-p{number}.png", ContentFile(png), save=False)
     row.width, row.height = reading.png_size(png)
