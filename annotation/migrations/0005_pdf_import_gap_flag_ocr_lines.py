@@ -4,20 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0003_assignment_rework_note'),
+        ("annotation", "0003_assignment_rework_note"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='page',
-            name='ocr_lines',
+            model_name="page",
+            name="ocr_lines",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AlterField(
-            model_name='flag',
-            name='code',
-            field=models.CharField(choices=[('missing_answer', 'Missing answer'), ('option_count', 'Multiple choice without four options'), ('blank_mismatch', 'Blanks and answers differ in number'), ('empty_text', 'Empty question text'), ('latex_error', 'LaTeX that does not parse'), ('figure_missing', 'No figure'), ('blurred_figure', 'Blurred figure'), ('low_resolution', 'Figure below the resolution threshold'), ('model_check', 'Found by a model check'), ('import_gap', 'Next to a gap in the imported paper')], max_length=30),
+            model_name="flag",
+            name="code",
+            field=models.CharField(
+                choices=[
+                    ("missing_answer", "Missing answer"),
+                    ("option_count", "Multiple choice without four options"),
+                    ("blank_mismatch", "Blanks and answers differ in number"),
+                    ("empty_text", "Empty question text"),
+                    ("latex_error", "LaTeX that does not parse"),
+                    ("figure_missing", "No figure"),
+                    ("blurred_figure", "Blurred figure"),
+                    ("low_resolution", "Figure below the resolution threshold"),
+                    ("model_check", "Found by a model check"),
+                    ("import_gap", "Next to a gap in the imported paper"),
+                ],
+                max_length=30,
+            ),
         ),
     ]
