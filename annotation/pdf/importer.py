@@ -379,8 +379,10 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         summary.warnings.append(f"question {question.label} was not imported: {exc}")
         summary.failed.append({"question": question.label, "reason": str(exc)})
         return
-    except Exception as exc:  # noqa: BLE001 (one question's failure must not stop the paper)
-        # create_question rolled back to its own savepoint; the paper goes on with the next question.
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # A fault in this question's content (UnicodeEncodeError from a cut surrogate pair is a ValueError):
+        # create_question rolled back to its own savepoint; the paper goes on with the next question. A
+        # crash of the process or the database (RuntimeError, DatabaseError, OSError) still stops the import.
         reason = f"{type(exc).__name__}: {exc}"
         summary.warnings.append(f"question {question.label} was not imported: {reason}")
         summary.failed.append({"question": question.label, "reason": reason})
