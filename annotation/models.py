@@ -104,6 +104,8 @@ class Page(models.Model):
     height_pt = models.FloatField(default=0)
     text = models.TextField(blank=True)
     text_source = models.CharField(max_length=40, blank=True)  # "text-layer" or the OCR backend's name
+    # The OCR'd lines with their boxes (annotation.pdf.importer), so a retried import reuses them.
+    ocr_lines = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "number"], name="page_unique")]
@@ -271,6 +273,7 @@ class Flag(models.Model):
         BLURRED_FIGURE = "blurred_figure", _("Blurred figure")
         LOW_RESOLUTION = "low_resolution", _("Figure below the resolution threshold")
         MODEL_CHECK = "model_check", _("Found by a model check")
+        IMPORT_GAP = "import_gap", _("Next to a gap in the imported paper")
 
     class Origin(models.TextChoices):
         RULE = "rule", _("Rule")

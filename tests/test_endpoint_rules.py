@@ -8,10 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.core.exceptions import ImproperlyConfigured
 
-from inference import client, services
+from inference import calls, client, services
 from inference.models import InferenceRun, ModelEndpoint, Response
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
@@ -187,17 +186,9 @@ def test_the_worker_checks_the_url_again_at_call_time(settings, researcher):
 @pytest.mark.django_db
 def test_a_redirect_is_a_failure_naming_its_target_and_the_target_gets_nothing(redirect_pair):
     url, redirector, target, target_url = redirect_pair
-    ep = ModelEndpoint(name="m", base_url=url, model_name="m", api_key_env="")
-
-    async def call():
-        api = client.build_client(ep)
-        try:
-            return await client.complete(api, model="m", messages=[{"role": "user", "content": "hi"}], params={})
-        finally:
-            await api.close()
-
+    ep = ModelEndpoint.objects.create(name="m", base_url=url, model_name="m", api_key_env="")
     with pytest.raises(client.ModelCallError) as failure:
-        async_to_sync(call)()
+        calls.complete_sync(ep, [{"role": "user", "content": "hi"}], {})
     assert target_url in str(failure.value) and "redirect" in str(failure.value)
     assert not failure.value.transient and failure.value.attempts == 1
     assert len(redirector.seen) == 1 and target.seen == []
