@@ -351,6 +351,70 @@ def reject(*, question: Question, reason: str, user: Any) -> Question:
     return question
 
 
+REJECT_BATCH = 500
+
+
+def reject_many(
+    questions: Iterable[int] | Any,
+    *,
+    reason: str,
+    user: Any,
+    keep: Sequence[str] = (Question.Status.REJECTED,),
+    batch_size: int = REJECT_BATCH,
+    progress: Any = None,
+) -> int:
+    """:func:`reject` for a set: one UPDATE and one bulk insert of the history
+    rows per batch, the same rows ``reject`` writes one by one.
+
+    ``questions`` is a queryset of questions or their ids. Questions whose status
+    is in ``keep`` are left alone (by default those already rejected, so running
+    it again changes nothing). Each batch is locked, re-read and written in its
+    own transaction; ``progress(done, total)`` is called after each. Returns how
+    many questions were rejected now.
+    """
+    reason = reason.strip()
+    if not reason:
+        raise QuestionDataError("a rejection needs a reason")
+    if hasattr(questions, "values_list"):
+        ids = sorted(questions.values_list("pk", flat=True))
+    else:
+        ids = sorted({int(pk) for pk in questions})
+    rejected = 0
+    for start in range(0, len(ids), batch_size):
+        chunk = ids[start : start + batch_size]
+        with transaction.atomic():
+            locked = (
+                Question.objects.select_for_update()
+                .filter(pk__in=chunk)
+                .exclude(status__in=list(keep))
+                .order_by("id")
+                .values_list("id", "status", "version")
+            )
+            rows = list(locked)
+            if rows:
+                now = timezone.now()
+                Question.objects.filter(pk__in=[pk for pk, _status, _version in rows]).update(
+                    status=Question.Status.REJECTED, version=F("version") + 1, updated=now, reject_reason=reason
+                )
+                QuestionEdit.objects.bulk_create(
+                    QuestionEdit(
+                        question_id=pk,
+                        user=user,
+                        field="status",
+                        version=version + 1,
+                        old=status,
+                        new=Question.Status.REJECTED,
+                        note=reason[:300],
+                        created=now,
+                    )  # fmt: skip
+                    for pk, status, version in rows
+                )
+                rejected += len(rows)
+        if progress is not None:
+            progress(min(start + batch_size, len(ids)), len(ids))
+    return rejected
+
+
 @transaction.atomic
 def submit_steps(*, question: Question, user: Any, proposal: StepProposal | None = None) -> Question:
     """Corrected steps are final: the question moves on and the proposal is marked used."""

@@ -562,21 +562,68 @@ def rejection_reason(preview: FilterPreview, question_id: int) -> str:
     return "; ".join(parts)
 
 
-@transaction.atomic
+CONFIRM_JOB_KIND = "inference.confirm_filters"
+
+
 def confirm_filters(
-    *, small_runs: list[AssistRun], text_only_run: AssistRun | None, fingerprint: str, user: Any
+    *,
+    small_runs: list[AssistRun],
+    text_only_run: AssistRun | None,
+    fingerprint: str,
+    user: Any,
+    progress: Progress | None = None,
 ) -> int:
     """Rejects what :func:`preview_filters` showed, through the question bank's
-    service; returns how many questions were rejected now (0 the second time)."""
+    set-based service (one UPDATE and one bulk insert of history rows per
+    batch and rule); returns how many questions were rejected now (0 the
+    second time). Questions rejected or released meanwhile are left alone."""
     preview = preview_filters(small_runs, text_only_run)
     if preview.fingerprint != fingerprint:
         raise StaleConfirmation(
             f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
         )
-    rejected = 0
-    # Locked and re-read: a question rejected or released meanwhile is left alone.
-    locked = Question.objects.select_for_update().filter(pk__in=preview.to_remove).order_by("id")
-    for question in locked.exclude(status__in=[Question.Status.REJECTED, Question.Status.RELEASED]):
-        bank.reject(question=question, reason=rejection_reason(preview, question.pk), user=user)
-        rejected += 1
+    by_reason: dict[str, list[int]] = {}
+    for pk in preview.to_remove:
+        by_reason.setdefault(rejection_reason(preview, pk), []).append(pk)
+    total, done, rejected = len(preview.to_remove), 0, 0
+    for reason, ids in by_reason.items():
+        offset = done
+
+        def report(n: int, _total: int | None = None, offset: int = offset) -> None:
+            if progress is not None:
+                progress(offset + n, total)
+
+        rejected += bank.reject_many(ids, reason=reason, user=user, progress=report,
+                                     keep=(Question.Status.REJECTED, Question.Status.RELEASED))  # fmt: skip
+        done += len(ids)
+    if progress is not None:
+        progress(total, total)
     return rejected
+
+
+def start_confirm_filters(
+    *, small_runs: list[AssistRun], text_only_run: AssistRun | None, fingerprint: str, user: Any
+) -> Job:
+    """Checks the confirmation against the preview now (a stale one is refused
+    at once) and leaves the rejecting to a job."""
+    preview = preview_filters(small_runs, text_only_run)
+    if preview.fingerprint != fingerprint:
+        raise StaleConfirmation(
+            f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
+        )
+    params = {"small": [run.pk for run in small_runs], "text_only": text_only_run.pk if text_only_run else None,
+              "fingerprint": fingerprint}  # fmt: skip
+    return start_job(kind=CONFIRM_JOB_KIND, user=user, params=params,
+                     title=f"Reject {len(preview.to_remove)} questions (filters)")  # fmt: skip
+
+
+@job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU)
+def confirm_filters_job(job: Job, progress: Progress) -> dict:
+    """Safe to run again: questions already rejected are left as they are."""
+    runs = AssistRun.objects.select_related("endpoint", "job")
+    order = job.params["small"]
+    small = sorted(runs.filter(pk__in=order), key=lambda run: order.index(run.pk))
+    text_only = runs.get(pk=job.params["text_only"]) if job.params.get("text_only") else None
+    rejected = confirm_filters(small_runs=small, text_only_run=text_only, fingerprint=job.params["fingerprint"],
+                               user=job.started_by, progress=progress)  # fmt: skip
+    return {"rejected": rejected}

@@ -682,6 +682,17 @@ def filter_query(small: list[AssistRun], text_only: AssistRun | None) -> str:
     return urlencode({"small": [run.pk for run in small], "text_only": text_only.pk if text_only else ""}, doseq=True)
 
 
+def confirm_job_for(request: HttpRequest) -> Job | None:
+    """The confirmation job named by ``?job=``, if it is one the person may watch."""
+    job_id = request.GET.get("job", "")
+    if request.method != "GET" or not job_id.isdigit():
+        return None
+    jobs = Job.objects.filter(pk=int(job_id), kind=assist.CONFIRM_JOB_KIND)
+    if not request.user.has_perm("k12vista.administer"):
+        jobs = jobs.filter(started_by=request.user)
+    return jobs.first()
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def difficulty_filters(request: HttpRequest) -> HttpResponse:
@@ -695,14 +706,11 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
         try:
             if request.method == "POST":
                 fingerprint = form.cleaned_data["fingerprint"]
-                removed = assist.confirm_filters(
+                job = assist.start_confirm_filters(
                     small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
                 )
-                if removed:
-                    messages.success(request, _("Rejected %(n)s questions in the question bank.") % {"n": removed})
-                else:
-                    messages.info(request, _("Nothing changed: these questions were already removed."))
-                return redirect(f"{reverse('inference:difficulty')}?{filter_query(small, text_only)}")
+                query = filter_query(small, text_only)
+                return redirect(f"{reverse('inference:difficulty')}?{query}&{urlencode({'job': job.pk})}")
             preview = assist.preview_filters(small, text_only)
         except assist.StaleConfirmation as exc:
             form.add_error(None, str(exc))
@@ -712,7 +720,8 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
             status = 400
     elif data is not None:
         status = 400
-    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else []}
+    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else [],
+           "job": confirm_job_for(request)}  # fmt: skip
     if preview:
         ctx["unchecked"] = [(run, preview.unchecked[run.pk]) for run in (*preview.small_runs, preview.text_only_run)
                             if run and run.pk in preview.unchecked]  # fmt: skip

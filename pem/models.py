@@ -238,6 +238,9 @@ class LabellingTask(models.Model):
     class Meta:
         ordering = ["created", "id"]
         constraints = [models.UniqueConstraint(fields=["cot", "annotator"], name="pem_labelling_task_unique")]
+        # the label queue's keyset pages of a person's open tasks
+        indexes = [models.Index(fields=["annotator", "created", "id"], condition=models.Q(submitted__isnull=True),
+                                name="pem_task_open_queue")]  # fmt: skip
 
     def __str__(self) -> str:
         return f"labelling of {self.cot} by {self.annotator}"
