@@ -15,3 +15,9 @@ urlpatterns: list = [
     path("data/exports/", data_api.export, name="data_export"),
     path("data/builds/", data_api.build, name="data_build"),
 ]
+
+# --- chains from runs, labels from scoring (issue 15) ---
+urlpatterns += [
+    path("data/from-run/", data_api.from_run, name="data_from_run"),
+    path("data/from-scoring/", data_api.from_scoring, name="data_from_scoring"),
+]
