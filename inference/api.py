@@ -487,6 +487,22 @@ class FilterConfirmInput(FilterRunsInput):
     fingerprint = serializers.CharField(help_text="the preview's fingerprint: confirms exactly what it counted")
 
 
+class VerdictOutput(serializers.Serializer):
+    run = serializers.IntegerField(source="run.pk")
+    correct = serializers.BooleanField(allow_null=True)
+    answer = serializers.CharField(allow_blank=True)
+    status = serializers.CharField(allow_null=True)
+
+
+class EvidenceOutput(serializers.Serializer):
+    question = serializers.CharField(source="question.hash_id")
+    question_id = serializers.IntegerField(source="question.pk")
+    rules = serializers.ListField(child=serializers.CharField())
+    verdicts = VerdictOutput(many=True)
+    removed = serializers.BooleanField()
+    released = serializers.BooleanField()
+
+
 class FilterPreviewOutput(serializers.Serializer):
     fingerprint = serializers.CharField()
     candidates = serializers.IntegerField()
@@ -494,7 +510,7 @@ class FilterPreviewOutput(serializers.Serializer):
     already_rejected = serializers.IntegerField()
     released = serializers.IntegerField()
     unchecked = serializers.DictField(child=serializers.IntegerField())
-    evidence = serializers.ListField(child=serializers.DictField(), help_text="the first 200, as on the page")
+    evidence = EvidenceOutput(many=True, help_text="the first 200 with each run's verdict, as on the page")
 
 
 class FilterConfirmOutput(serializers.Serializer):
