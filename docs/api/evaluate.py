@@ -168,16 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=5, help="seconds between polls")
     args = parser.parse_args(argv)
     client = UrllibClient(args.base_url, args.token)
-    for spec in args.new_endpoint:
-        fields = dict(part.split("=", 1) for part in spec.split(","))
-        created = client.post("/api/endpoints/", fields)
-        print(f"endpoint {created['id']} ({created['name']}) created", file=sys.stderr)
     filters = dict(item.split("=", 1) for item in args.filter)
     try:
+        for spec in args.new_endpoint:
+            fields = dict(part.split("=", 1) for part in spec.split(","))
+            created = client.post("/api/endpoints/", fields)
+            print(f"endpoint {created['id']} ({created['name']}) created", file=sys.stderr)
         done = evaluate(client, model=args.model_endpoint, judge=args.judge_endpoint, mode=args.mode,
                         filters=filters, name=args.name, every=args.every,
                         log=lambda line: print(line, file=sys.stderr))  # fmt: skip
-    except ApiError as exc:
+    except (ApiError, urllib.error.URLError, RuntimeError, TimeoutError) as exc:
         print(exc, file=sys.stderr)
         return 1
     print("\n".join(board_lines(done["leaderboard"])))
