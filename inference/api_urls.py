@@ -14,3 +14,18 @@ urlpatterns = [
     path("leaderboard/pins/", api.leaderboard_pin, name="leaderboard_pin"),
     path("leaderboard/pins/<int:pk>/", api.leaderboard_unpin, name="leaderboard_unpin"),
 ]
+
+# --- the whole pipeline: scoring, assist runs, difficulty filters (issue 15) ---
+urlpatterns += [
+    path("runs/<int:pk>/retry/", api.run_retry, name="run_retry"),
+    path("runs/<int:pk>/scoring/", api.RunScoringList.as_view(), name="run_scoring"),
+    path("scoring/", api.ScoringList.as_view(), name="scoring_runs"),
+    path("scoring/<int:pk>/", api.ScoringDetail.as_view(), name="scoring"),
+    path("scoring/<int:pk>/judgments/", api.ScoringJudgments.as_view(), name="judgments"),
+    path("scoring/<int:pk>/rescore/", api.scoring_rescore, name="scoring_rescore"),
+    path("assist/", api.AssistList.as_view(), name="assist_runs"),
+    path("assist/<int:pk>/", api.AssistDetail.as_view(), name="assist_run"),
+    path("assist/<int:pk>/retry/", api.assist_retry, name="assist_retry"),
+    path("difficulty-filters/preview/", api.filters_preview, name="filters_preview"),
+    path("difficulty-filters/confirm/", api.filters_confirm, name="filters_confirm"),
+]

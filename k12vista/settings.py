@@ -307,6 +307,9 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "k12vista.models.Job.Status",
         "QuestionStatusEnum": "annotation.models.Question.Status",
         "ResponseStatusEnum": "inference.models.Response.Status",
+        "JudgmentStatusEnum": "inference.models.Judgment.Status",
+        "EndpointKindEnum": "inference.models.ModelEndpoint.Kind",
+        "AssistKindEnum": "inference.models.AssistRun.Kind",
     },
 }
 

@@ -29,3 +29,9 @@ urlpatterns: list = [
     path("training/runs/<int:pk>/", training_api.training_run, name="training_run"),
     path("training/runs/<int:pk>/endpoint/", training_api.training_run_endpoint, name="training_run_endpoint"),
 ]
+
+# --- chains from runs, labels from scoring (issue 15) ---
+urlpatterns += [
+    path("data/from-run/", data_api.from_run, name="data_from_run"),
+    path("data/from-scoring/", data_api.from_scoring, name="data_from_scoring"),
+]

@@ -4,7 +4,7 @@ services and access rules as the screens (pem/pipeline_views.py)."""
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from inference.models import InferenceRun, ModelEndpoint
 from inference.scoring import ScoringError
 from inference.services import EndpointError
+from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from pem import panel, splitting
@@ -19,11 +20,6 @@ from pem.models import PanelRun, SplitRun
 from pem.pipeline_views import get_panel_for_user, get_split_run_for_user, mine
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
-
-
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
 
 
 class VisibleRuns(serializers.PrimaryKeyRelatedField):
