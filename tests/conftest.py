@@ -127,6 +127,9 @@ def start_worker(*, name: str = "w", **extra_env: str) -> subprocess.Popen:
     """A Celery worker process on the configured broker and the test database."""
     env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    # The worker checks model URLs and key variables again at call time: it gets the test's rules.
+    env["MODEL_URL_ALLOWLIST"] = ",".join(settings.MODEL_URL_ALLOWLIST)
+    env["MODEL_API_KEY_VARIABLES"] = ",".join(settings.MODEL_API_KEY_VARIABLES)
     env.update(extra_env)
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",

@@ -68,7 +68,7 @@ class Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def model_server(settings):
-    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:", "http://localhost:"]
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
     settings.MODEL_CALL_RETRIES = 1
     Scripted.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
