@@ -46,7 +46,7 @@ def reference(hash_id="p1", labels=None, **fields):
 
 
 def imported_labels(cot):
-    rows = StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.IMPORTED).order_by("step__position")
+    rows = StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.IMPORTED).order_by("step__position", "rater")
     return [(row.step.position, row.rater, row.label, row.explanation) for row in rows]
 
 
