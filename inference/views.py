@@ -535,6 +535,41 @@ def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
     return charts
 
 
+def board_charts(entries: list[leaderboard.Entry]) -> list[dict]:
+    """Chart specs (static/js/charts.js), each beside the table that holds its numbers: scores by
+    stage, subject and type per model; and the error-type distribution by subject, type and stage
+    over every entry's error steps (the paper's figures 5 and 6)."""
+    charts = []
+    for name, title in (("stage", _("Scores by stage")), ("subject", _("Scores by subject")),
+                        ("type", _("Scores by question type"))):  # fmt: skip
+        groups = [g for g, _t in leaderboard.GROUPINGS[name]]
+        series = [{"name": e.model, "data": [getattr(e.cells.get(g), "mean", None) for g in groups]} for e in entries]
+        if any(v is not None for s in series for v in s["data"]):
+            spec = {"kind": "bar", "percent": True, "y_max": 1,
+                    "categories": [group_title(g) for g in groups], "series": series}  # fmt: skip
+            charts.append({"id": f"chart-scores-{name}", "title": title, "table": f"scores-{name}", "spec": spec})
+    for name, title in (("subject", _("Error types by subject")), ("type", _("Error types by question type")),
+                        ("stage", _("Error types by stage"))):  # fmt: skip
+        groups = [g for g, _t in leaderboard.GROUPINGS[name]]
+        counts = {g: dict.fromkeys(leaderboard.ERROR_CODES, 0) for g in groups}
+        for entry in entries:
+            for g in groups:
+                for code, count in getattr(entry.errors.get(g), "counts", {}).items():
+                    counts[g][code] += count
+        totals = {g: sum(counts[g].values()) for g in groups}
+        shown = [g for g in groups if totals[g]]
+        if not shown:
+            continue
+        series = [
+            {"name": f"{code} {LABELS_BY_CODE[code].chinese}", "data": [counts[g][code] / totals[g] for g in shown]}
+            for code in leaderboard.ERROR_CODES
+        ]
+        spec = {"kind": "bar", "percent": True, "stack": True, "y_max": 1,
+                "categories": [group_title(g) for g in shown], "series": series}  # fmt: skip
+        charts.append({"id": f"chart-errors-{name}", "title": title, "table": "error-charts", "spec": spec})
+    return charts
+
+
 def entry_runs(state, mode: str) -> list[dict]:
     """What each entry covers: its runs (linked), snapshot time, question set, and what is not counted."""
     rows = []
@@ -582,6 +617,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         "tables": score_tables(entries),
         "grid": grid_table(entries),
         "charts": error_charts(entries),
+        "board_charts": board_charts(entries),
         "runs": entry_runs(state, mode),
         "waiting": state.waiting,
         "question_set": state.board.question_set,
