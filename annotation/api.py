@@ -1,27 +1,21 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination
+from rest_framework import generics
 
 from annotation.forms import QuestionFilterForm
 from annotation.models import Question
 from annotation.serializers import QuestionSerializer
+from k12vista.pagination import ById
 from k12vista.roles import HasRole, Role
 
 BROWSERS = HasRole(Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
 FILTERS = [OpenApiParameter(name, str, description=f"filter by {name}") for name in QuestionFilterForm.base_fields]
 
 
-class QuestionPages(pagination.CursorPagination):
-    ordering = "id"  # keyset: as fast on the last page of 300,000 as on the first
-    page_size = 100
-    max_page_size = 1000
-    page_size_query_param = "page_size"
-
-
 @extend_schema(parameters=FILTERS)
 class QuestionList(generics.ListAPIView):
     serializer_class = QuestionSerializer
     permission_classes = [BROWSERS]
-    pagination_class = QuestionPages
+    pagination_class = ById
 
     def get_queryset(self):
         form = QuestionFilterForm(self.request.query_params)

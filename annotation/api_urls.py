@@ -1,9 +1,19 @@
 from django.urls import path
 
-from annotation import api
+from annotation import api, benchmark_api
 
 app_name = "annotation_api"
 urlpatterns = [
     path("questions/", api.QuestionList.as_view(), name="questions"),
     path("questions/<str:hash_id>/", api.QuestionDetail.as_view(), name="question"),
+    path("benchmark/allocation/", benchmark_api.allocation, name="allocation"),
+    path("benchmark/draws/", benchmark_api.CandidateSetList.as_view(), name="draws"),
+    path("benchmark/draws/<int:pk>/", benchmark_api.CandidateSetDetail.as_view(), name="draw"),
+    path("benchmark/draws/<int:pk>/release/", benchmark_api.release_create, name="release_create"),
+    path("benchmark/releases/", benchmark_api.ReleaseList.as_view(), name="releases"),
+    path("benchmark/releases/compare/", benchmark_api.release_compare, name="release_compare"),
+    path("benchmark/releases/v<int:version>/", benchmark_api.ReleaseDetail.as_view(), name="release"),
+    path("benchmark/releases/v<int:version>/items/", benchmark_api.ReleaseItems.as_view(), name="release_items"),
+    path("benchmark/releases/v<int:version>/publish/", benchmark_api.release_publish, name="release_publish"),
+    path("benchmark/clustering/", benchmark_api.cluster, name="cluster"),
 ]

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from annotation.latex import count_blanks, latex_problems_in
 from annotation.models import Flag, Question
+from k12vista.text import storable
 from k12vista.vocabulary import QuestionType
 
 Code = Flag.Code
@@ -79,7 +80,7 @@ def refresh_rule_flags(question: Question, findings: list[tuple[str, str, dict]]
     findings = rule_findings(question) if findings is None else findings
     Flag.objects.filter(question=question, origin=Flag.Origin.RULE, resolved_at__isnull=True).delete()
     return Flag.objects.bulk_create(
-        Flag(question=question, code=code, origin=Flag.Origin.RULE, message=message, detail=detail)
+        Flag(question=question, code=code, origin=Flag.Origin.RULE, message=storable(message), detail=detail)
         for code, message, detail in findings
     )
 
@@ -90,7 +91,7 @@ def add_model_flag(*, question: Question, message: str, run_ref: str, detail: di
         question=question,
         code=Code.MODEL_CHECK,
         origin=Flag.Origin.MODEL,
-        message=message,
+        message=storable(message),  # a model's words: may hold anything
         detail=detail or {},
         run_ref=run_ref,
     )

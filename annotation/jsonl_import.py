@@ -45,7 +45,6 @@ import binascii
 import functools
 import hashlib
 import io
-import json
 import queue
 import re
 import threading
@@ -60,7 +59,7 @@ from typing import IO, Any
 from django import db
 from django.conf import settings
 from django.core.files import File
-from django.db import IntegrityError, OperationalError
+from django.db import DataError, IntegrityError, OperationalError, transaction
 from PIL import Image
 
 from annotation.images import BadImage
@@ -76,6 +75,7 @@ from annotation.services import (
 )
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
+from k12vista.text import BadLine, parse_record_line, storable
 from k12vista.vocabulary import (
     STAGE_LAST_GRADE,
     QuestionType,
@@ -130,7 +130,7 @@ class ImportReport:
     def fail(self, line: int, hash_id: str, reason: str) -> None:
         self.failed += 1
         if len(self.failed_lines) < REPORT_LIMIT:
-            self.failed_lines.append({"line": line, "hash_id": hash_id, "reason": reason[:1000]})
+            self.failed_lines.append({"line": line, "hash_id": storable(hash_id), "reason": storable(reason[:1000])})
 
     def as_dict(self) -> dict:
         return {
@@ -599,17 +599,20 @@ def import_line(
     if not line.strip():
         return "skip", number, "", None
     try:
-        record = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        return "failed", number, "", f"not valid JSON: {exc}"
+        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
+    except BadLine as exc:
+        return "failed", number, "", str(exc)
     found_id = record.get("hash_id") if isinstance(record, dict) else None
     found_id = found_id if isinstance(found_id, str) else ""
     try:
         data = record_to_data(record, source)
         data.source_document = source_document
-        outcome, fields = save_question(data=data, user=user)
+        with transaction.atomic():  # a savepoint: a refused line leaves the rest of the file going
+            outcome, fields = save_question(data=data, user=user)
     except (RecordError, QuestionDataError, BadImage) as exc:
         return "failed", number, found_id, str(exc)
+    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
+        return "failed", number, found_id, f"the database refused the line: {exc}"
     return outcome, number, data.hash_id, fields
 
 

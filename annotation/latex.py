@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from k12vista.text import storable
+
 CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
 
 # Same delimiters as static/js/app.js, longest first.
@@ -107,7 +109,7 @@ def latex_problems_in(texts: dict[str, str]) -> tuple[dict[str, list[LatexProble
         return found, False
     for (where, formula), error in zip(formulas, results, strict=True):
         if error:
-            found[where].append(LatexProblem(error, formula.tex))
+            found[where].append(LatexProblem(storable(error), formula.tex))
     return found, True
 
 

@@ -29,9 +29,32 @@ def figure_image_name(instance: Figure, filename: str) -> str:
     return stored_name("figures", f"{instance.question.hash_id}-{instance.position}", extension_of(filename))
 
 
+class CoreUnit(models.Model):
+    """A core knowledge unit: near-duplicate knowledge points of one subject
+    grouped by clustering, then reviewed by people (``confirmed`` once a person
+    merged, split, renamed or moved into it; a re-clustering keeps it)."""
+
+    subject = models.CharField(max_length=20, choices=Subject.choices)
+    name = models.CharField(max_length=200)
+    confirmed = models.BooleanField(default=False)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["subject", "name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class KnowledgePoint(models.Model):
     subject = models.CharField(max_length=20, choices=Subject.choices)
     name = models.CharField(max_length=200)
+    # "拓展思维->数字谜->日期中的周期": the point whose name is the path up to the last "->".
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    core_unit = models.ForeignKey(CoreUnit, null=True, blank=True, on_delete=models.SET_NULL, related_name="points")
+    # A person put the point in its unit: re-clustering leaves it there.
+    unit_pinned = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["subject", "name"], name="knowledge_point_unique")]
@@ -81,6 +104,8 @@ class Page(models.Model):
     height_pt = models.FloatField(default=0)
     text = models.TextField(blank=True)
     text_source = models.CharField(max_length=40, blank=True)  # "text-layer" or the OCR backend's name
+    # The OCR'd lines with their boxes (annotation.pdf.importer), so a retried import reuses them.
+    ocr_lines = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "number"], name="page_unique")]
@@ -116,6 +141,10 @@ class QuestionQuerySet(models.QuerySet["Question"]):
         if filters.get("flag") or filters.get("knowledge_point"):
             qs = qs.distinct()
         return qs
+
+    def in_release(self, release: Any) -> QuestionQuerySet:
+        """The questions a release holds (as they are now; the release keeps their content then)."""
+        return self.filter(release_items__release=release)
 
     def after(self, last_id: int | None) -> QuestionQuerySet:
         """Keyset pagination by id: constant time however deep the page."""
@@ -244,6 +273,7 @@ class Flag(models.Model):
         BLURRED_FIGURE = "blurred_figure", _("Blurred figure")
         LOW_RESOLUTION = "low_resolution", _("Figure below the resolution threshold")
         MODEL_CHECK = "model_check", _("Found by a model check")
+        IMPORT_GAP = "import_gap", _("Next to a gap in the imported paper")
 
     class Origin(models.TextChoices):
         RULE = "rule", _("Rule")
@@ -343,3 +373,102 @@ class Assignment(models.Model):
     def complete(self) -> None:
         self.done_at = timezone.now()
         Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(done_at=self.done_at)
+
+
+# --- the benchmark: candidate sets and releases ---------------------------------------
+
+
+class CandidateSet(models.Model):
+    """A stratified draw from the bank: the targets, the seed and the bank's
+    fingerprint it was drawn with (same seed and bank: same set), and the per-cell report."""
+
+    name = models.CharField(max_length=200)
+    targets = models.JSONField(default=dict)
+    seed = models.BigIntegerField()
+    bank_fingerprint = models.CharField(max_length=64)
+    report = models.JSONField(default=dict)  # {"cells": [...], "coverage": {...}, "total": n}
+    questions = models.ManyToManyField(Question, related_name="candidate_sets", blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Release(models.Model):
+    """A versioned snapshot of a candidate set. Built as a draft (items and files
+    written by a job), then published; a published release never changes."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", _("Building")
+        DRAFT = "draft", _("Draft")
+        PUBLISHED = "published", _("Published")
+        FAILED = "failed", _("Failed")
+
+    version = models.PositiveIntegerField(unique=True)
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
+    candidate_set = models.ForeignKey(CandidateSet, null=True, on_delete=models.SET_NULL, related_name="releases")
+    licence = models.CharField(max_length=100)
+    studio_commit = models.CharField(max_length=64, blank=True)
+    # Counts per cell, knowledge-point coverage, models and prompts, audits with their rates.
+    summary = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    published = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"v{self.version} {self.name}"
+
+
+class ReleaseItem(models.Model):
+    """One question as the release holds it: its content then, not now."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="items")
+    question = models.ForeignKey(Question, null=True, on_delete=models.SET_NULL, related_name="release_items")
+    hash_id = models.CharField(max_length=64)
+    version = models.PositiveIntegerField()  # the question's version snapshotted
+    content_hash = models.CharField(max_length=64)
+    content = models.JSONField()  # the content fields, knowledge points and figure names
+    provenance = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["release", "hash_id"]
+        constraints = [models.UniqueConstraint(fields=["release", "hash_id"], name="release_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.hash_id} in {self.release}"
+
+
+class ReleaseFile(models.Model):
+    class Form(models.TextChoices):
+        REFERENCE = "reference", _("Reference JSONL")
+        STUDIO = "studio", _("Studio zip with figures")
+        HUGGINGFACE = "huggingface", _("Hugging Face datasets (Parquet)")
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="files")
+    form = models.CharField(max_length=20, choices=Form.choices)
+    path = models.CharField(max_length=300)  # under MEDIA_ROOT, a name we chose
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    count = models.PositiveIntegerField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["release", "form"]
+        constraints = [models.UniqueConstraint(fields=["release", "form"], name="release_file_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.form} of {self.release}"

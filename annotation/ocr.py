@@ -221,9 +221,13 @@ class MathpixBackend(OCRBackend):
         }
         url = getattr(settings, "MATHPIX_API_URL", "") or self.default_url
         try:
-            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds)
+            # Never follow a redirect: it would carry the app key to an address nobody chose.
+            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds, follow_redirects=False)
         except httpx.TransportError as exc:
             raise OCRServiceError(f"Mathpix could not be reached: {exc}") from exc
+        if response.is_redirect:
+            target = response.headers.get("location", "")
+            raise RuntimeError(f"Mathpix answered {response.status_code} redirecting to {target}; not followed")
         if response.status_code == 429 or response.status_code >= 500:
             raise OCRServiceError(f"Mathpix answered {response.status_code}")
         if response.status_code >= 400:

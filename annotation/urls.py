@@ -1,5 +1,6 @@
 from django.urls import path
 
+from annotation import benchmark_views as benchmark
 from annotation import views
 
 app_name = "annotation"
@@ -20,4 +21,15 @@ urlpatterns = [
     path("questions/", views.question_list, name="questions"),
     path("questions/export/", views.export, name="export"),
     path("questions/<str:hash_id>/", views.question_detail, name="question_detail"),
+    path("benchmark/", benchmark.home, name="benchmark"),
+    path("benchmark/draws/", benchmark.draw_create, name="draw_create"),
+    path("benchmark/draws/<int:pk>/", benchmark.candidate_set, name="candidate_set"),
+    path("benchmark/draws/<int:pk>/release/", benchmark.release_create, name="release_create"),
+    path("benchmark/releases/compare/", benchmark.release_compare, name="release_compare"),
+    path("benchmark/releases/v<int:version>/", benchmark.release_detail, name="release"),
+    path("benchmark/releases/v<int:version>/publish/", benchmark.release_publish, name="release_publish"),
+    path("benchmark/releases/v<int:version>/files/<str:form>/", benchmark.release_file, name="release_file"),
+    path("benchmark/units/", benchmark.units, name="units"),
+    path("benchmark/units/cluster/", benchmark.cluster, name="cluster"),
+    path("benchmark/units/<int:pk>/", benchmark.unit_action, name="unit_action"),
 ]

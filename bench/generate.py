@@ -799,6 +799,7 @@ def render_figure_b64(question: Question, seed: int) -> str:
 # knowledge-application slips most often. PEBench was chosen to exercise the labels, so it has
 # more errors. IAE can only label a chain's last step, so its weight applies there alone (about 1% and
 # 2% of all steps).
+PEM_MODELS = 40
 PEM_LABEL_WEIGHTS = {"CS": 74, "ICE": 4, "QM": 3, "LRK": 3, "KAE": 5, "LRE": 4, "HE": 2, "CE": 4, "IAE": 5}
 PEBENCH_LABEL_WEIGHTS = {"CS": 58, "ICE": 6, "QM": 5, "LRK": 5, "KAE": 7, "LRE": 6, "HE": 4, "CE": 6, "IAE": 12}
 assert set(PEM_LABEL_WEIGHTS) == set(PEBENCH_LABEL_WEIGHTS) == set(LABEL_CODES), "label codes drifted"
@@ -907,8 +908,10 @@ def iter_pem(scale: float, seed: int = 0) -> Iterator[dict]:
         # holds a single question in memory.
         if question is None or question.index != index:
             question = make_question(seed, index)
-        steps = _labelled_steps(_rng(seed, "pem", position), question, PEM_LABEL_WEIGHTS, minimum=2)
-        yield _chain_record(question, steps)
+        rng = _rng(seed, "pem", position)
+        steps = _labelled_steps(rng, question, PEM_LABEL_WEIGHTS, minimum=2)
+        # The chains come from about forty models (PIPELINE.md stage 6); coverage filters on it.
+        yield {**_chain_record(question, steps), "model": f"model-{rng.randrange(PEM_MODELS):02d}"}
 
 
 def iter_pebench(scale: float, seed: int = 0) -> Iterator[dict]:

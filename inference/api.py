@@ -5,21 +5,30 @@ make; querysets are scoped by the same access helpers (runs_for)."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.db.models import Prefetch
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
-from inference import leaderboard, models, services
+from inference import assist, client, leaderboard, models, scoring, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
 from inference.standings import board_state
-from inference.views import get_run_for_user, get_scoring_run_for_user, key_state, runs_for
-from k12vista.roles import HasRole, Role
+from inference.views import (
+    filter_runs_for,
+    get_run_for_user,
+    get_scoring_run_for_user,
+    runs_for,
+    scoring_method_for,
+)
+from k12vista.pagination import ById, Newest
+from k12vista.roles import HasRole, Role, require_role
 from k12vista.serializers import JobSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
@@ -45,6 +54,10 @@ class EndpointInput(serializers.ModelSerializer):
     def validate_api_key_env(self, value: str) -> str:
         if value and not ENV_NAME.match(value):
             raise serializers.ValidationError("the name of an environment variable (letters, digits, _), not a key")
+        if value and not client.key_variable_declared(value):
+            raise serializers.ValidationError(
+                f"{value} is not one of MODEL_API_KEY_VARIABLES ({', '.join(settings.MODEL_API_KEY_VARIABLES)})"
+            )
         return value
 
 
@@ -58,7 +71,7 @@ class EndpointOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_api_key_state(self, endpoint) -> str:
-        return key_state(endpoint)
+        return client.key_state(endpoint)
 
 
 class FiltersInput(serializers.Serializer):
@@ -120,18 +133,6 @@ class ResponseOutput(serializers.ModelSerializer):
 
 
 # --- views -------------------------------------------------------------------------
-
-
-class ById(pagination.CursorPagination):
-    ordering = "id"  # keyset
-    page_size = 100
-    max_page_size = 1000
-    page_size_query_param = "page_size"
-
-
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
 
 
 class EndpointList(generics.ListAPIView):
@@ -249,3 +250,310 @@ def leaderboard_unpin(request: Request, pk: int) -> Response:
     if not standings_service.unpin(inference_run_id=run.pk):
         raise NotFound("nothing is pinned for this run")
     return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- the whole pipeline: scoring, assist runs, difficulty filters (issue 15) -------------
+#
+# Each start is the same service call as the page's (inference/views.py), behind
+# the same access helpers; the reply names the run and its job, followed at
+# /api/jobs/<id>/ or by reading the run again.
+
+
+class ScoringInput(serializers.Serializer):
+    judge = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.filter(active=True))
+    method = serializers.ChoiceField(
+        choices=models.ScoringRun.Method.choices, required=False, help_text="by default the one the run's mode needs"
+    )
+    params = ParamsInput(required=False, default=dict)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class ScoringRunOutput(serializers.ModelSerializer):
+    judge_name = serializers.CharField(source="judge.name", read_only=True)
+    job = JobSerializer(read_only=True)
+    coverage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = models.ScoringRun
+        fields = [
+            "id", "name", "inference_run", "judge", "judge_name", "method", "params", "provenance", "job", "coverage",
+            "created",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_coverage(self, scoring_run) -> dict:
+        return scoring.coverage(scoring_run)
+
+
+class JudgedStepOutput(serializers.ModelSerializer):
+    class Meta:
+        model = models.JudgedStep
+        fields = ["position", "text", "label", "reason"]
+        read_only_fields = fields
+
+
+class JudgmentOutput(serializers.ModelSerializer):
+    response = serializers.IntegerField(source="response_id", read_only=True)
+    question = serializers.CharField(source="response.question.hash_id", read_only=True)
+    steps = JudgedStepOutput(many=True, read_only=True)
+
+    class Meta:
+        model = models.Judgment
+        fields = [
+            "id", "response", "question", "status", "score", "item_scores", "reference_answers", "model_answers",
+            "parse_status", "raw_output", "attempts", "error", "finished", "steps",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+def scoring_runs_for(user):
+    """Scoring runs of the inference runs a person may see (as get_scoring_run_for_user)."""
+    visible = runs_for(user)
+    return models.ScoringRun.objects.filter(inference_run__in=visible).select_related("judge", "job__started_by")
+
+
+class RunScoringList(generics.ListAPIView):
+    """An inference run's scoring runs; POST starts one (the page's "Score")."""
+
+    serializer_class = ScoringRunOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        run = get_run_for_user(self.request.user, self.kwargs["pk"])
+        return scoring_runs_for(self.request.user).filter(inference_run=run)
+
+    @extend_schema(request=ScoringInput, responses={201: ScoringRunOutput})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_run_for_user(request.user, pk)
+        given = ScoringInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            scoring_run = scoring.start_scoring_run(
+                inference_run=run, judge=data["judge"], method=data.get("method") or scoring_method_for(run),
+                user=request.user, params=data["params"], name=data["name"],
+            )  # fmt: skip
+        except (scoring.ScoringError, services.EndpointError) as exc:
+            raise ValidationError({"detail": [str(exc)]}) from exc
+        return Response(ScoringRunOutput(scoring_run).data, status=status.HTTP_201_CREATED)
+
+
+class ScoringList(generics.ListAPIView):
+    """Every scoring run the caller may see, newest first."""
+
+    serializer_class = ScoringRunOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return scoring_runs_for(self.request.user)
+
+
+class ScoringDetail(generics.RetrieveAPIView):
+    """A scoring run with its job and coverage (judgments per status)."""
+
+    serializer_class = ScoringRunOutput
+    permission_classes = [MANAGERS]
+
+    def get_object(self):
+        return get_scoring_run_for_user(self.request.user, self.kwargs["pk"])
+
+
+class ScoringJudgments(generics.ListAPIView):
+    """A scoring run's judgments in id order, with their labelled steps, a cursor page at a time."""
+
+    serializer_class = JudgmentOutput
+    permission_classes = [MANAGERS]
+    pagination_class = ById
+
+    def get_queryset(self):
+        scoring_run = get_scoring_run_for_user(self.request.user, self.kwargs["pk"])
+        steps = Prefetch("steps", queryset=models.JudgedStep.objects.order_by("position"))
+        return scoring_run.judgments.select_related("response__question").prefetch_related(steps)
+
+
+@extend_schema(request=None, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def scoring_rescore(request: Request, pk: int) -> Response:
+    """Scores the failed or unreadable judgments again (the page's "Score the failed again")."""
+    scoring_run = get_scoring_run_for_user(request.user, pk)
+    try:
+        job = scoring.rescore_failed(scoring_run=scoring_run, user=request.user)
+    except scoring.ScoringError as exc:
+        raise ValidationError({"detail": [str(exc)]}) from exc
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=None, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def run_retry(request: Request, pk: int) -> Response:
+    """Asks the failed answers of run ``pk`` again (the page's "Retry the failed")."""
+    run = get_run_for_user(request.user, pk)
+    job = services.retry_failed(run=run, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class AssistInput(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=models.AssistRun.Kind.choices)
+    endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
+    filters = FiltersInput(required=False, default=dict)
+    params = ParamsInput(required=False, default=dict)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class AssistRunOutput(serializers.ModelSerializer):
+    endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
+    job = JobSerializer(read_only=True)
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = models.AssistRun
+        fields = ["id", "name", "kind", "endpoint", "endpoint_name", "filters", "params", "provenance", "job", "counts",
+                  "created"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_counts(self, run) -> dict[str, int]:
+        return assist.counts(run)
+
+
+def assist_runs_for(user):
+    """A person's own assist runs; administrators see all (as filter_runs_for and runs_for)."""
+    require_role(user, Role.RESEARCHER, Role.ADMIN)
+    runs = models.AssistRun.objects.select_related("endpoint", "job__started_by")
+    return runs if user.has_perm("k12vista.administer") else runs.filter(created_by=user)
+
+
+class AssistList(generics.ListAPIView):
+    """Assist runs (restructuring, structure checks, captions, difficulty filters); POST starts one."""
+
+    serializer_class = AssistRunOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return assist_runs_for(self.request.user)
+
+    @extend_schema(request=AssistInput, responses={201: AssistRunOutput})
+    def post(self, request: Request) -> Response:
+        given = AssistInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            run = assist.start_assist_run(
+                kind=data["kind"], endpoint=data["endpoint"], filters=data["filters"], user=request.user,
+                params=data["params"], name=data["name"],
+            )  # fmt: skip
+        except services.EndpointError as exc:
+            raise ValidationError({"endpoint": [str(exc)]}) from exc
+        return Response(AssistRunOutput(run).data, status=status.HTTP_201_CREATED)
+
+
+class AssistDetail(generics.RetrieveAPIView):
+    serializer_class = AssistRunOutput
+    permission_classes = [MANAGERS]
+
+    def get_queryset(self):
+        return assist_runs_for(self.request.user)
+
+
+@extend_schema(request=None, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def assist_retry(request: Request, pk: int) -> Response:
+    """Asks the failed items of assist run ``pk`` again."""
+    run = generics.get_object_or_404(assist_runs_for(request.user), pk=pk)
+    job = assist.retry_failed(run=run, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class FilterRunsInput(serializers.Serializer):
+    small = serializers.ListField(child=serializers.IntegerField(), required=False, default=list,
+                                  help_text="small-model filter runs")  # fmt: skip
+    text_only = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                         help_text="a text-only filter run")  # fmt: skip
+
+
+class FilterConfirmInput(FilterRunsInput):
+    fingerprint = serializers.CharField(help_text="the preview's fingerprint: confirms exactly what it counted")
+
+
+class VerdictOutput(serializers.Serializer):
+    run = serializers.IntegerField(source="run.pk")
+    correct = serializers.BooleanField(allow_null=True)
+    answer = serializers.CharField(allow_blank=True)
+    status = serializers.CharField(allow_null=True)
+
+
+class EvidenceOutput(serializers.Serializer):
+    question = serializers.CharField(source="question.hash_id")
+    question_id = serializers.IntegerField(source="question.pk")
+    rules = serializers.ListField(child=serializers.CharField())
+    verdicts = VerdictOutput(many=True)
+    removed = serializers.BooleanField()
+    released = serializers.BooleanField()
+
+
+class FilterPreviewOutput(serializers.Serializer):
+    fingerprint = serializers.CharField()
+    candidates = serializers.IntegerField()
+    to_remove = serializers.ListField(child=serializers.IntegerField())
+    already_rejected = serializers.IntegerField()
+    released = serializers.IntegerField()
+    unchecked = serializers.DictField(child=serializers.IntegerField())
+    evidence = EvidenceOutput(many=True, help_text="the first 200 with each run's verdict, as on the page")
+
+
+def chosen_filter_runs(user, data) -> tuple[list, models.AssistRun | None]:
+    """The runs named in ``data``, among those the caller may combine (404 otherwise)."""
+    runs = filter_runs_for(user)
+    small = [generics.get_object_or_404(runs, pk=pk) for pk in data["small"]]
+    text_only = generics.get_object_or_404(runs, pk=data["text_only"]) if data["text_only"] is not None else None
+    return small, text_only
+
+
+def preview_document(preview: assist.FilterPreview) -> dict:
+    return {
+        "fingerprint": preview.fingerprint, "candidates": len(preview.candidates), "to_remove": list(preview.to_remove),
+        "already_rejected": preview.already_rejected, "released": preview.released,
+        "unchecked": {str(pk): n for pk, n in preview.unchecked.items()}, "evidence": assist.filter_evidence(preview),
+    }  # fmt: skip
+
+
+@extend_schema(request=FilterRunsInput, responses={200: FilterPreviewOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def filters_preview(request: Request) -> Response:
+    """What the difficulty filters would remove (nothing changes); confirm with its fingerprint."""
+    given = FilterRunsInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    small, text_only = chosen_filter_runs(request.user, given.validated_data)
+    try:
+        preview = assist.preview_filters(small, text_only)
+    except assist.FilterError as exc:
+        raise ValidationError({"detail": [str(exc)]}) from exc
+    return Response(FilterPreviewOutput(preview_document(preview)).data)
+
+
+@extend_schema(request=FilterConfirmInput, responses={202: JobSerializer, 409: FilterPreviewOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def filters_confirm(request: Request) -> Response:
+    """Starts the job that rejects what the preview with this fingerprint showed (202 with the job);
+    409 with the new preview if it changed since."""
+    given = FilterConfirmInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    small, text_only = chosen_filter_runs(request.user, given.validated_data)
+    try:
+        fingerprint = given.validated_data["fingerprint"]
+        job = assist.start_confirm_filters(
+            small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
+        )
+    except assist.StaleConfirmation:
+        preview = assist.preview_filters(small, text_only)
+        return Response(FilterPreviewOutput(preview_document(preview)).data, status=status.HTTP_409_CONFLICT)
+    except assist.FilterError as exc:
+        raise ValidationError({"detail": [str(exc)]}) from exc
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import api
+from inference import api, campaign_api
 
 app_name = "inference_api"
 urlpatterns = [
@@ -8,7 +8,24 @@ urlpatterns = [
     path("runs/", api.RunList.as_view(), name="runs"),
     path("runs/<int:pk>/", api.RunDetail.as_view(), name="run"),
     path("runs/<int:pk>/responses/", api.RunResponses.as_view(), name="responses"),
+    path("campaigns/", campaign_api.CampaignList.as_view(), name="campaigns"),
+    path("campaigns/<int:pk>/", campaign_api.CampaignDetail.as_view(), name="campaign"),
     path("leaderboard/", api.leaderboard_json, name="leaderboard"),
     path("leaderboard/pins/", api.leaderboard_pin, name="leaderboard_pin"),
     path("leaderboard/pins/<int:pk>/", api.leaderboard_unpin, name="leaderboard_unpin"),
+]
+
+# --- the whole pipeline: scoring, assist runs, difficulty filters (issue 15) ---
+urlpatterns += [
+    path("runs/<int:pk>/retry/", api.run_retry, name="run_retry"),
+    path("runs/<int:pk>/scoring/", api.RunScoringList.as_view(), name="run_scoring"),
+    path("scoring/", api.ScoringList.as_view(), name="scoring_runs"),
+    path("scoring/<int:pk>/", api.ScoringDetail.as_view(), name="scoring"),
+    path("scoring/<int:pk>/judgments/", api.ScoringJudgments.as_view(), name="judgments"),
+    path("scoring/<int:pk>/rescore/", api.scoring_rescore, name="scoring_rescore"),
+    path("assist/", api.AssistList.as_view(), name="assist_runs"),
+    path("assist/<int:pk>/", api.AssistDetail.as_view(), name="assist_run"),
+    path("assist/<int:pk>/retry/", api.assist_retry, name="assist_retry"),
+    path("difficulty-filters/preview/", api.filters_preview, name="filters_preview"),
+    path("difficulty-filters/confirm/", api.filters_confirm, name="filters_confirm"),
 ]

@@ -1,5 +1,27 @@
 from django.apps import AppConfig
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 
 class InferenceConfig(AppConfig):
     name = "inference"
+
+    def ready(self) -> None:
+        checks.register(check_model_url_allowlist)
+
+
+def check_model_url_allowlist(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """A malformed MODEL_URL_ALLOWLIST entry would refuse every endpoint; say so at start-up."""
+    from django.conf import settings
+
+    from inference import client
+
+    problems: list[checks.CheckMessage] = []
+    for entry in settings.MODEL_URL_ALLOWLIST:
+        try:
+            client.parse_allowed_prefix(entry)
+        except ImproperlyConfigured as exc:
+            problems.append(checks.Error(str(exc), id="inference.E001"))
+    if any(entry.strip() in ("", "*") for entry in settings.MODEL_API_KEY_VARIABLES):
+        problems.append(checks.Error("MODEL_API_KEY_VARIABLES may not admit every variable (*)", id="inference.E002"))
+    return problems

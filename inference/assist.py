@@ -20,7 +20,6 @@ a repeated item never writes twice.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -28,9 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 from asgiref.sync import async_to_sync, sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
@@ -38,7 +35,7 @@ from django.utils import timezone
 from annotation import checks
 from annotation import services as bank
 from annotation.models import Flag, Question, StepProposal
-from inference import client, parsing, prompts
+from inference import calls, client, parsing, prompts
 from inference.default_prompts import BLANK_SEPARATOR, FINAL_ANSWER_PREFIX, STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
@@ -173,43 +170,36 @@ def run_assist_job(job: Job, progress: Progress) -> dict:
 
 
 async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Progress, done: int, total: int):
-    endpoint = run.endpoint
-    api = openai.AsyncOpenAI(
-        base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
-    limit = asyncio.Semaphore(endpoint.max_concurrency)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.provenance.get("schema"):
         params["response_format"] = parsing.response_format(run.provenance["schema"])
-    counter = {"done": done}
-    report = sync_to_async(progress, thread_sensitive=True)
+    caller = calls.Caller(run.endpoint)
 
-    async def process(result: AssistResult) -> None:
-        async with limit:
-            messages = await sync_to_async(request_for, thread_sensitive=True)(run, result.question)
-            if messages is None:
-                await sync_to_async(save_skipped, thread_sensitive=True)(run, result)
+    async def process(result: AssistResult) -> tuple[AssistResult, Any]:
+        messages = await sync_to_async(request_for, thread_sensitive=True)(run, result.question)
+        if messages is None:
+            return result, None
+        try:
+            return result, await caller.complete(messages, params)
+        except client.ModelCallError as exc:
+            return result, exc
+
+    @transaction.atomic
+    def save(batch: list[tuple[AssistResult, Any]]) -> None:
+        # One transaction per batch; each write-back keeps its own savepoint (save_output).
+        for result, outcome in batch:
+            if outcome is None:
+                save_skipped(run, result)
+            elif isinstance(outcome, client.ModelCallError):
+                save_call_failure(result, outcome)
             else:
-                try:
-                    completion = await client.complete(api, model=endpoint.model_name, messages=messages,
-                                                       params=params, retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
-                except client.ModelCallError as exc:
-                    await sync_to_async(save_call_failure, thread_sensitive=True)(result, exc)
-                else:
-                    await sync_to_async(save_output, thread_sensitive=True)(run, result, completion)
-            counter["done"] += 1
-            await report(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
+                save_output(run, result, outcome)
 
     try:
-        async with asyncio.TaskGroup() as group:
-            for result in pending:
-                group.create_task(process(result))
-    except* Exception as group_error:
-        # The first real error (a cancel, a lost job, a database failure) ends the run.
-        raise group_error.exceptions[0] from None
+        await calls.fan_out(pending, process, concurrency=run.endpoint.max_concurrency, save=save,
+                            progress=progress, done=done, total=total)  # fmt: skip
     finally:
-        await api.close()
+        await caller.close()
 
 
 # --- requests -----------------------------------------------------------------------
@@ -572,21 +562,68 @@ def rejection_reason(preview: FilterPreview, question_id: int) -> str:
     return "; ".join(parts)
 
 
-@transaction.atomic
+CONFIRM_JOB_KIND = "inference.confirm_filters"
+
+
 def confirm_filters(
-    *, small_runs: list[AssistRun], text_only_run: AssistRun | None, fingerprint: str, user: Any
+    *,
+    small_runs: list[AssistRun],
+    text_only_run: AssistRun | None,
+    fingerprint: str,
+    user: Any,
+    progress: Progress | None = None,
 ) -> int:
     """Rejects what :func:`preview_filters` showed, through the question bank's
-    service; returns how many questions were rejected now (0 the second time)."""
+    set-based service (one UPDATE and one bulk insert of history rows per
+    batch and rule); returns how many questions were rejected now (0 the
+    second time). Questions rejected or released meanwhile are left alone."""
     preview = preview_filters(small_runs, text_only_run)
     if preview.fingerprint != fingerprint:
         raise StaleConfirmation(
             f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
         )
-    rejected = 0
-    # Locked and re-read: a question rejected or released meanwhile is left alone.
-    locked = Question.objects.select_for_update().filter(pk__in=preview.to_remove).order_by("id")
-    for question in locked.exclude(status__in=[Question.Status.REJECTED, Question.Status.RELEASED]):
-        bank.reject(question=question, reason=rejection_reason(preview, question.pk), user=user)
-        rejected += 1
+    by_reason: dict[str, list[int]] = {}
+    for pk in preview.to_remove:
+        by_reason.setdefault(rejection_reason(preview, pk), []).append(pk)
+    total, done, rejected = len(preview.to_remove), 0, 0
+    for reason, ids in by_reason.items():
+        offset = done
+
+        def report(n: int, _total: int | None = None, offset: int = offset) -> None:
+            if progress is not None:
+                progress(offset + n, total)
+
+        rejected += bank.reject_many(ids, reason=reason, user=user, progress=report,
+                                     keep=(Question.Status.REJECTED, Question.Status.RELEASED))  # fmt: skip
+        done += len(ids)
+    if progress is not None:
+        progress(total, total)
     return rejected
+
+
+def start_confirm_filters(
+    *, small_runs: list[AssistRun], text_only_run: AssistRun | None, fingerprint: str, user: Any
+) -> Job:
+    """Checks the confirmation against the preview now (a stale one is refused
+    at once) and leaves the rejecting to a job."""
+    preview = preview_filters(small_runs, text_only_run)
+    if preview.fingerprint != fingerprint:
+        raise StaleConfirmation(
+            f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
+        )
+    params = {"small": [run.pk for run in small_runs], "text_only": text_only_run.pk if text_only_run else None,
+              "fingerprint": fingerprint}  # fmt: skip
+    return start_job(kind=CONFIRM_JOB_KIND, user=user, params=params,
+                     title=f"Reject {len(preview.to_remove)} questions (filters)")  # fmt: skip
+
+
+@job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU)
+def confirm_filters_job(job: Job, progress: Progress) -> dict:
+    """Safe to run again: questions already rejected are left as they are."""
+    runs = AssistRun.objects.select_related("endpoint", "job")
+    order = job.params["small"]
+    small = sorted(runs.filter(pk__in=order), key=lambda run: order.index(run.pk))
+    text_only = runs.get(pk=job.params["text_only"]) if job.params.get("text_only") else None
+    rejected = confirm_filters(small_runs=small, text_only_run=text_only, fingerprint=job.params["fingerprint"],
+                               user=job.started_by, progress=progress)  # fmt: skip
+    return {"rejected": rejected}

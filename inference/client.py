@@ -1,19 +1,30 @@
 """Calling a model through the OpenAI-compatible API (vllm serve, closed APIs,
-transformers serve), with our own retry loop so that every attempt is counted
-and every failure is classified."""
+transformers serve): the one client construction, what a call returns, and how
+failures are classified. The calls themselves (retries, the shared limit per
+endpoint, fan-out) are inference.calls.
+
+Every client is built here (``build_client``), so every model call obeys the same
+three rules: the URL is inside MODEL_URL_ALLOWLIST (checked again at call time, not
+only when the endpoint was saved), the API key comes only from a variable declared
+in MODEL_API_KEY_VARIABLES, and redirects are never followed (a 3xx would otherwise
+carry the request body and the key to an address nobody allowed)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
-import random
-import time
+import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import openai
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from PIL import Image
+
+if TYPE_CHECKING:
+    from inference.models import ModelEndpoint
 
 # Worth another try after a pause: the server is busy, restarting or slow.
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -26,6 +37,159 @@ class ModelCallError(Exception):
         super().__init__(message)
         self.transient = transient
         self.attempts = attempts
+
+
+class EndpointError(ValueError):
+    """An endpoint setting that cannot be used; the message says which and why."""
+
+
+# --- where a model call may go ------------------------------------------------------
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class AllowedPrefix:
+    """One MODEL_URL_ALLOWLIST entry: ``scheme://host[:port][/path]``, where port is a
+    number, a range ``8000-8010`` or ``*`` (any), and no port means the scheme's default."""
+
+    scheme: str
+    host: str
+    ports: range
+    path: str
+
+    def admits(self, scheme: str, host: str, port: int, path: str) -> bool:
+        if (scheme, host) != (self.scheme, self.host) or port not in self.ports:
+            return False
+        # On a segment boundary: /v1 admits /v1 and /v1/chat, never /v10.
+        return not self.path or path == self.path or path.startswith(self.path + "/")
+
+
+def _split_port(netloc: str) -> str | None:
+    """The text after the host's colon (None when there is no colon); IPv6 hosts are bracketed."""
+    host_port = netloc.rpartition("]")[2] if netloc.startswith("[") else netloc
+    return host_port.partition(":")[2] if ":" in host_port else None
+
+
+def parse_allowed_prefix(entry: str) -> AllowedPrefix:
+    parts = urlsplit(entry.strip())
+    port_text = _split_port(parts.netloc)
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc or parts.query:
+        raise ImproperlyConfigured(f"MODEL_URL_ALLOWLIST entry {entry!r} is not scheme://host[:port][/path]")
+    if port_text is None:
+        ports = range(DEFAULT_PORTS[parts.scheme], DEFAULT_PORTS[parts.scheme] + 1)
+    elif port_text == "*":
+        ports = range(1, 65536)
+    else:
+        low, dash, high = port_text.partition("-")
+        high = high if dash else low
+        if not (low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high) <= 65535):
+            raise ImproperlyConfigured(
+                f"MODEL_URL_ALLOWLIST entry {entry!r}: the port is a number, a range such as 8000-8010, or *"
+            )
+        ports = range(int(low), int(high) + 1)
+    return AllowedPrefix(parts.scheme, parts.hostname, ports, parts.path.rstrip("/"))
+
+
+def allowed_prefixes() -> list[AllowedPrefix]:
+    return [parse_allowed_prefix(entry) for entry in settings.MODEL_URL_ALLOWLIST]
+
+
+def check_endpoint_url(url: str) -> str:
+    """The URL normalised (``scheme://host:port/path``), or EndpointError when it is
+    malformed or no MODEL_URL_ALLOWLIST entry admits its scheme, host, port and path."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise EndpointError(f"{url!r} is not an http(s) URL")
+    if "@" in parts.netloc:
+        raise EndpointError("a model URL carries no user name or password; name the key's variable instead")
+    try:
+        port = parts.port or DEFAULT_PORTS[parts.scheme]
+    except ValueError:  # "Port out of range" or not a number
+        raise EndpointError(f"{url!r} has no valid port (1-65535)") from None
+    path = parts.path.rstrip("/")
+    if not any(prefix.admits(parts.scheme, parts.hostname, port, path) for prefix in allowed_prefixes()):
+        raise EndpointError(
+            f"{parts.scheme}://{parts.hostname}:{port} is not in MODEL_URL_ALLOWLIST; "
+            "an administrator adds model servers there."
+        )
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    given_port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{given_port}{path}"
+
+
+# --- which secrets a model call may read ---------------------------------------------
+
+
+def key_variable_declared(name: str) -> bool:
+    """Whether MODEL_API_KEY_VARIABLES names the variable: exactly, or by an entry
+    ending in ``*`` that names its prefix (``K12VISTA_KEY_*``)."""
+    for entry in settings.MODEL_API_KEY_VARIABLES:
+        if entry.endswith("*") and len(entry) > 1 and name.startswith(entry[:-1]):
+            return True
+        if name == entry:
+            return True
+    return False
+
+
+def check_key_variable(name: str) -> None:
+    if name and not key_variable_declared(name):
+        raise EndpointError(
+            f"the API key variable {name} is not one of MODEL_API_KEY_VARIABLES "
+            f"({', '.join(settings.MODEL_API_KEY_VARIABLES)}); it is never read. An administrator "
+            "declares key variables there."
+        )
+
+
+def api_key(endpoint: ModelEndpoint) -> str:
+    """The key, read at call time from the endpoint's declared variable; servers without
+    auth accept any string. Refuses (EndpointError) a variable that is not declared."""
+    if not endpoint.api_key_env:
+        return "no-key"
+    check_key_variable(endpoint.api_key_env)
+    return os.environ.get(endpoint.api_key_env, "")
+
+
+def key_state(endpoint: ModelEndpoint) -> str:
+    """unused, undeclared, set or missing; an undeclared variable is never looked up."""
+    if not endpoint.api_key_env:
+        return "unused"
+    if not key_variable_declared(endpoint.api_key_env):
+        return "undeclared"
+    return "set" if os.environ.get(endpoint.api_key_env) else "missing"
+
+
+def check_endpoint(endpoint: ModelEndpoint) -> None:
+    """Everything a call needs from the endpoint's settings, before any request is made."""
+    check_endpoint_url(endpoint.base_url)
+    check_key_variable(endpoint.api_key_env)
+
+
+# --- building clients -----------------------------------------------------------------
+
+
+def build_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
+    """The one way to get a client for an endpoint: checked URL, declared key, no redirects,
+    and no retries inside the SDK (inference.calls retries and counts attempts)."""
+    check_endpoint(endpoint)
+    return openai.AsyncOpenAI(
+        base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
+        max_retries=0, http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False),
+    )  # fmt: skip
+
+
+def build_sync_client(endpoint: ModelEndpoint) -> openai.OpenAI:
+    """``build_client`` for synchronous callers (OCR inside the PDF importer)."""
+    check_endpoint(endpoint)
+    return openai.OpenAI(
+        base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
+        max_retries=0, http_client=openai.DefaultHttpxClient(follow_redirects=False),
+    )  # fmt: skip
+
+
+def make_client(endpoint: ModelEndpoint, *, sync: bool = False) -> openai.AsyncOpenAI | openai.OpenAI:
+    """The client every caller uses (runs, scoring, assist, splitting, panels, OCR)."""
+    return build_sync_client(endpoint) if sync else build_client(endpoint)
 
 
 @dataclass(frozen=True)
@@ -62,6 +226,13 @@ def build_messages(*, system: str, user: str, image_urls: list[str] = ()) -> lis
     return messages
 
 
+def redirect_target(exc: Exception) -> str | None:
+    """Where a 3xx answer pointed, when the call failed because we do not follow it."""
+    if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
+        return exc.response.headers.get("location", "") or "(no Location header)"
+    return None
+
+
 def is_transient(exc: Exception) -> bool:
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return True
@@ -69,42 +240,11 @@ def is_transient(exc: Exception) -> bool:
 
 
 def describe(exc: Exception) -> str:
+    target = redirect_target(exc)
+    if target is not None:
+        status = exc.status_code  # type: ignore[attr-defined]
+        return f"HTTP {status}: the server redirected to {target}; model calls never follow redirects"[:2000]
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, str | dict) else ""
         return f"HTTP {exc.status_code}: {body or exc.message}"[:2000]
     return f"{type(exc).__name__}: {exc}"[:2000]
-
-
-async def complete(
-    client: openai.AsyncOpenAI,
-    *,
-    model: str,
-    messages: list[dict[str, Any]],
-    params: dict[str, Any],
-    retries: int = 4,
-    backoff: float = 1.0,
-) -> Completion:
-    """One chat completion. Timeouts, 429 and 5xx are retried with exponential
-    backoff and jitter; anything else (a bad request, a wrong key) fails at once."""
-    attempts = 0
-    while True:
-        attempts += 1
-        started = time.perf_counter()
-        try:
-            reply = await client.chat.completions.create(model=model, messages=messages, **params)
-        except (openai.APIError, openai.APIConnectionError) as exc:
-            transient = is_transient(exc)
-            if not transient or attempts > retries:
-                raise ModelCallError(describe(exc), transient=transient, attempts=attempts) from exc
-            await asyncio.sleep(backoff * 2 ** (attempts - 1) * (0.5 + random.random()))  # noqa: S311
-            continue
-        choice = reply.choices[0] if reply.choices else None
-        usage = reply.usage
-        return Completion(
-            text=(choice.message.content or "") if choice else "",
-            latency_ms=round((time.perf_counter() - started) * 1000),
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-            finish_reason=(choice.finish_reason or "") if choice else "",
-            attempts=attempts,
-        )

@@ -2,9 +2,11 @@ import copy
 import re
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from annotation.forms import QuestionFilterForm
+from inference import client
 from inference.models import AssistRun, InferenceRun, ModelEndpoint, ScoringRun
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,6 +34,11 @@ class EndpointForm(forms.ModelForm):
         name = self.cleaned_data["api_key_env"].strip()
         if name and not ENV_NAME.match(name):
             raise forms.ValidationError(_("Give the name of an environment variable (letters, digits, _), not a key."))
+        if name and not client.key_variable_declared(name):
+            raise forms.ValidationError(
+                _("%(name)s is not one of the key variables an administrator declared (MODEL_API_KEY_VARIABLES: "
+                  "%(declared)s).") % {"name": name, "declared": ", ".join(settings.MODEL_API_KEY_VARIABLES)}
+            )  # fmt: skip
         return name
 
     def clean_default_params(self):
@@ -145,3 +152,22 @@ class DifficultyFilterForm(forms.Form):
         if not data.get("small") and not data.get("text_only"):
             raise forms.ValidationError(_("Choose at least one small-model run or a text-only run."))
         return data
+
+
+class CampaignForm(RunForm):
+    """A run's question set, mode and sampling, for several endpoints at once."""
+
+    name = forms.CharField(max_length=200, label=_("Name"))
+    endpoints = forms.ModelMultipleChoiceField(queryset=ModelEndpoint.objects.filter(active=True),
+                                               widget=forms.CheckboxSelectMultiple, label=_("Endpoints"))  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["endpoint"]
+
+    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        return [
+            (_("Models"), [self[name] for name in ("name", "endpoints", "mode", "input_form")]),
+            (_("Questions"), [self[name] for name in self.FILTERS]),
+            (_("Sampling (empty: each endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
+        ]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from inference import client
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
 
@@ -44,10 +43,8 @@ class ModelEndpoint(models.Model):
         return self.name
 
     def api_key(self) -> str:
-        """Read on the worker at call time; servers without auth accept any string."""
-        if not self.api_key_env:
-            return "no-key"
-        return os.environ.get(self.api_key_env, "")
+        """Read on the worker at call time, only from a declared variable (see client.api_key)."""
+        return client.api_key(self)
 
 
 class PromptTemplate(models.Model):
@@ -124,6 +121,8 @@ class InferenceRun(models.Model):
     # the endpoint as it was, and the number and newest change of the questions.
     provenance = models.JSONField(default=dict, blank=True)
     job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Set when the run is one model of a campaign; at most one run per endpoint there.
+    campaign = models.ForeignKey("Campaign", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -131,6 +130,9 @@ class InferenceRun(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "endpoint"], name="inference_run_one_per_campaign_endpoint")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -143,6 +145,37 @@ class InferenceRun(models.Model):
             pending=Count("id", filter=Q(status=Response.Status.PENDING)),
         )
         return rows
+
+
+class CampaignQuerySet(models.QuerySet["Campaign"]):
+    def visible_to(self, user) -> CampaignQuerySet:
+        """As with runs: everyone sees their own campaigns; administrators see all."""
+        if user.has_perm("k12vista.administer"):
+            return self.all()
+        return self.filter(created_by=user)
+
+
+class Campaign(models.Model):
+    """Many models answering one question set: one inference run per endpoint,
+    all with the same mode, sampling and seed (PIPELINE.md stage 7)."""
+
+    name = models.CharField(max_length=200)
+    filters = models.JSONField(default=dict, blank=True)  # the question set, as a run's filters
+    mode = models.CharField(max_length=20, choices=InferenceRun.Mode.choices)
+    input_form = models.CharField(max_length=10, choices=InferenceRun.InputForm.choices,
+                                  default=InferenceRun.InputForm.IMAGES)  # fmt: skip
+    params = models.JSONField(default=dict, blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    objects = CampaignQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ModelCall(models.Model):
@@ -398,3 +431,22 @@ class BoardPin(models.Model):
 
     def __str__(self) -> str:
         return f"{self.inference_run} -> {self.scoring_run}"
+
+
+class CallLease(models.Model):
+    """One of an endpoint's ``max_concurrency`` request slots, leased by one run
+    (``holder``) until ``expires``. Every process that calls the endpoint takes
+    slots from these rows, so two runs on one server share one limit; a run that
+    dies stops renewing and its slots come free when the lease runs out."""
+
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=64, blank=True)
+    expires = models.DateTimeField()
+
+    class Meta:
+        ordering = ["endpoint", "slot"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "slot"], name="inference_call_lease_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id}#{self.slot} {self.holder or 'free'}"

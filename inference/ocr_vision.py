@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import io
 import logging
-import random
-import time
 from typing import Any
 
-import openai
 from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend, OCRLine, OCRResult, OCRServiceError, OCRUnavailable
-from inference import client, prompts
+from inference import calls, client, prompts
 from inference.models import ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS
 
@@ -83,35 +80,19 @@ class VisionOCRBackend(OCRBackend):
         return markdown_result(text, width=image.width, height=image.height)
 
     def _complete(self, endpoint: ModelEndpoint, messages: list[dict], params: dict[str, Any]) -> tuple[str, str]:
-        """One synchronous call (the importer is synchronous) with the retry rules of
-        inference.client: transient failures are retried with backoff, then raised as
-        OCRServiceError so that the import job retries later; anything else is a
-        configuration problem (a wrong key, an unknown model) and raises OCRUnavailable."""
-        api = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing",
-                            timeout=endpoint.timeout_seconds, max_retries=0)  # fmt: skip
-        attempts = 0
+        """One synchronous call (the importer is synchronous) through the model-call
+        layer: transient failures are retried there, then raised as OCRServiceError
+        so that the import job retries later; anything else is a configuration
+        problem (a wrong key, an unknown model) and raises OCRUnavailable."""
         try:
-            while True:
-                attempts += 1
-                try:
-                    reply = api.chat.completions.create(model=endpoint.model_name, messages=messages, **params)
-                except (openai.APIError, openai.APIConnectionError) as exc:
-                    if not client.is_transient(exc):
-                        raise OCRUnavailable(
-                            f"OCR endpoint {endpoint} refused the request: {client.describe(exc)}"
-                        ) from exc
-                    if attempts > settings.MODEL_CALL_RETRIES:
-                        raise OCRServiceError(
-                            f"OCR endpoint {endpoint} failed {attempts} times: {client.describe(exc)}"
-                        ) from exc
-                    time.sleep(self.backoff_seconds * 2 ** (attempts - 1) * (0.5 + random.random()))  # noqa: S311
-                    continue
-                choice = reply.choices[0] if reply.choices else None
-                if choice is None:
-                    return "", ""
-                return choice.message.content or "", choice.finish_reason or ""
-        finally:
-            api.close()
+            completion = calls.complete_sync(endpoint, messages, params, backoff=self.backoff_seconds)
+        except client.EndpointError as exc:  # outside the allowlist, or an undeclared key variable
+            raise OCRUnavailable(f"OCR endpoint {endpoint}: {exc}") from exc
+        except client.ModelCallError as exc:
+            if not exc.transient:
+                raise OCRUnavailable(f"OCR endpoint {endpoint} refused the request: {exc}") from exc
+            raise OCRServiceError(f"OCR endpoint {endpoint} failed {exc.attempts} times: {exc}") from exc
+        return completion.text, completion.finish_reason
 
 
 def clean_markdown(text: str) -> str:

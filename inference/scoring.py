@@ -14,7 +14,6 @@ never as 0.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Callable
@@ -22,14 +21,12 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-import openai
 from asgiref.sync import async_to_sync, sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from inference import client, default_prompts, parsing, prompts, standings
+from inference import calls, client, default_prompts, parsing, prompts, standings
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -99,6 +96,17 @@ def start_scoring_run(
 ) -> ScoringRun:  # fmt: skip
     """Freezes what will produce the scores (judge prompts, judge, structured
     output, parser) and starts the scoring as a job on the io queue."""
+    run = create_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user, params=params,
+                             name=name)  # fmt: skip
+    _start_job(run, user=user, title=run.name)
+    return run
+
+
+def create_scoring_run(
+    *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
+    name: str = "",
+) -> ScoringRun:  # fmt: skip
+    """The scoring run's record, without a job: a judge panel runs several in its own job."""
     check_can_score(inference_run=inference_run, judge=judge, method=method)
     kind = PROMPT_KIND[ScoringRun.Method(method)]
     prompts.ensure_default_prompts()
@@ -130,7 +138,6 @@ def start_scoring_run(
             "inference_run": {"id": inference_run.pk, "mode": inference_run.mode, **inference_run.counts()},
         },
     )
-    _start_job(run, user=user, title=run.name)
     return run
 
 
@@ -195,17 +202,24 @@ def run_scoring_job(job: Job, progress: Progress) -> dict:
     """Judges every pending judgment with at most the judge's max_concurrency
     requests in flight. Safe to run again: finished judgments are skipped."""
     run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
+    pending, done_before, total = prepare_judging(run)
+    progress(done_before, total)
+    async_to_sync(judge_pending)(run, pending, progress, done_before, total)
+    standings.take_snapshot(run, job=job)  # the leaderboard reads these slices, never the rows
+    return coverage(run)
+
+
+def prepare_judging(run: ScoringRun) -> tuple[list[Judgment], int, int]:
+    """Rows for every response, NO_RESPONSE where there is nothing to judge;
+    (pending judgments, judgments done, total)."""
     create_missing_judgments(run)
     mark_missing_answers(run)
     total = run.judgments.count()
     done_before = run.judgments.exclude(status=Judgment.Status.PENDING).count()
-    progress(done_before, total)
     pending = list(
         run.judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id")
     )
-    async_to_sync(_judge_all)(run, pending, progress, done_before, total)
-    standings.take_snapshot(run, job=job)  # the leaderboard reads these slices, never the rows
-    return coverage(run)
+    return pending, done_before, total
 
 
 def sends_images(method: str, judge: ModelEndpoint) -> bool:
@@ -263,14 +277,13 @@ class Verdict:
         return sum(c.attempts for c in self.completions) + self.call_attempts
 
 
-async def ask_judge(api: openai.AsyncOpenAI, *, run: ScoringRun, messages: list[dict], params: dict) -> Verdict:
+async def ask_judge(caller: calls.Caller, *, run: ScoringRun, messages: list[dict], params: dict) -> Verdict:
     """Calls the judge until its output parses, at most 1 + PARSE_RETRIES times."""
     verdict = Verdict()
     parse = PARSERS[run.method]
     for _ in range(1 + PARSE_RETRIES):
         try:
-            completion = await client.complete(api, model=run.judge.model_name, messages=messages, params=params,
-                                               retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
+            completion = await caller.complete(messages, params)
         except client.ModelCallError as exc:
             verdict.call_error, verdict.call_attempts = str(exc), exc.attempts
             return verdict
@@ -350,34 +363,26 @@ def save_judgment(judgment: Judgment, *, fields: dict[str, Any], steps: list[dic
     return True
 
 
-async def _judge_all(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
-    judge = run.judge
-    api = openai.AsyncOpenAI(
-        base_url=judge.base_url, api_key=judge.api_key() or "missing", timeout=judge.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
-    limit = asyncio.Semaphore(judge.max_concurrency)
-    params = request_params(run)
-    counter = {"done": done}
-    report = sync_to_async(progress, thread_sensitive=True)
-    build = sync_to_async(judge_messages, thread_sensitive=True)
-    save = sync_to_async(save_judgment, thread_sensitive=True)
+@transaction.atomic
+def save_judgments(batch: list[tuple[Judgment, dict[str, Any], list[dict[str, str]]]]) -> None:
+    """Several judgments in one transaction: one commit instead of one each."""
+    for judgment, fields, steps in batch:
+        save_judgment(judgment, fields=fields, steps=steps)
 
-    async def judge_one(judgment: Judgment) -> None:
-        async with limit:
-            messages = await build(run, judgment)
-            verdict = await ask_judge(api, run=run, messages=messages, params=params)
-            fields, steps = judgment_fields(run.method, verdict)
-            await save(judgment, fields=fields, steps=steps)
-            counter["done"] += 1
-            await report(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
+
+async def judge_pending(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):
+    params = request_params(run)
+    build = sync_to_async(judge_messages, thread_sensitive=True)
+    caller = calls.Caller(run.judge)
+
+    async def judge_one(judgment: Judgment) -> tuple[Judgment, dict[str, Any], list[dict[str, str]]]:
+        messages = await build(run, judgment)
+        verdict = await ask_judge(caller, run=run, messages=messages, params=params)
+        fields, steps = judgment_fields(run.method, verdict)
+        return judgment, fields, steps
 
     try:
-        async with asyncio.TaskGroup() as group:
-            for judgment in pending:
-                group.create_task(judge_one(judgment))
-    except* Exception as group_error:
-        # The first real error (a cancel, a lost job, a database failure) ends the run.
-        raise group_error.exceptions[0] from None
+        await calls.fan_out(pending, judge_one, concurrency=run.judge.max_concurrency, save=save_judgments,
+                            progress=progress, done=done, total=total)  # fmt: skip
     finally:
-        await api.close()
+        await caller.close()

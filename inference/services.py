@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import os
 import subprocess
-import time
 from typing import Any
-from urllib.parse import urlsplit
 
-import openai
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -19,29 +15,13 @@ from django.db.models import Max
 from django.utils import timezone
 
 from annotation.models import Question
-from inference import client, prompts
+from inference import calls, client, prompts
 from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplate, PublishedResult, Response
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
-
-class EndpointError(ValueError):
-    """An endpoint setting that cannot be used; the message says which and why."""
-
-
-def check_endpoint_url(url: str) -> str:
-    """Refuses URLs outside MODEL_URL_ALLOWLIST (prefix match on the normalised URL)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EndpointError(f"{url!r} is not an http(s) URL")
-    port = f":{parts.port}" if parts.port else ""
-    normalised = f"{parts.scheme}://{parts.hostname}{port}{parts.path}".rstrip("/")
-    if not any(normalised.startswith(prefix.rstrip("/")) for prefix in settings.MODEL_URL_ALLOWLIST):
-        raise EndpointError(
-            f"{parts.scheme}://{parts.hostname}{port} is not in MODEL_URL_ALLOWLIST; "
-            "an administrator adds model servers there."
-        )
-    return normalised
+EndpointError = client.EndpointError
+check_endpoint_url = client.check_endpoint_url
 
 
 @transaction.atomic
@@ -120,7 +100,11 @@ def start_inference_run(
 
 
 def require_api_key(endpoint: ModelEndpoint) -> None:
-    """Refuses to start when the endpoint names a key variable this server does not have."""
+    """Refuses to start when the endpoint's URL is no longer allowed, or it names a key
+    variable that is not declared (never read) or not set on this server."""
+    if endpoint.kind == ModelEndpoint.Kind.OPENAI:
+        client.check_endpoint_url(endpoint.base_url)
+    client.check_key_variable(endpoint.api_key_env)
     if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
         raise EndpointError(
             f"the API key variable {endpoint.api_key_env} is not set on this server; set it (on the web server "
@@ -287,69 +271,32 @@ def run_inference_job(job: Job, progress: Progress) -> dict:
 
 
 async def _answer_all(run: InferenceRun, pending: list[Response], progress: Progress, done: int, total: int):
-    endpoint = run.endpoint
-    api = openai.AsyncOpenAI(
-        base_url=endpoint.base_url, api_key=endpoint.api_key() or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0,  # our loop retries and counts attempts
-    )  # fmt: skip
-    limit = asyncio.Semaphore(endpoint.max_concurrency)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.seed is not None:
         params["seed"] = run.seed
-    counter = {"done": done, "reported": 0.0}
-    unsaved: list[tuple[int, dict[str, Any]]] = []
-    report_now = sync_to_async(progress, thread_sensitive=True)
-    save_now = sync_to_async(save_answers, thread_sensitive=True)
+    caller = calls.Caller(run.endpoint)
 
-    async def settle(final: bool = False) -> None:
-        # Writing each answer and the job row one by one cost a quarter of the
-        # throughput. Twice a second is enough for the progress bar and for
-        # noticing a cancel; a crash loses at most the unsaved answers, which
-        # stay pending and are asked again.
-        now = time.monotonic()
-        if not final and now - counter["reported"] < PROGRESS_SECONDS:
-            return
-        counter["reported"] = now
-        batch, unsaved[:] = list(unsaved), []
-        if batch:
-            await save_now(batch)
-        await report_now(counter["done"], total)  # raises JobCancelled when someone pressed Cancel
-
-    async def answer(response: Response) -> None:
-        async with limit:
-            try:
-                # Captions are looked up in the database; everything else a request
-                # needs was loaded with the run, so it is built here without a thread hop.
-                if run.input_form == InferenceRun.InputForm.CAPTIONS:
-                    _template, messages = await sync_to_async(request_for, thread_sensitive=True)(run, response)
-                else:
-                    _template, messages = request_for(run, response)
-            except MissingCaption as exc:
-                unsaved.append((response.pk, answer_fields(None, error=str(exc))))
+    async def answer(response: Response) -> tuple[int, dict[str, Any]]:
+        try:
+            # Captions are looked up in the database; everything else a request
+            # needs was loaded with the run, so it is built here without a thread hop.
+            if run.input_form == InferenceRun.InputForm.CAPTIONS:
+                _template, messages = await sync_to_async(request_for, thread_sensitive=True)(run, response)
             else:
-                try:
-                    completion = await client.complete(api, model=endpoint.model_name, messages=messages,
-                                                       params=params, retries=settings.MODEL_CALL_RETRIES)  # fmt: skip
-                    unsaved.append((response.pk, answer_fields(completion)))
-                except client.ModelCallError as exc:
-                    unsaved.append((response.pk, answer_fields(None, error=str(exc), attempts=exc.attempts)))
-            counter["done"] += 1
-            await settle()
+                _template, messages = request_for(run, response)
+        except MissingCaption as exc:
+            return response.pk, answer_fields(None, error=str(exc))
+        try:
+            return response.pk, answer_fields(await caller.complete(messages, params))
+        except client.ModelCallError as exc:
+            return response.pk, answer_fields(None, error=str(exc), attempts=exc.attempts)
 
     try:
-        async with asyncio.TaskGroup() as group:
-            for response in pending:
-                group.create_task(answer(response))
-    except* Exception as group_error:
-        # The first real error (a cancel, a lost job, a database failure) ends the run.
-        raise group_error.exceptions[0] from None
-    else:
-        await settle(final=True)
+        await calls.fan_out(pending, answer, concurrency=run.endpoint.max_concurrency, save=save_answers,
+                            progress=progress, done=done, total=total)  # fmt: skip
     finally:
-        await api.close()
+        await caller.close()
 
-
-PROGRESS_SECONDS = 0.5
 
 # Sampling parameters we pass on; anything else in params is ignored rather than
 # sent to a server that may reject the whole request for it.

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import views
+from inference import campaign_views, views
 
 app_name = "inference"
 urlpatterns = [
@@ -17,6 +17,10 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/retry/", views.run_retry, name="run_retry"),
     path("runs/<int:pk>/score/", views.run_score, name="run_score"),
+    path("campaigns/", campaign_views.campaign_list, name="campaigns"),
+    path("campaigns/new/", campaign_views.campaign_create, name="campaign_create"),
+    path("campaigns/<int:pk>/", campaign_views.campaign_detail, name="campaign"),
+    path("campaigns/<int:pk>/retry/", campaign_views.campaign_retry, name="campaign_retry"),
     path("scoring/<int:pk>/", views.scoring_detail, name="scoring"),
     path("scoring/<int:pk>/rescore/", views.scoring_rescore, name="scoring_rescore"),
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),

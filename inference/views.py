@@ -9,7 +9,6 @@ published numbers are shared by the whole research team.
 from __future__ import annotations
 
 import difflib
-import os
 from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlencode
 
@@ -27,7 +26,7 @@ from django.utils.translation import gettext_noop as _noop
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import assist, default_prompts, leaderboard, prompts, scoring, services
+from inference import assist, client, default_prompts, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
 from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
 from inference.models import (
@@ -98,11 +97,8 @@ def home(request: HttpRequest) -> HttpResponse:
 # --- endpoints --------------------------------------------------------------
 
 
-def key_state(endpoint: ModelEndpoint) -> str:
-    """Whether the key's variable is set on this server; the value is never read into a page."""
-    if not endpoint.api_key_env:
-        return "unused"
-    return "set" if os.environ.get(endpoint.api_key_env) else "missing"
+# Whether the key's variable is declared and set on this server; the value is never read into a page.
+key_state = client.key_state
 
 
 def with_key_state(endpoints):
@@ -722,6 +718,17 @@ def filter_query(small: list[AssistRun], text_only: AssistRun | None) -> str:
     return urlencode({"small": [run.pk for run in small], "text_only": text_only.pk if text_only else ""}, doseq=True)
 
 
+def confirm_job_for(request: HttpRequest) -> Job | None:
+    """The confirmation job named by ``?job=``, if it is one the person may watch."""
+    job_id = request.GET.get("job", "")
+    if request.method != "GET" or not job_id.isdigit():
+        return None
+    jobs = Job.objects.filter(pk=int(job_id), kind=assist.CONFIRM_JOB_KIND)
+    if not request.user.has_perm("k12vista.administer"):
+        jobs = jobs.filter(started_by=request.user)
+    return jobs.first()
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def difficulty_filters(request: HttpRequest) -> HttpResponse:
@@ -735,14 +742,11 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
         try:
             if request.method == "POST":
                 fingerprint = form.cleaned_data["fingerprint"]
-                removed = assist.confirm_filters(
+                job = assist.start_confirm_filters(
                     small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
                 )
-                if removed:
-                    messages.success(request, _("Rejected %(n)s questions in the question bank.") % {"n": removed})
-                else:
-                    messages.info(request, _("Nothing changed: these questions were already removed."))
-                return redirect(f"{reverse('inference:difficulty')}?{filter_query(small, text_only)}")
+                query = filter_query(small, text_only)
+                return redirect(f"{reverse('inference:difficulty')}?{query}&{urlencode({'job': job.pk})}")
             preview = assist.preview_filters(small, text_only)
         except assist.StaleConfirmation as exc:
             form.add_error(None, str(exc))
@@ -752,7 +756,8 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
             status = 400
     elif data is not None:
         status = 400
-    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else []}
+    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else [],
+           "job": confirm_job_for(request)}  # fmt: skip
     if preview:
         ctx["unchecked"] = [(run, preview.unchecked[run.pk]) for run in (*preview.small_runs, preview.text_only_run)
                             if run and run.pk in preview.unchecked]  # fmt: skip

@@ -10,17 +10,28 @@ handler registered under the job's kind.
 
 Views, API endpoints and commands call ``start_job``; nothing long runs inside a
 web request.
+
+The Job table, not the broker, is the truth. ``sweep()`` runs in every worker
+(k12vista.celery.JobSweeper) and sends a new message for each job the broker no
+longer holds: one whose message could not be sent (the broker was down when it
+started), was lost (a broker restart without persistence), or belonged to a
+worker that died (its heartbeat is older than JOB_STALE_AFTER_SECONDS). The
+message goes through the same claim as any other, so a job never runs twice at
+once however many messages it has.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from k12vista.models import Job
 
@@ -86,8 +97,6 @@ class Progress:
 
 def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = "") -> Job:
     """Creates the job row and enqueues it once the surrounding transaction commits."""
-    from k12vista.tasks import run_job
-
     if kind not in _registry:
         raise ValueError(f"no job handler is registered for {kind!r}")
     registration = _registry[kind]
@@ -97,9 +106,53 @@ def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = 
         queue=registration.queue,
         params=params or {},
         started_by=user if getattr(user, "is_authenticated", False) else None,
+        message_due_at=timezone.now(),
     )
-    transaction.on_commit(lambda: run_job.apply_async((job.pk,), queue=job.queue))
+
+    def send() -> None:
+        if not send_message(job.pk, job.queue):
+            job.message_due_at = None  # the page says it waits for the broker
+
+    transaction.on_commit(send)
     return job
+
+
+def send_message(job_id: int, queue: str) -> bool:
+    """Enqueues run_job for the job. A broker that is down is not an error the
+    user caused: the job stays queued with no message due, and the sweeper of
+    the first worker to reach the broker again sends it."""
+    from k12vista.tasks import run_job
+
+    try:
+        run_job.apply_async((job_id,), queue=queue)
+    except (BrokerError, OSError) as exc:
+        log.warning("job %s not sent, the broker is unreachable (%s); a worker's sweeper will send it", job_id, exc)
+        Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(message_due_at=None)
+        return False
+    return True
+
+
+def sweep() -> dict[str, int]:
+    """Sends a message for every job the broker no longer holds, and finishes
+    cancelled jobs whose worker is gone. Safe in every worker at once: each
+    re-send is claimed with a conditional UPDATE on ``message_due_at``, so only
+    one sweeper sends it, and the job itself is claimed as always."""
+    now = timezone.now()
+    cancelled = Job.objects.orphaned_by_cancel(now=now).update(
+        status=Job.Status.CANCELLED, finished_at=now, claim_token=None
+    )
+    sent = 0
+    for job_id, queue, message_due_at in Job.objects.needing_a_message(now=now).values_list(
+        "pk", "queue", "message_due_at"
+    )[:500]:
+        # The same row may be swept by another worker this very moment.
+        mine = Job.objects.filter(pk=job_id, message_due_at=message_due_at).needing_a_message(now=now)
+        won = mine.update(message_due_at=now)
+        if won and send_message(job_id, queue):
+            sent += 1
+    if sent or cancelled:
+        log.info("job sweeper: %s message(s) sent, %s orphaned job(s) cancelled", sent, cancelled)
+    return {"sent": sent, "cancelled": cancelled}
 
 
 def cancel_job(*, job: Job) -> Job:
@@ -152,8 +205,16 @@ def fail_job(job_id: int, message: str) -> None:
 @job_handler("k12vista.worker_check", queue=Job.Queue.CPU)
 @job_handler("k12vista.worker_check_io", queue=Job.Queue.IO)
 def worker_check(job: Job, progress: Progress) -> dict:
-    """Proves that a worker consumes the job's queue and can reach the database."""
-    progress(0, 1)
+    """Proves that a worker consumes the job's queue and can reach the database.
+
+    With ``hold_seconds`` it keeps the worker busy that long, beating its heart
+    every second: how operators (and bench/load.py) check that a killed worker's
+    job is taken over."""
+    hold = max(0, min(int(job.params.get("hold_seconds", 0)), 3600))
+    progress(0, hold + 1)
     seen = Job.objects.filter(pk=job.pk).values_list("status", flat=True).get()
-    progress(1, 1)
+    for second in range(hold):
+        time.sleep(1)
+        progress(second + 1, hold + 1)
+    progress(hold + 1, hold + 1)
     return {"hostname": socket.gethostname(), "queue": job.queue, "status_seen_by_worker": seen}

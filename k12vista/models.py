@@ -45,6 +45,24 @@ class JobQuerySet(models.QuerySet["Job"]):
     def unfinished(self) -> JobQuerySet:
         return self.filter(status__in=Job.UNFINISHED)
 
+    def needing_a_message(self, *, now: Any = None) -> JobQuerySet:
+        """Jobs the broker no longer (or never) holds a live message for: queued
+        ones whose message could not be sent or is overdue (lost in a broker
+        restart), and running ones whose worker stopped beating its heart. A
+        message sent less than JOB_STALE_AFTER_SECONDS ago is given its chance."""
+        now = now or timezone.now()
+        stale = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+        silent = Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING, heartbeat_at__lt=stale)
+        not_in_flight = Q(message_due_at__isnull=True) | Q(message_due_at__lt=stale)
+        return self.filter(silent, not_in_flight, cancel_requested=False)
+
+    def orphaned_by_cancel(self, *, now: Any = None) -> JobQuerySet:
+        """Running jobs someone cancelled whose worker is gone: no one is left to
+        read the flag, so the cancel is final at once."""
+        now = now or timezone.now()
+        stale = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+        return self.filter(status=Job.Status.RUNNING, cancel_requested=True, heartbeat_at__lt=stale)
+
 
 class Job(models.Model):
     """One piece of long work, run by a Celery worker.
@@ -89,6 +107,10 @@ class Job(models.Model):
     cancel_requested = models.BooleanField(default=False)
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     attempts = models.PositiveIntegerField(default=0)
+    # When the job's current broker message is due: the time it was sent, or the
+    # end of a retry's countdown. Null while no message could be sent (the broker
+    # was down). The sweeper (jobs.sweep) sends a new one when this is overdue.
+    message_due_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -157,11 +179,20 @@ class Job(models.Model):
         self.refresh_from_db()
         return bool(updated)
 
+    @property
+    def waiting_for_broker(self) -> bool:
+        """Queued, but no message could be sent yet: it starts once the broker is back."""
+        return self.status == self.Status.QUEUED and self.message_due_at is None
+
     def request_cancel(self) -> None:
-        """A queued job is cancelled at once; a running one stops at its next report."""
+        """A queued job is cancelled at once; a running one stops at its next
+        report, or at once when its worker is gone (its heartbeat is stale)."""
         now = timezone.now()
         Job.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
             status=self.Status.CANCELLED, cancel_requested=True, finished_at=now
         )
         Job.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(cancel_requested=True)
+        Job.objects.filter(pk=self.pk).orphaned_by_cancel(now=now).update(
+            status=self.Status.CANCELLED, finished_at=now, claim_token=None
+        )
         self.refresh_from_db()

@@ -13,6 +13,9 @@ class MeSerializer(serializers.Serializer):
 class JobSerializer(serializers.ModelSerializer):
     started_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
+    waiting_for_broker = serializers.BooleanField(
+        read_only=True, help_text="Queued while the broker is unreachable; it starts once the broker is back."
+    )
 
     class Meta:
         model = Job
@@ -25,6 +28,7 @@ class JobSerializer(serializers.ModelSerializer):
             "done",
             "total",
             "percent",
+            "waiting_for_broker",
             "error",
             "result",
             "params",

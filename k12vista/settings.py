@@ -163,6 +163,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Argon2id first (k12vista/hashers.py; measured in docs/benchmarks.md). PBKDF2
+# stays so that older hashes still verify; Django rehashes them with Argon2 at
+# their owner's next login.
+PASSWORD_HASHERS = [
+    "k12vista.hashers.StudioArgon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2, minimum=1)
+ARGON2_MEMORY_KIB = env_int("ARGON2_MEMORY_KIB", 19 * 1024, minimum=8 * 1024)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -257,7 +268,12 @@ SECURE_CSP = {
 
 REDIS_CACHE_URL = env_str("CACHE_URL")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_CACHE_URL}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_CACHE_URL,
+        # A cache that is down or unreachable must answer fast: its callers fall back.
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
     if REDIS_CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
@@ -272,9 +288,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "k12vista.pagination.Newest",
     "PAGE_SIZE": 50,
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    # Fails open while the cache is down (k12vista/throttling.py); logins are guarded by django-axes.
+    "DEFAULT_THROTTLE_CLASSES": ["k12vista.throttling.FailOpenUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": "600/min"},
 }
 SPECTACULAR_SETTINGS = {
@@ -290,6 +307,9 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "k12vista.models.Job.Status",
         "QuestionStatusEnum": "annotation.models.Question.Status",
         "ResponseStatusEnum": "inference.models.Response.Status",
+        "JudgmentStatusEnum": "inference.models.Judgment.Status",
+        "EndpointKindEnum": "inference.models.ModelEndpoint.Kind",
+        "AssistKindEnum": "inference.models.AssistRun.Kind",
     },
 }
 
@@ -314,6 +334,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # safe: run_job claims its Job row before working
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A job start must not hang a page when the broker is down: one quick retry,
+# then the job waits for the sweeper (jobs.send_message).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -323,6 +347,14 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # A running job whose heartbeat is older than this is taken to belong to a dead
 # worker, and a re-delivered message may take it over.
 JOB_STALE_AFTER_SECONDS = env_int("JOB_STALE_AFTER_SECONDS", 300, minimum=5)
+# Every worker sweeps the Job table this often (jobs.sweep): it sends jobs whose
+# message was never sent or was lost and hands dead workers' jobs to live ones.
+JOB_SWEEP_INTERVAL_SECONDS = env_int("JOB_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
+if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
+    # Redis hands an unacknowledged message (acks_late) to another worker after
+    # this long. Not sooner than a takeover could succeed: an earlier copy finds
+    # the job held and is dropped. The sweeper covers a Redis that lost the message.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": JOB_STALE_AFTER_SECONDS + JOB_SWEEP_INTERVAL_SECONDS}
 
 # --- Question bank ------------------------------------------------------
 
@@ -340,6 +372,15 @@ PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)
 FIGURE_STANDARD_SIDE_PX = env_int("FIGURE_STANDARD_SIDE_PX", 1024, minimum=64)
 FIGURE_MIN_SIDE_PX = env_int("FIGURE_MIN_SIDE_PX", 100, minimum=1)
 FIGURE_BLUR_THRESHOLD = float(env_int("FIGURE_BLUR_THRESHOLD", 60))
+
+# --- Releases -------------------------------------------------------------
+
+# The function that reports audit results for a release (the review app's; the
+# question bank may not import it, so it is named here as OCR_BACKEND is).
+RELEASE_AUDIT_SUMMARY = "review.reports.release_audit_summary"
+# The studio commit recorded on a release; empty: `git rev-parse HEAD` at build time.
+STUDIO_COMMIT = env_str("STUDIO_COMMIT")
+RELEASE_PARQUET_ROWS_PER_SHARD = env_int("RELEASE_PARQUET_ROWS_PER_SHARD", 5000, minimum=1)
 # Zip imports: refuse archives that would unpack past these (zip bombs).
 ZIP_MAX_UNCOMPRESSED_BYTES = env_int("ZIP_MAX_UNCOMPRESSED_BYTES", 4 * 1024**3, minimum=1)
 ZIP_MAX_RATIO = env_int("ZIP_MAX_RATIO", 200, minimum=1)
@@ -350,9 +391,16 @@ ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 
 # --- Models -------------------------------------------------------------
 
-# Endpoint URLs must start with one of these, so the studio cannot be pointed
-# at an internal address by accident. Add your vLLM hosts and API providers.
-MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:", "http://localhost:"])
+# Where model endpoints may point: scheme://host[:port][/path], compared after
+# parsing (scheme, host and port exactly, the path on a segment boundary). A port
+# is a number, a range (8000-8010) or * (any); none means the scheme's default.
+# The default admits the ports vllm serve / transformers serve use on this host,
+# not Redis' or PostgreSQL's. Add your vLLM hosts and API providers.
+MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:8000-8010", "http://localhost:8000-8010"])
+# The only environment variables an endpoint may name for its API key: exact
+# names, or a prefix ending in *. Anything else (SECRET_KEY, DATABASE_URL) is
+# never read, sent or reported as set.
+MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY", "K12VISTA_KEY_*"])
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 # Endpoints of kind "transformers" run small models on the worker's CPU. When the
 # worker's Python lacks torch, name a Python that has it (and transformers): the

@@ -1,6 +1,10 @@
+from datetime import timedelta
+
 from celery import shared_task
+from django.utils import timezone
 
 from k12vista import jobs
+from k12vista.models import Job
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5, ignore_result=True)
@@ -14,4 +18,7 @@ def run_job(self, job_id: int) -> str:
             jobs.fail_job(job_id, f"Gave up after {self.request.retries + 1} attempts: {exc}")
             return "failed"
         countdown = min(600, 10 * 2**self.request.retries)
+        # The retry's message is due after its countdown; until then the sweeper leaves the job alone.
+        due = timezone.now() + timedelta(seconds=countdown)
+        Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(message_due_at=due)
         raise self.retry(exc=exc, countdown=countdown) from exc

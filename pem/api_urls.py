@@ -1,6 +1,7 @@
 from django.urls import path
 
-from pem import api, data_api, stats_api
+from pem import api, data_api, pipeline_api, stats_api
+from pem.training import api as training_api
 
 app_name = "pem_api"
 urlpatterns: list = [
@@ -14,4 +15,23 @@ urlpatterns: list = [
     path("data/imports/", data_api.import_file, name="data_import"),
     path("data/exports/", data_api.export, name="data_export"),
     path("data/builds/", data_api.build, name="data_build"),
+    path("splits/", pipeline_api.SplitList.as_view(), name="splits"),
+    path("splits/<int:pk>/", pipeline_api.SplitDetail.as_view(), name="split"),
+    path("panels/", pipeline_api.PanelList.as_view(), name="panels"),
+    path("panels/<int:pk>/", pipeline_api.PanelDetail.as_view(), name="panel"),
+    # PEM-800K (pem/training/api.py)
+    path("training/imports/", training_api.import_file, name="training_import"),
+    path("training/filter-runs/", training_api.filter_runs, name="training_filter_runs"),
+    path("training/filter-runs/<int:pk>/", training_api.filter_run, name="training_filter_run"),
+    path("training/exports/", training_api.training_exports, name="training_exports"),
+    path("training/exports/<int:pk>/", training_api.training_export, name="training_export"),
+    path("training/runs/", training_api.training_runs, name="training_runs"),
+    path("training/runs/<int:pk>/", training_api.training_run, name="training_run"),
+    path("training/runs/<int:pk>/endpoint/", training_api.training_run_endpoint, name="training_run_endpoint"),
+]
+
+# --- chains from runs, labels from scoring (issue 15) ---
+urlpatterns += [
+    path("data/from-run/", data_api.from_run, name="data_from_run"),
+    path("data/from-scoring/", data_api.from_scoring, name="data_from_scoring"),
 ]

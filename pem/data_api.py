@@ -7,6 +7,7 @@ file path and SHA-256, or the build and what it took per stratum. The same servi
 
 from __future__ import annotations
 
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import parsers, serializers, status
 from rest_framework.decorators import api_view, parser_classes, permission_classes
@@ -18,6 +19,7 @@ from annotation.jsonl_import import ImportFileError
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from pem import jobs, services
+from pem.data_forms import RunChoiceForm, ScoringChoiceForm
 from pem.models import PEBenchBuild
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
@@ -75,4 +77,44 @@ def build(request: Request) -> Response:
     given = BuildInput(data=request.data)
     given.is_valid(raise_exception=True)
     job = jobs.start_build(**given.validated_data, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+# --- chains from runs, labels from scoring (issue 15) -----------------------------------
+
+
+class FromRunInput(serializers.Serializer):
+    inference_run = serializers.IntegerField(help_text="one of your step-by-step inference runs")
+
+
+class FromScoringInput(serializers.Serializer):
+    scoring_run = serializers.IntegerField(help_text="one of your step-by-step scoring runs")
+
+
+@extend_schema(request=FromRunInput, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def from_run(request: Request) -> Response:
+    """Chains of thought from an inference run's answers (the data page's "From a run")."""
+    given = FromRunInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    runs = RunChoiceForm(user=request.user).fields["inference_run"].queryset  # the page's choices
+    run = get_object_or_404(runs, pk=given.validated_data["inference_run"])
+    job = jobs.start_cots_from_run(inference_run=run, user=request.user)
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=FromScoringInput, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def from_scoring(request: Request) -> Response:
+    """Step labels from a step-by-step scoring run's judgments (the data page's "From scoring")."""
+    given = FromScoringInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    runs = ScoringChoiceForm(user=request.user).fields["scoring_run"].queryset
+    scoring_run = get_object_or_404(runs, pk=given.validated_data["scoring_run"])
+    try:
+        job = jobs.start_labels_from_scoring_run(scoring_run=scoring_run, user=request.user)
+    except services.PEBenchError as exc:
+        raise ValidationError({"scoring_run": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -20,7 +20,7 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import export, services
+from pem import export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
 from pem.models import PEBenchBuild
 
 IMPORT = "pem.import_pebench"
@@ -124,3 +124,7 @@ def build_job(job: Job, progress: Progress) -> dict:
         made = services.build_pebench(**job.params, user=job.started_by, job=job)
     progress(1, 1)
     return build_summary(made)
+
+
+# PEM-800K import, filters, training exports and training register their handlers there.
+import pem.training.jobs  # noqa: E402, F401

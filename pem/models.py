@@ -27,6 +27,25 @@ class ChainOfThoughtQuerySet(models.QuerySet["ChainOfThought"]):
     def with_gold(self) -> ChainOfThoughtQuerySet:
         return self.filter(status=ChainOfThought.Status.GOLD)
 
+    def of_runs(self, runs) -> ChainOfThoughtQuerySet:
+        """Chains made from the responses of these inference runs."""
+        return self.filter(response__run__in=runs)
+
+    def fully_decided_by(self, panel_run: PanelRun) -> ChainOfThoughtQuerySet:
+        """Chains the panel voted on whose every step got a majority: the only
+        ones whose panel labels may train a model."""
+        return (
+            self.filter(steps__panel_votes__panel_run=panel_run)
+            .exclude(steps__panel_votes__panel_run=panel_run, steps__panel_votes__outcome=PanelVote.Outcome.NO_MAJORITY)
+            .distinct()
+        )
+
+    def with_no_majority(self, panel_run: PanelRun) -> ChainOfThoughtQuerySet:
+        """Chains with at least one step the panel could not decide: kept out of training."""
+        return self.filter(
+            steps__panel_votes__panel_run=panel_run, steps__panel_votes__outcome=PanelVote.Outcome.NO_MAJORITY
+        ).distinct()
+
     def eligible_for_pebench(self, min_steps: int) -> ChainOfThoughtQuerySet:
         """Long enough to judge, not yet in PEBench, and never used to train the PEM."""
         return (
@@ -73,6 +92,10 @@ class ChainOfThought(models.Model):
     stage = models.CharField(max_length=10, choices=Stage.choices, blank=True)
     qtype = models.CharField(max_length=20, choices=QuestionType.choices, blank=True)
     step_source = models.CharField(max_length=10, choices=StepSource.choices, default=StepSource.IMPORT)
+    # Which splitter produced the steps: "import" (the file's), "rule" (split_response),
+    # or "model:<endpoint name>" (a splitting run whose split reproduced the text).
+    splitter = models.CharField(max_length=200, default="import")
+    split_run = models.ForeignKey("SplitRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=15, choices=Status.choices, default=Status.NEW)
     # Set by the PEM training-data export; such items may never enter PEBench.
     in_training_data = models.BooleanField(default=False)
@@ -215,6 +238,9 @@ class LabellingTask(models.Model):
     class Meta:
         ordering = ["created", "id"]
         constraints = [models.UniqueConstraint(fields=["cot", "annotator"], name="pem_labelling_task_unique")]
+        # the label queue's keyset pages of a person's open tasks
+        indexes = [models.Index(fields=["annotator", "created", "id"], condition=models.Q(submitted__isnull=True),
+                                name="pem_task_open_queue")]  # fmt: skip
 
     def __str__(self) -> str:
         return f"labelling of {self.cot} by {self.annotator}"
@@ -280,3 +306,123 @@ class ExpertScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.expert} scored {self.response_id}: {self.score}"
+
+
+class SplitRun(models.Model):
+    """A splitting model splitting the chains of some inference runs into steps
+    (the ``split_steps`` prompt, structured output), as one job. Where the
+    model's split does not reproduce the chain's text, the rule-based split is
+    kept and the fallback recorded (SplitResult)."""
+
+    name = models.CharField(max_length=200)
+    splitter = models.ForeignKey("inference.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
+    inference_runs = models.ManyToManyField("inference.InferenceRun", related_name="+")
+    params = models.JSONField(default=dict, blank=True)
+    # The prompt (id, version, hash), the schema, and the reproduction rule's threshold.
+    provenance = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SplitResult(models.Model):
+    """What one splitting run did with one chain."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        MODEL = "model", _("Split by the model")
+        FALLBACK = "fallback", _("Rule-based split kept")
+        CONFLICT = "conflict", _("Already labelled by people; left as it was")
+        SKIPPED = "skipped", _("No text to split")
+
+    split_run = models.ForeignKey(SplitRun, on_delete=models.CASCADE, related_name="results")
+    cot = models.ForeignKey(ChainOfThought, on_delete=models.CASCADE, related_name="split_results")
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
+    # Why the model's split was not used (fallback), in the reader's words.
+    error = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["split_run", "id"]
+        constraints = [models.UniqueConstraint(fields=["split_run", "cot"], name="pem_split_result_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.split_run} {self.cot}: {self.outcome}"
+
+
+class PanelRun(models.Model):
+    """N judge models labelling every step of some inference runs' chains
+    through step-by-step scoring runs, and the vote that decides each label.
+
+    A label needs ``threshold`` judges agreeing (always more than half the
+    panel, so at most one label can win); a step without one is NO_MAJORITY,
+    kept out of training and counted. A judge without a usable label for a step
+    (call failed, output unreadable, step not matched) casts no vote there:
+    counted, never guessed."""
+
+    name = models.CharField(max_length=200, unique=True)
+    inference_runs = models.ManyToManyField("inference.InferenceRun", related_name="+")
+    # Judge endpoint names in panel order; the scoring runs that labelled for them.
+    judges = models.JSONField(default=list)
+    scoring_runs = models.ManyToManyField("inference.ScoringRun", related_name="+")
+    threshold = models.PositiveSmallIntegerField()
+    # The judge whose explanation is used when it voted with the majority ("" = the first majority judge).
+    explainer = models.CharField(max_length=100, blank=True)
+    # Steps decided / without majority, chains, missing votes per judge, labels: written by each vote.
+    counts = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PanelVoteQuerySet(models.QuerySet["PanelVote"]):
+    def decided(self) -> PanelVoteQuerySet:
+        return self.filter(outcome=PanelVote.Outcome.MAJORITY)
+
+    def no_majority(self) -> PanelVoteQuerySet:
+        return self.filter(outcome=PanelVote.Outcome.NO_MAJORITY)
+
+
+class PanelVote(models.Model):
+    """The panel's vote on one step: every judge's label (null: no usable label), and the outcome."""
+
+    class Outcome(models.TextChoices):
+        MAJORITY = "majority", _("Majority")
+        NO_MAJORITY = "no_majority", _("No majority")
+
+    panel_run = models.ForeignKey(PanelRun, on_delete=models.CASCADE, related_name="votes")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="panel_votes")
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    label = models.CharField(max_length=3, choices=STEP_LABEL_CHOICES, blank=True)
+    votes = models.JSONField(default=dict)  # {judge name: label code or null}
+    explained_by = models.CharField(max_length=100, blank=True)
+
+    objects = PanelVoteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["panel_run", "step"]
+        constraints = [models.UniqueConstraint(fields=["panel_run", "step"], name="pem_panel_vote_unique")]
+        indexes = [models.Index(fields=["panel_run", "outcome"])]
+
+    def __str__(self) -> str:
+        return f"{self.panel_run} {self.step}: {self.outcome} {self.label}"
+
+
+# PEM-800K filter runs, training exports and training runs (pem/training/models.py).
+from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401

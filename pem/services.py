@@ -1,6 +1,6 @@
 """Chains of thought as data: importing them, making them from inference runs,
-taking judge models' labels from scoring runs, panel votes, and choosing
-PEBench.
+taking judge models' labels from scoring runs, and choosing PEBench (the
+judge panel's vote is pem.panel).
 
 Every operation here is idempotent, so a job run again after a crash (or a
 file imported twice) changes nothing the first run already did.
@@ -39,13 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import Count, Q
 
 from annotation.jsonl_import import REPORT_LIMIT, RecordError, open_source, split_steps
 from annotation.models import Question
 from inference.default_prompts import FINAL_ANSWER_PREFIX
 from inference.models import InferenceRun, Judgment, Response, ScoringRun
+from k12vista.text import BadLine, parse_record_line, storable
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
     Stage,
@@ -100,7 +101,7 @@ class ImportReport:
             self._add(self.conflict_lines, {"line": line, "key": key, "reason": detail})
         elif kind == "failed":
             self.failed += 1
-            self._add(self.failed_lines, {"line": line, "key": key, "reason": detail[:1000]})
+            self._add(self.failed_lines, {"line": line, "key": storable(key), "reason": storable(detail[:1000])})
 
     def as_dict(self) -> dict:
         return {
@@ -465,9 +466,9 @@ def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict
     if not line.strip():
         return "skip", number, "", "", []
     try:
-        record = json.loads(line)
-    except ValueError as exc:
-        return "failed", number, "", f"not valid JSON: {exc}", []
+        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
+    except BadLine as exc:
+        return "failed", number, "", str(exc), []
     found = record.get("key") or record.get("hash_id") if isinstance(record, dict) else None
     found = found if isinstance(found, str) else ""
     try:
@@ -479,8 +480,11 @@ def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict
         reason = (f"key {data.key!r} was already used on line {seen[data.key][0]} for a different chain; "
                   "give each chain its own key")  # fmt: skip
         return "failed", number, data.key, reason, data.warnings
+    try:
+        outcome, detail = save_chain(data, import_name=import_name)  # atomic: a savepoint when nested
+    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
+        return "failed", number, data.key, f"the database refused the line: {exc}", data.warnings
     seen.setdefault(data.key, (number, signature))
-    outcome, detail = save_chain(data, import_name=import_name)
     return outcome, number, data.key, detail, data.warnings
 
 
@@ -586,6 +590,7 @@ def _save_response_chain(response: Response, run: InferenceRun) -> str:
     for name in SNAPSHOT_FIELDS:
         setattr(cot, name, getattr(data, name))
     cot.response = response
+    cot.splitter, cot.split_run = "rule", None  # a new answer is split by rule until a splitting run says otherwise
     cot.save()
     replace_steps(cot, data.steps, new=created)
     return "created" if created else "updated"
@@ -704,49 +709,6 @@ def labels_from_scoring_run(
              "unlabelled_gold_steps", "unmatched_judge_steps")  # fmt: skip
     return {**{name: report[name] for name in names}, "alignment": dict(kinds), "different": different,
             "judge": scoring_run.judge.name}  # fmt: skip
-
-
-# --- panel vote -------------------------------------------------------------------------------
-
-
-def panel_vote(*, raters: Sequence[str], name: str, cots: Iterable[ChainOfThought] | None = None) -> dict:
-    """The majority of the judge models' labels per step, as PANEL labels named ``name``.
-
-    A step is voted on when a strict majority of the panel labelled it (three
-    of four, two of three); fewer votes are counted as skipped, not decided.
-    Ties go to the earliest-listed rater among the tied labels: list the most
-    trusted judge first. The explanation is that rater's. Running it again
-    replaces the panel's labels with the new vote.
-    """
-    raters = list(dict.fromkeys(r for r in raters if r))
-    if len(raters) < 2 or not name.strip():
-        raise PEBenchError("a panel needs at least two judge models and a name")
-    needed = len(raters) // 2 + 1
-    rows = StepLabel.objects.filter(source=StepLabel.Source.MODEL, rater__in=raters)
-    if cots is not None:
-        rows = rows.filter(step__cot__in=list(cots))
-    votes: dict[int, dict[str, StepLabel]] = defaultdict(dict)
-    for row in rows.only("step_id", "rater", "label", "explanation").iterator(chunk_size=2000):
-        votes[row.step_id][row.rater] = row
-    rank = {rater: i for i, rater in enumerate(raters)}
-    counts: Counter[str] = Counter()
-    with transaction.atomic():
-        for step_id, by_rater in votes.items():
-            if len(by_rater) < needed:
-                counts["skipped"] += 1
-                continue
-            tally = Counter(row.label for row in by_rater.values())
-            top = max(tally.values())
-            tied = {label for label, n in tally.items() if n == top}
-            counts["ties"] += len(tied) > 1
-            chosen = min((row for row in by_rater.values() if row.label in tied), key=lambda row: rank[row.rater])
-            StepLabel.objects.update_or_create(
-                step_id=step_id, source=StepLabel.Source.PANEL, rater=name.strip()[:200],
-                defaults={"label": chosen.label, "explanation": chosen.explanation,
-                          "taxonomy_version": TAXONOMY_VERSION},
-            )  # fmt: skip
-            counts["voted"] += 1
-    return {"voted": counts["voted"], "ties": counts["ties"], "skipped": counts["skipped"], "raters": raters}
 
 
 # --- building PEBench --------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from pem import agreement_views, data_views, views
+from pem import agreement_views, data_views, pipeline_views, views
+from pem.training import views as training_views
 
 app_name = "pem"
 urlpatterns: list = [
@@ -21,4 +22,22 @@ urlpatterns: list = [
     path("data/from-run/", data_views.data_from_run, name="data_from_run"),
     path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
     path("agreement/", agreement_views.agreement_page, name="agreement"),
+    path("splits/", pipeline_views.split_create, name="split_create"),
+    path("splits/<int:pk>/", pipeline_views.split_detail, name="split"),
+    path("panels/", pipeline_views.panel_create, name="panel_create"),
+    path("panels/<int:pk>/", pipeline_views.panel_detail, name="panel"),
+    path("panels/<int:pk>/restart/", pipeline_views.panel_restart, name="panel_restart"),
+    # PEM-800K: import, filters and funnel, training exports, training (pem/training/views.py)
+    path("training/", training_views.training_home, name="training_home"),
+    path("training/import/", training_views.training_import, name="training_import"),
+    path("training/filter/", training_views.training_filter, name="training_filter"),
+    path("training/filters/<int:pk>/", training_views.training_filter_run, name="training_filter_run"),
+    path("training/export/", training_views.training_export, name="training_export"),
+    path("training/exports/<int:pk>/", training_views.training_export_detail, name="training_export_detail"),
+    path(
+        "training/exports/<int:pk>/files/<path:name>", training_views.training_export_file, name="training_export_file"
+    ),  # fmt: skip
+    path("training/train/", training_views.training_train, name="training_train"),
+    path("training/runs/<int:pk>/", training_views.training_run, name="training_run"),
+    path("training/runs/<int:pk>/endpoint/", training_views.training_register, name="training_register"),
 ]

@@ -7,9 +7,12 @@ but the annotator's own draft.
 
 from __future__ import annotations
 
+from datetime import datetime
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -34,13 +37,42 @@ def figures_of(cot: ChainOfThought) -> list:
 # --- the annotator's labelling ---------------------------------------------------------
 
 
+QUEUE_PAGE = 50
+WAITING_CAP = 1000
+
+
+def open_tasks_page(tasks, after: str) -> tuple[list[LabellingTask], str | None]:
+    """One keyset page of open tasks in (created, id) order after the cursor
+    ``<created ISO>_<id>``; the cursor of the next page, or None on the last."""
+    rows = tasks.open().order_by("created", "id")
+    created, _sep, pk = after.rpartition("_")
+    try:
+        cursor = (datetime.fromisoformat(created), int(pk)) if created else None
+    except ValueError:
+        cursor = None
+    if cursor is not None:
+        rows = rows.filter(Q(created__gt=cursor[0]) | Q(created=cursor[0], id__gt=cursor[1]))
+    page = list(rows[: QUEUE_PAGE + 1])
+    if len(page) <= QUEUE_PAGE:
+        return page, None
+    page = page[:QUEUE_PAGE]
+    return page, f"{page[-1].created.isoformat()}_{page[-1].pk}"
+
+
 @role_required(Role.ANNOTATOR)
 def label_queue(request: HttpRequest) -> HttpResponse:
+    """The annotator's open tasks a page at a time (?after=), their last
+    submissions and how many items wait (counted up to a cap)."""
     tasks = LabellingTask.objects.for_annotator(request.user).select_related("cot")
+    open_tasks, next_after = open_tasks_page(tasks, request.GET.get("after", ""))
+    waiting = labelling.waiting_for(request.user)[: WAITING_CAP + 1].count()
     ctx = {
-        "open_tasks": tasks.open().order_by("created", "id"),
+        "open_tasks": open_tasks,
+        "next_query": urlencode({"after": next_after}) if next_after else None,
+        "paged": bool(request.GET.get("after")),
         "submitted_tasks": tasks.submitted().order_by("-submitted")[:50],
-        "waiting": labelling.waiting_for(request.user).count(),
+        "waiting": min(waiting, WAITING_CAP),
+        "waiting_capped": waiting > WAITING_CAP,
     }
     return render(request, "pem/label_queue.html", ctx)
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, pagination, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from review import reports, services
 from review.forms import inspectors
@@ -71,11 +72,6 @@ class RatingOutput(serializers.Serializer):
     updated = serializers.DateTimeField()
 
 
-class Newest(pagination.CursorPagination):
-    ordering = "-id"
-    page_size = 50
-
-
 class AuditList(generics.ListAPIView):
     serializer_class = AuditOutput
     permission_classes = [READERS]
@@ -124,3 +120,26 @@ def submit_rating(request: Request, item_pk: int) -> Response:
     except services.AuditError as exc:
         raise ValidationError({"detail": str(exc)}) from exc
     return Response(RatingOutput(saved).data)
+
+
+class LotDecisionOutput(serializers.Serializer):
+    stratum = serializers.CharField()
+    decision = serializers.CharField()
+    defects = serializers.IntegerField()
+    sampled = serializers.IntegerField()
+    moved = serializers.IntegerField()
+    reworked = serializers.IntegerField()
+    reaudit = serializers.IntegerField(source="reaudit_id", allow_null=True)
+
+
+@extend_schema(request=None, responses={200: LotDecisionOutput(many=True)})
+@api_view(["POST"])
+@permission_classes([READERS])
+def audit_decide(request: Request, pk: int) -> Response:
+    """Applies the plan's decision to every decided lot (as the audit page's button)."""
+    audit = get_audit_for_user(request.user, pk)
+    try:
+        lots = services.apply_decision(audit=audit, by=request.user)
+    except services.AuditError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response({"lots": LotDecisionOutput(lots, many=True).data})

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
-from annotation.models import Question, SourceDocument
+from annotation.models import CandidateSet, Question, SourceDocument
 from k12vista.roles import Role, people_with_role
 from pem.models import PEBenchBuild
 from review import sampling
@@ -31,6 +31,8 @@ class AuditForm(forms.Form):
                                widget=forms.Textarea(attrs={"rows": 3}))  # fmt: skip
     source_document = forms.ModelChoiceField(label=_("Import"), queryset=SourceDocument.objects.all(),
                                              required=False)  # fmt: skip
+    candidate_set = forms.ModelChoiceField(label=_("Candidate set"), queryset=CandidateSet.objects.all(),
+                                           required=False)  # fmt: skip
     build = forms.ModelChoiceField(label=_("PEBench build (empty: every PEBench item)"),
                                    queryset=PEBenchBuild.objects.all(), required=False)  # fmt: skip
     strata = forms.MultipleChoiceField(label=_("Strata"), choices=Audit.Stratum.choices, initial=["subject"],
@@ -68,6 +70,11 @@ class AuditForm(forms.Form):
                 population["source_document"] = data["source_document"].pk
         elif kind == Audit.Population.PEBENCH:
             population["build"] = data["build"].pk if data.get("build") else None
+        elif kind == Audit.Population.CANDIDATE_SET:
+            if data.get("candidate_set") is None:
+                self.add_error("candidate_set", _("Choose the candidate set."))
+            else:
+                population["candidate_set"] = data["candidate_set"].pk
         data["population_spec"] = population
         if data.get("size_rule") == Audit.SizeRule.FIXED and not data.get("per_stratum"):
             self.add_error("per_stratum", _("Give the number of items per stratum."))

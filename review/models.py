@@ -60,6 +60,7 @@ class Audit(models.Model):
         BATCH = "batch", _("A batch of questions (listed by hash id)")
         IMPORT = "import", _("Questions from one import")
         PEBENCH = "pebench", _("PEBench items")
+        CANDIDATE_SET = "candidate_set", _("A candidate set drawn for the benchmark")
 
     class Stratum(models.TextChoices):
         SUBJECT = "subject", _("Subject")
@@ -74,7 +75,8 @@ class Audit(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     # {"kind": "status", "status": ...} | {"kind": "batch", "hash_ids": [...]} |
-    # {"kind": "import", "source_document": id} | {"kind": "pebench", "build": id or null}
+    # {"kind": "import", "source_document": id} | {"kind": "pebench", "build": id or null} |
+    # {"kind": "candidate_set", "candidate_set": id}
     population = models.JSONField()
     strata = models.JSONField(default=list)  # field names from Stratum, in order
     size_rule = models.CharField(max_length=10, choices=SizeRule.choices, default=SizeRule.FIXED)
@@ -195,3 +197,33 @@ class Rework(models.Model):
 
     def __str__(self) -> str:
         return f"rework of {self.item} at {self.stage}"
+
+
+class LotDecision(models.Model):
+    """What applying the sampling plan's decision did to one lot (a stratum of an
+    audit with a plan): accepted lots moved to ``audited``, rejected lots went back
+    for rework as a whole and are audited again (``reaudit``)."""
+
+    class Decision(models.TextChoices):
+        ACCEPT = "accept", _("Accepted")
+        REJECT = "reject", _("Rejected")
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="lot_decisions")
+    stratum = models.CharField(max_length=200)
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    defects = models.PositiveIntegerField(default=0)
+    sampled = models.PositiveIntegerField(default=0)
+    # The lot's question ids when decided: what a rejected lot's re-audit samples from.
+    question_ids = models.JSONField(default=list)
+    moved = models.PositiveIntegerField(default=0)  # questions moved to audited (summed over applications)
+    reworked = models.PositiveIntegerField(default=0)  # questions sent back for rework
+    reaudit = models.ForeignKey(Audit, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    decided = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["audit", "stratum"]
+        constraints = [models.UniqueConstraint(fields=["audit", "stratum"], name="review_lot_decision_once")]
+
+    def __str__(self) -> str:
+        return f"{self.audit} / {self.stratum}: {self.decision}"

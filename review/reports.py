@@ -223,3 +223,23 @@ def dashboard(audits: list[Audit], limit: int = 10) -> dict:
             entry["items"] += row["rate"]["n"]
     table = [{**e, "rate": proportion(e["failed"], e["items"])} for e in totals.values() if e["failed"]]
     return {"over_time": over_time, "most_defects": sorted(table, key=lambda e: (-e["failed"], e["annotator"]))[:limit]}
+
+
+# --- for releases --------------------------------------------------------------------------
+
+
+def release_audit_summary(audit_ids: list[int]) -> list[dict]:
+    """What a release records of the audits that moved its questions: the plan, the
+    decision and the high-quality rates with their Wilson intervals, overall and per lot.
+    Named by the RELEASE_AUDIT_SUMMARY setting (the question bank may not import this app)."""
+    out = []
+    for audit in Audit.objects.filter(pk__in=audit_ids).order_by("id"):
+        report = build_report(audit)
+        out.append({
+            "id": audit.pk, "name": audit.name, "aql": audit.aql, "seed": audit.seed,
+            "population_count": audit.population_count, "sampled": report["sampled"],
+            "decision": report["overall"]["decision"], "rates": report["overall"]["rates"],
+            "strata": [{"stratum": s["stratum"], "sampled": s["sampled"], "rates": s["rates"],
+                        "decision": (s["decision"] or {}).get("decision")} for s in report["strata"] if s["sampled"]],
+        })  # fmt: skip
+    return out

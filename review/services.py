@@ -33,7 +33,7 @@ from k12vista.vocabulary import QuestionType, Subject
 from pem import labelling
 from pem.models import ChainOfThought, LabellingTask
 from review import sampling
-from review.models import DIMENSIONS, STAGE_OF_DIMENSION, Audit, AuditItem, Kind, Rating, Rework, Stage
+from review.models import DIMENSIONS, STAGE_OF_DIMENSION, Audit, AuditItem, Kind, LotDecision, Rating, Rework, Stage
 
 NO_ANNOTATOR = "—"  # the stratum of items with no value (nobody recorded as having worked on them)
 # The status change each question stage records (annotation.services.advance writes the action as the note).
@@ -63,6 +63,10 @@ def population_queryset(population: dict):
         if not population.get("source_document"):
             raise AuditError("choose the import to sample from")
         return Question.objects.filter(source_document_id=population["source_document"])
+    if kind == Audit.Population.CANDIDATE_SET:
+        if not population.get("candidate_set"):
+            raise AuditError("choose the candidate set to audit")
+        return Question.objects.filter(candidate_sets=population["candidate_set"])
     if kind == Audit.Population.PEBENCH:
         items = ChainOfThought.objects.in_pebench()
         if population.get("build"):
@@ -83,8 +87,8 @@ def clean_population(population: Any) -> dict:
         if not isinstance(hash_ids, list) or not all(isinstance(h, str) for h in hash_ids):
             raise AuditError("the batch must be a list of question hash ids")
         return {"kind": kind, "hash_ids": list(dict.fromkeys(h.strip() for h in hash_ids if h.strip()))}
-    if kind in (Audit.Population.IMPORT, Audit.Population.PEBENCH):
-        name = "source_document" if kind == Audit.Population.IMPORT else "build"
+    if kind in (Audit.Population.IMPORT, Audit.Population.PEBENCH, Audit.Population.CANDIDATE_SET):
+        name = {Audit.Population.IMPORT: "source_document", Audit.Population.PEBENCH: "build"}.get(kind, kind)
         value = population.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise AuditError(f"{name} must be an id")
@@ -458,3 +462,156 @@ def close_audit(*, audit: Audit, by: Any) -> Audit:
     Audit.objects.filter(pk=audit.pk, closed__isnull=True).update(closed=timezone.now())
     audit.refresh_from_db()
     return audit
+
+
+# --- applying the plan's decision ------------------------------------------------------------
+
+
+def audit_note(audit: Audit, stratum: str, decision: str) -> str:
+    """How the question history names the audit that moved a question (``audit #12``)."""
+    return f"audit #{audit.pk} {audit.name}: lot {stratum} {decision}"
+
+
+def lot_ids(audit: Audit, stratum: str) -> list[int]:
+    """The questions of one lot: the stratum's members of the population as it is
+    now, limited to those that existed when the sample was drawn."""
+    existed = set(population_queryset(audit.population).filter(created__lte=audit.created).values_list("id", flat=True))
+    return [pk for pk, key in stratum_rows(audit.population, audit.strata) if key == stratum and pk in existed]
+
+
+def not_yet_passed(audit: Audit, stratum: str) -> set[int]:
+    """Sampled questions of the lot whose latest round did not pass (failed, or still being rated)."""
+    names = dimension_names(audit.kind)
+    latest: dict[int, AuditItem] = {}
+    for item in AuditItem.objects.filter(audit=audit, stratum=stratum).prefetch_related("ratings").order_by("round"):
+        latest[item.question_id] = item
+    out = set()
+    for question_id, item in latest.items():
+        ratings = list(item.ratings.all())
+        verdict = item_verdict(ratings, names)
+        if verdict is None or not all(verdict.values()) or any(r.submitted is None for r in ratings):
+            out.add(question_id)
+    return out
+
+
+def _rework_failed_samples(audit: Audit, stratum: str, by: Any) -> int:
+    """Sends each failed sampled item of round 1 back to the stage that failed, once."""
+    sent = 0
+    for item in AuditItem.objects.filter(audit=audit, stratum=stratum, round=1).prefetch_related("ratings"):
+        for stage in failed_stages(item):
+            if item.reworks.filter(stage=stage).exists():
+                continue
+            try:
+                send_for_rework(item=item, stage=stage, note=suggested_note(item, stage) or audit_note(
+                    audit, stratum, "reject"), by=by)  # fmt: skip
+            except AuditError:
+                continue  # nobody recorded for the work, or already back there: the report shows the item
+            sent += 1
+    return sent
+
+
+def _rework_lot(audit: Audit, stratum: str, ids: Sequence[int], by: Any) -> int:
+    """A rejected lot goes back as a whole, to the earliest stage its failures came from."""
+    failures: set[str] = set()
+    for item in AuditItem.objects.filter(audit=audit, stratum=stratum, round=1).prefetch_related("ratings"):
+        failures |= set(failed_stages(item))
+    stage = Stage.OCR_REVIEW if Stage.OCR_REVIEW in failures or not failures else Stage.STEP_CORRECTION
+    sent = _rework_failed_samples(audit, stratum, by)
+    # The failed samples went back above (with the inspectors' notes); the rest of the lot follows.
+    rest = list(ids)
+    workers = workers_of(Kind.QUESTION, rest)
+    # Work nobody is recorded for goes to whoever did most of the lot's work at that stage.
+    counts: dict[int, int] = defaultdict(int)
+    for found in workers.values():
+        for person in found.get(stage, []):
+            counts[person] += 1
+    from django.contrib.auth import get_user_model
+
+    people = get_user_model().objects.in_bulk(list(counts))
+    fallback = people.get(max(counts, key=counts.__getitem__)) if counts else None
+    note = f"{audit_note(audit, stratum, 'reject')}: the lot failed its sampling plan; check this question again"
+    for question in Question.objects.filter(pk__in=rest, status=Question.Status.SOLUTION_CORRECTED).order_by("id"):
+        annotator = people.get((workers.get(question.pk, {}).get(stage) or [None])[0]) or fallback
+        if annotator is None:
+            continue
+        try:
+            bank.return_for_rework(question=question, task=stage, annotator=annotator, note=note, by=by)
+        except (bank.LifecycleError, bank.QuestionDataError):
+            continue
+        sent += 1
+    return sent
+
+
+def apply_decision(*, audit: Audit, by: Any) -> list[LotDecision]:
+    """Applies the sampling plan's decision to every decided lot of the audit.
+
+    Accepted lot: its questions move to ``audited`` in one set-based service call
+    (``annotation.services.advance_set``), except sampled items that failed, which
+    go back for rework first and follow once a later round passes. Rejected lot:
+    every question goes back for rework; ``reaudit_lot`` then audits it again.
+    Lots still being rated are left for later; applying again moves what has
+    become eligible since and never sends a question back twice.
+    """
+    from review.reports import build_report  # reports imports this module
+
+    if audit.kind != Kind.QUESTION:
+        raise AuditError("only audits of questions move questions through their lifecycle")
+    if audit.aql is None:
+        raise AuditError("this audit has no sampling plan, so it accepts or rejects nothing")
+    report = build_report(audit)
+    done = []
+    for stratum in report["strata"]:
+        verdict = stratum["decision"]
+        if not verdict or verdict["decision"] not in LotDecision.Decision.values:
+            continue
+        key = stratum["stratum"]
+        with transaction.atomic():
+            lot, created = LotDecision.objects.select_for_update().get_or_create(
+                audit=audit, stratum=key,
+                defaults={"decision": verdict["decision"], "defects": verdict["defects"],
+                          "sampled": stratum["sampled"], "decided_by": by},
+            )  # fmt: skip
+            if lot.decision == LotDecision.Decision.ACCEPT:
+                ids = lot_ids(audit, key)
+                lot.question_ids = ids
+                lot.reworked += _rework_failed_samples(audit, key, by)
+                eligible = Question.objects.filter(pk__in=set(ids) - not_yet_passed(audit, key))
+                lot.moved += bank.advance_set(questions=eligible, action="audit", user=by,
+                                              note=audit_note(audit, key, "accept"))  # fmt: skip
+            elif created:
+                lot.question_ids = lot_ids(audit, key)
+                lot.reworked = _rework_lot(audit, key, lot.question_ids, by)
+            lot.save()
+        done.append(lot)
+    return done
+
+
+@transaction.atomic
+def reaudit_lot(*, lot: LotDecision, by: Any) -> Audit:
+    """Audits a rejected lot again once its rework is done: a new audit of the same
+    questions under the same plan, strata and inspectors."""
+    lot = LotDecision.objects.select_for_update().select_related("audit").get(pk=lot.pk)
+    if lot.decision != LotDecision.Decision.REJECT:
+        raise AuditError("only a rejected lot is audited again")
+    if lot.reaudit_id:
+        raise AuditError("this lot is already being audited again")
+    waiting = Question.objects.filter(pk__in=lot.question_ids).exclude(
+        status__in=[Question.Status.SOLUTION_CORRECTED, Question.Status.REJECTED]
+    )
+    if waiting.exists():
+        raise AuditError(f"{waiting.count()} questions of the lot are still being reworked")
+    hash_ids = list(
+        Question.objects.filter(pk__in=lot.question_ids, status=Question.Status.SOLUTION_CORRECTED)
+        .order_by("id").values_list("hash_id", flat=True)
+    )  # fmt: skip
+    if not hash_ids:
+        raise AuditError("nothing of the lot is left to audit")
+    audit = lot.audit
+    again = create_audit(
+        name=f"{audit.name} — re-audit of {lot.stratum}"[:200], population={"kind": "batch", "hash_ids": hash_ids},
+        strata=audit.strata, inspectors=list(audit.inspectors.all()), by=by, aql=audit.aql,
+        inspectors_per_item=audit.inspectors_per_item,
+    )  # fmt: skip
+    lot.reaudit = again
+    lot.save(update_fields=["reaudit"])
+    return again

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from k12vista.roles import Role, has_role, role_required
 from review import reports, services
 from review.forms import AuditForm, RatingForm, ReworkForm
-from review.models import Audit, AuditItem, Rating
+from review.models import Audit, AuditItem, LotDecision, Rating
 
 READERS = (Role.INSPECTOR, Role.ADMIN)
 DASHBOARD_AUDITS = 12
@@ -84,7 +84,9 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @role_required(*READERS)
 def audit_create(request: HttpRequest) -> HttpResponse:
-    form = AuditForm(request.POST or None)
+    # The candidate-set page links here with the population filled in (GET only sets initial values).
+    initial = {k: request.GET[k] for k in ("population", "candidate_set") if request.GET.get(k)}
+    form = AuditForm(request.POST or None, initial=initial or None)
     if request.method == "POST" and form.is_valid():
         try:
             audit = services.create_audit(**form.audit_arguments(), by=request.user)
@@ -110,6 +112,7 @@ def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "change": services.population_change(audit),
         "next": next_pending(request.user, audit),
         "inspectors": audit.inspectors.order_by("username"),
+        "lot_decisions": audit.lot_decisions.select_related("reaudit"),
         "mine_pending": Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit).count(),
     }
     return render(request, "review/audit_detail.html", ctx)
@@ -122,6 +125,38 @@ def audit_close(request: HttpRequest, pk: int) -> HttpResponse:
     services.close_audit(audit=audit, by=request.user)
     messages.success(request, _("Closed %(name)s.") % {"name": audit})
     return redirect("review:audit", pk=audit.pk)
+
+
+@role_required(*READERS)
+@require_POST
+def audit_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """Applies the plan's decision: accepted lots move to audited, rejected lots go back for rework."""
+    audit = get_audit_for_user(request.user, pk)
+    try:
+        lots = services.apply_decision(audit=audit, by=request.user)
+    except services.AuditError as exc:
+        messages.error(request, str(exc))
+    else:
+        if not lots:
+            messages.info(request, _("No lot is decided yet: every sampled item needs all its ratings."))
+        for lot in lots:
+            values = {"lot": lot.stratum, "decision": lot.get_decision_display(), "moved": lot.moved,
+                      "reworked": lot.reworked}  # fmt: skip
+            text = _("Lot %(lot)s: %(decision)s; %(moved)s questions audited, %(reworked)s sent back for rework.")
+            messages.success(request, text % values)
+    return redirect("review:audit", pk=audit.pk)
+
+
+@role_required(*READERS)
+@require_POST
+def lot_reaudit(request: HttpRequest, pk: int) -> HttpResponse:
+    lot = get_object_or_404(LotDecision, pk=pk)
+    try:
+        again = services.reaudit_lot(lot=lot, by=request.user)
+    except services.AuditError as exc:
+        messages.error(request, str(exc))
+        return redirect("review:audit", pk=lot.audit_id)
+    return redirect("review:audit", pk=again.pk)
 
 
 @role_required(*READERS)

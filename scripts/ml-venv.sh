@@ -23,6 +23,10 @@ REQUIREMENTS=(
   "transformers[serving]==5.18.0"
   "pillow==12.3.0"
   "requests==2.34.2"  # the transformers CLI imports it; the serving extra does not pull it in
+  # PEM training (pem/training/trainer.py): SFTTrainer, LoRA, Arrow datasets.
+  "trl==1.16.0"
+  "peft==0.21.2"
+  "datasets==5.2.0"
 )
 # Everything else, as resolved on 2026-11-29, so a fresh machine gets the same set.
 CONSTRAINTS="
@@ -33,6 +37,7 @@ anyio==4.16.0
 certifi==2026.10.19.post1
 charset-normalizer==3.5.3
 click==8.5.1
+dill==0.4.1
 fastapi==0.165.0
 filelock==4.3.1
 fsspec==2026.9.0
@@ -48,15 +53,19 @@ markdown-it-py==4.3.0
 MarkupSafe==3.0.4
 mdurl==0.1.2
 mpmath==1.3.0
+multiprocess==0.70.19
 networkx==3.6.1
 numpy==2.4.6
 openai==3.57.0
 opentelemetry-api==1.45.2
 packaging==26.4
+pandas==3.1.1
 psutil==7.2.2
+pyarrow==26.0.1
 pydantic==2.14.4
 pydantic_core==2.50.5
 Pygments==2.21.0
+python-dateutil==4.0.0
 PyYAML==6.0.4
 regex==2026.11.19
 rich==15.0.0
@@ -71,8 +80,10 @@ truststore==0.10.5
 typer==0.29.2
 typing-inspection==0.4.5
 typing_extensions==4.16.0
+tzdata==2026.6
 urllib3==2.8.0
 uvicorn==0.54.0
+xxhash==4.1.0
 "
 STAMP="$VENV/.ml-installed"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}" "$CONSTRAINTS")"

@@ -34,6 +34,14 @@ def _imports_in_the_test_thread(settings):
 
 
 @pytest.fixture(autouse=True)
+def _model_servers_on_free_ports(settings):
+    """The tests' model servers (scripted fakes, transformers serve) listen on free
+    ports picked at random, so any local port is allowed here; production's default
+    names only the ports of local model servers (tests/test_model_calls.py checks it)."""
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Production hashes passwords with PBKDF2 at over a million iterations (the
     point of it); tests create hundreds of users, so they use a fast hasher."""
@@ -119,6 +127,9 @@ def start_worker(*, name: str = "w", **extra_env: str) -> subprocess.Popen:
     """A Celery worker process on the configured broker and the test database."""
     env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    # The worker checks model URLs and key variables again at call time: it gets the test's rules.
+    env["MODEL_URL_ALLOWLIST"] = ",".join(settings.MODEL_URL_ALLOWLIST)
+    env["MODEL_API_KEY_VARIABLES"] = ",".join(settings.MODEL_API_KEY_VARIABLES)
     env.update(extra_env)
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",

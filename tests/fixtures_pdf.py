@@ -295,3 +295,14 @@ def exam_pages(count: int, *, per_column: int = 5, figure_every: int = 4) -> byt
         w.next_column()
     w.doc.delete_page(-1)  # the page the last next_column opened
     return w.finish()
+
+
+def gap_paper() -> bytes:
+    """One column, questions 1, 2 and 4: question 3 is lost (as a figure or a bad scan would lose it)."""
+    w = Writer(pymupdf.open(), [Column(60, 535)])
+    w.new_page()
+    w.line("一、选择题")
+    for number, stem in [(1, "甲"), (2, "乙"), (4, "丁")]:
+        w.line(f"{number}．{stem}的题干写在这里，正确的是（  ）")
+        w.line("A．1    B．2    C．3    D．4")
+    return w.finish()

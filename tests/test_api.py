@@ -1,3 +1,5 @@
+import base64
+
 import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -77,3 +79,49 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     out = tmp_path / "schema.yaml"
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     assert "/api/runs/{id}/responses/" in out.read_text() and "/api/questions/" in out.read_text()
+
+
+# --- hostile cursors and page sizes (issue 10, finding 8) ------------------------------------
+
+
+def forged(query: str) -> str:
+    return base64.b64encode(query.encode()).decode()
+
+
+CURSOR_LISTS = ["/api/questions/", "/api/endpoints/", "/api/runs/", "/api/jobs/", "/api/inspect/audits/"]
+
+
+@pytest.mark.parametrize("url", CURSOR_LISTS)
+@pytest.mark.parametrize(
+    "cursor", [forged("p=abc"), forged("p=99999999999999999999999"), forged("p=1&r=1&o=x"), "%%%not-base64"]
+)
+def test_a_forged_cursor_is_a_400_with_a_message(administrator, url, cursor):
+    response = token_client(administrator).get(url, {"cursor": cursor})
+    assert response.status_code == 400, response.content
+    assert "cursor" in response.json()
+
+
+def test_a_forged_cursor_on_a_nested_list_is_a_400(researcher):
+    from inference.models import InferenceRun, ModelEndpoint
+
+    endpoint = ModelEndpoint.objects.create(name="m", base_url="http://127.0.0.1:8000/v1", model_name="m")
+    run = InferenceRun.objects.create(name="r", endpoint=endpoint, mode="direct", created_by=researcher)
+    response = token_client(researcher).get(f"/api/runs/{run.pk}/responses/", {"cursor": forged("p=abc")})
+    assert response.status_code == 400 and "cursor" in response.json()
+
+
+@pytest.mark.parametrize("size", ["abc", "-5", "0", "99999999999999999999", "1e3"])
+def test_a_bad_page_size_falls_back_to_the_default(administrator, size):
+    response = token_client(administrator).get("/api/questions/", {"page_size": size})
+    assert response.status_code == 200
+
+
+def test_a_real_cursor_still_pages(administrator):
+    from tests.annotation_factories import make_question
+
+    for n in range(3):
+        make_question(hash_id=f"q{n}")
+    client = token_client(administrator)
+    first = client.get("/api/questions/", {"page_size": 2}).json()
+    second = client.get(first["next"]).json()
+    assert [q["hash_id"] for q in first["results"] + second["results"]] == ["q0", "q1", "q2"]

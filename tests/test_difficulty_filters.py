@@ -6,9 +6,11 @@ import re
 
 import pytest
 
+from annotation import services as bank_service
 from annotation.models import Question, QuestionEdit
 from inference import assist
 from inference.models import AssistResult, AssistRun, ModelEndpoint
+from k12vista.jobs import execute_job
 from k12vista.models import Job
 from k12vista.roles import Role
 from tests.annotation_factories import make_question
@@ -89,15 +91,28 @@ def test_it_shows_the_questions_to_remove_with_their_evidence_and_count(research
     assert not Question.objects.filter(status=Question.Status.REJECTED).exists()
 
 
-def test_confirming_rejects_through_the_question_bank_and_twice_changes_nothing(researcher, login, bank, runs):
+def test_confirming_starts_a_job_that_rejects_in_the_question_bank_and_twice_changes_nothing(
+    researcher, login, bank, runs
+):
     first, second, text = runs
     client = login(researcher)
     fingerprint = fingerprint_in(client.get(URL, query([first, second], text)).content.decode())
+    edits_before = QuestionEdit.objects.count()
     response = client.post(URL, post_data([first, second], text, fingerprint))
     assert response.status_code == 302 and response["Location"].startswith(URL + "?small=")
+    job = Job.objects.get(kind=assist.CONFIRM_JOB_KIND)
+    assert f"job={job.pk}" in response["Location"] and job.status == Job.Status.QUEUED
+    # the request only queued the work: nothing is rejected before the job runs
+    assert not Question.objects.filter(status=Question.Status.REJECTED).exists()
+    assert QuestionEdit.objects.count() == edits_before
+    waiting = client.get(response["Location"]).content.decode()
+    assert f'id="job-{job.pk}"' in waiting and 'data-status="queued"' in waiting and "filter-job-result" not in waiting
+
+    assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    job.refresh_from_db()
+    assert job.result == {"rejected": 2} and (job.done, job.total) == (2, 2)
     easy, free, hard = (Question.objects.get(pk=bank[n].pk) for n in ("easy", "image_free", "hard"))
-    assert (easy.status, free.status, hard.status) == ("rejected", "rejected", hard.status)
-    assert hard.status != "rejected"
+    assert (easy.status, free.status) == ("rejected", "rejected") and hard.status != "rejected"
     assert "every small model answered correctly" in easy.reject_reason
     assert f"small-a (run {first.pk})" in easy.reject_reason and f"small-b (run {second.pk})" in easy.reject_reason
     assert f"large (run {text.pk}) answered correctly without the image" in free.reject_reason
@@ -108,10 +123,65 @@ def test_confirming_rejects_through_the_question_bank_and_twice_changes_nothing(
 
     versions = dict(Question.objects.values_list("id", "version"))
     edits = QuestionEdit.objects.count()
+    assert execute_job(job.pk) == "not-claimed"  # a second delivery of the same job
     again = client.post(URL, post_data([first, second], text, fingerprint))
     assert again.status_code == 302
+    second_job = Job.objects.exclude(pk=job.pk).get(kind=assist.CONFIRM_JOB_KIND)
+    assert execute_job(second_job.pk) == Job.Status.SUCCEEDED
     assert dict(Question.objects.values_list("id", "version")) == versions and QuestionEdit.objects.count() == edits
     assert "Nothing changed" in client.get(again["Location"]).content.decode()
+
+
+def test_the_job_writes_the_same_rows_as_rejecting_one_by_one(researcher, bank, runs):
+    """reject_many is reject for a set: same status, version, reason and history rows."""
+    first, second, text = runs
+    preview = assist.preview_filters([first, second], text)
+    one_by_one = make_question(figures=[])
+    bank_service.reject(question=one_by_one, reason=assist.rejection_reason(preview, bank["easy"].pk),
+                        user=researcher)  # fmt: skip
+    before = Question.objects.get(pk=bank["easy"].pk)
+    job = assist.start_confirm_filters(small_runs=[first, second], text_only_run=text,
+                                       fingerprint=preview.fingerprint, user=researcher)  # fmt: skip
+    assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    by_set, by_one = Question.objects.get(pk=bank["easy"].pk), Question.objects.get(pk=one_by_one.pk)
+    assert (by_set.status, by_set.reject_reason) == (by_one.status, by_one.reject_reason)
+    assert by_set.version == before.version + 1
+
+    def rows(question):
+        return list(QuestionEdit.objects.filter(question=question, field="status").values_list(
+            "user", "field", "version", "old", "new", "note"))  # fmt: skip
+
+    assert rows(by_set) == [(researcher.pk, "status", before.version + 1, before.status, "rejected",
+                             by_one.reject_reason)]  # fmt: skip
+    # the one-by-one question started from the same status and version: the same row
+    assert rows(by_one) == rows(by_set)
+
+
+def test_reject_many_skips_what_it_keeps_and_needs_a_reason(researcher, bank):
+    easy, free, hard = bank["easy"], bank["image_free"], bank["hard"]
+    Question.objects.filter(pk=free.pk).update(status=Question.Status.RELEASED)
+    seen = []
+    n = bank_service.reject_many(Question.objects.filter(pk__in=[easy.pk, free.pk, hard.pk]), reason=" too easy ",
+                                 user=researcher, keep=("rejected", "released"), batch_size=2,
+                                 progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    assert n == 2 and seen == [(2, 3), (3, 3)]
+    assert Question.objects.get(pk=free.pk).status == Question.Status.RELEASED
+    assert set(Question.objects.filter(status="rejected").values_list("reject_reason", flat=True)) == {"too easy"}
+    assert bank_service.reject_many([easy.pk, hard.pk], reason="again", user=researcher) == 0
+    assert QuestionEdit.objects.filter(field="status", new="rejected").count() == 2
+    with pytest.raises(bank_service.QuestionDataError):
+        bank_service.reject_many([easy.pk], reason="  ", user=researcher)
+
+
+def test_a_confirmation_gone_stale_before_its_job_runs_fails_the_job_and_changes_nothing(researcher, bank, runs):
+    first, second, text = runs
+    preview = assist.preview_filters([first, second], None)
+    job = assist.start_confirm_filters(small_runs=[first, second], text_only_run=None,
+                                       fingerprint=preview.fingerprint, user=researcher)  # fmt: skip
+    AssistResult.objects.filter(run__in=[first, second], question=bank["hard"]).update(parsed={"correct": True})
+    assert execute_job(job.pk) == Job.Status.FAILED
+    assert "changed since the preview" in Job.objects.get(pk=job.pk).error
+    assert not Question.objects.filter(status=Question.Status.REJECTED).exists()
 
 
 def test_it_refuses_a_confirmation_of_something_other_than_what_was_shown(researcher, login, bank, runs):

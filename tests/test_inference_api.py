@@ -24,7 +24,7 @@ pytestmark = pytest.mark.urls(__name__)
 
 @pytest.fixture(autouse=True)
 def _local_model_servers(settings):
-    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:", "http://localhost:"]
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
 
 
 @pytest.fixture
@@ -97,9 +97,12 @@ def test_it_refuses_methods_it_does_not_serve(api, researcher):
 
 
 def test_it_creates_and_lists_endpoints_without_ever_returning_a_key(api, researcher, monkeypatch):
-    monkeypatch.setenv("QWEN_KEY", "sk-very-secret-value")
+    monkeypatch.setenv("K12VISTA_KEY_QWEN", "sk-very-secret-value")
     client = api(researcher)
-    data = {"name": "qwen", "base_url": "http://127.0.0.1:8000/v1/", "model_name": "qwen-vl", "api_key_env": "QWEN_KEY"}
+    data = {
+        "name": "qwen", "base_url": "http://127.0.0.1:8000/v1/", "model_name": "qwen-vl",
+        "api_key_env": "K12VISTA_KEY_QWEN",
+    }  # fmt: skip
     created = client.post("/api/endpoints/", data, format="json")
     assert created.status_code == 201
     assert created.json()["base_url"] == "http://127.0.0.1:8000/v1" and created.json()["api_key_state"] == "set"

@@ -100,8 +100,8 @@ def test_it_refuses_endpoint_urls_outside_the_allowlist(url):
 @pytest.mark.django_db
 def test_it_accepts_an_allowed_url_and_never_stores_the_key(settings, monkeypatch):
     settings.MODEL_URL_ALLOWLIST = ["https://gpu01.lab:8000"]
-    monkeypatch.setenv("K12_TEST_KEY", "sk-secret")
-    ep = endpoint("https://gpu01.lab:8000/v1/", api_key_env="K12_TEST_KEY")
+    monkeypatch.setenv("K12VISTA_KEY_TEST", "sk-secret")
+    ep = endpoint("https://gpu01.lab:8000/v1/", api_key_env="K12VISTA_KEY_TEST")
     assert ep.base_url == "https://gpu01.lab:8000/v1" and ep.api_key() == "sk-secret"
     assert "sk-secret" not in json.dumps(list(ModelEndpoint.objects.values()), default=str)
 
@@ -191,10 +191,10 @@ def test_it_gives_text_only_models_the_caption_instead_of_the_image(scripted_ser
 
 @pytest.mark.django_db
 def test_it_refuses_to_start_without_the_api_key_variable(researcher, monkeypatch):
-    monkeypatch.delenv("K12_TEST_KEY", raising=False)
+    monkeypatch.delenv("K12VISTA_KEY_TEST", raising=False)
     make_question()
-    ep = endpoint("http://127.0.0.1:9/v1", api_key_env="K12_TEST_KEY")
-    with pytest.raises(services.EndpointError, match="K12_TEST_KEY is not set"):
+    ep = endpoint("http://127.0.0.1:9/v1", api_key_env="K12VISTA_KEY_TEST")
+    with pytest.raises(services.EndpointError, match="K12VISTA_KEY_TEST is not set"):
         services.start_inference_run(endpoint=ep, mode="direct", filters={}, user=researcher)
     assert not InferenceRun.objects.exists()
 

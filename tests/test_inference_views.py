@@ -28,7 +28,7 @@ HTMX = {"HX-Request": "true"}
 
 @pytest.fixture(autouse=True)
 def _local_model_servers(settings):
-    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:", "http://localhost:"]
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
 
 
 @pytest.fixture(autouse=True)
@@ -196,7 +196,7 @@ def test_it_links_the_screens_from_the_home_page(researcher, login):
 def endpoint_post(**overrides):
     data = {
         "name": "qwen", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1/", "model_name": "qwen-vl",
-        "api_key_env": "QWEN_KEY", "max_concurrency": 4, "timeout_seconds": 60, "accepts_images": "on",
+        "api_key_env": "K12VISTA_KEY_QWEN", "max_concurrency": 4, "timeout_seconds": 60, "accepts_images": "on",
         "max_image_side": 1024, "supports_json_schema": "on", "default_params": '{"temperature": 0}', "active": "on",
     }  # fmt: skip
     data.update(overrides)
@@ -228,9 +228,9 @@ def test_it_refuses_a_pasted_key_in_place_of_a_variable_name(researcher, login):
 
 
 def test_it_says_whether_the_key_is_set_without_showing_it(researcher, login, monkeypatch):
-    monkeypatch.setenv("QWEN_KEY", "sk-very-secret-value")
-    make_endpoint("with-key", api_key_env="QWEN_KEY")
-    make_endpoint("without-key", api_key_env="NOT_SET_ANYWHERE_KEY")
+    monkeypatch.setenv("K12VISTA_KEY_QWEN", "sk-very-secret-value")
+    make_endpoint("with-key", api_key_env="K12VISTA_KEY_QWEN")
+    make_endpoint("without-key", api_key_env="K12VISTA_KEY_NOT_SET_ANYWHERE")
     client = login(researcher)
     body = client.get("/research/endpoints/").content.decode()
     assert 'data-key-state="set"' in body and 'data-key-state="missing"' in body
@@ -390,12 +390,12 @@ def test_it_starts_a_run_from_the_form(researcher, login, sent):
 
 def test_it_shows_an_endpoint_refusal_on_the_run_form(researcher, login, sent, monkeypatch):
     # an API key variable that is not set: start_inference_run names it and the form shows it
-    monkeypatch.delenv("K12_TEST_UNSET_KEY", raising=False)
-    closed = make_endpoint("closed", api_key_env="K12_TEST_UNSET_KEY")
+    monkeypatch.delenv("K12VISTA_KEY_TEST_UNSET", raising=False)
+    closed = make_endpoint("closed", api_key_env="K12VISTA_KEY_TEST_UNSET")
     data = {"endpoint": closed.pk, "mode": "direct", "input_form": "images"}
     response = login(researcher).post("/research/runs/new/", data)
     assert response.status_code == 200
-    assert "K12_TEST_UNSET_KEY" in response.context["form"].errors["endpoint"][0]
+    assert "K12VISTA_KEY_TEST_UNSET" in response.context["form"].errors["endpoint"][0]
     assert not InferenceRun.objects.exists()
 
 

@@ -430,3 +430,66 @@ def test_it_imports_with_several_threads_and_the_same_outcome(tmp_path, django_u
     again = import_questions_file(path=path, user=None, workers=3)
     assert (again.created, again.unchanged, again.failed) == (0, 11, 2)
     assert Question.objects.count() == 11
+
+
+# --- hostile lines (issue 10, finding 7) -------------------------------------------------
+
+
+def hostile_file(tmp_path):
+    """Good lines around lines that used to fail the whole job: a NUL, an unpaired
+    surrogate, JSON nested 100,000 deep, and bytes that are not UTF-8."""
+    path = tmp_path / "hostile.jsonl"
+    with open(path, "wb") as out:
+        out.write(json.dumps(studio("good1")).encode() + b"\n")
+        out.write(json.dumps(studio("nul", text="电阻\u0000为___欧。")).encode() + b"\n")  # written as \u0000
+        out.write(json.dumps(studio("half-pair")).replace("\\u7535", "\\ud835\\u7535").encode() + b"\n")
+        out.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+        out.write(json.dumps(studio("latin1")).replace("\\u7535\\u963b", "caf\xe9").encode("latin-1") + b"\n")
+        out.write(json.dumps(studio("good2")).encode() + b"\n")
+    return path
+
+
+def test_one_hostile_line_is_reported_and_the_job_finishes_with_the_report(researcher, tmp_path):
+    document = register_upload(path=hostile_file(tmp_path), user=researcher)
+    job = start(document, researcher)
+
+    assert execute_job(job.pk) == Job.Status.SUCCEEDED
+
+    job.refresh_from_db()
+    reasons = {entry["line"]: entry["reason"] for entry in job.result["failed_lines"]}
+    assert (job.result["created"], job.result["failed"]) == (2, 4)
+    assert set(Question.objects.values_list("hash_id", flat=True)) == {"good1", "good2"}
+    assert "NUL" in reasons[2] and reasons[2].startswith("text:")
+    assert "unpaired surrogate" in reasons[3]
+    assert reasons[4] == "nested deeper than 64 levels"
+    assert reasons[5].startswith("not valid UTF-8")
+
+
+def test_a_line_nested_a_little_too_deep_is_refused_before_anything_recurses(researcher, tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [studio("deep", source_detail=[[[[[[[[[[[]]]]]]]]]]] * 1) | {
+        "extra": json.loads("[" * 70 + "]" * 70)}])  # fmt: skip
+    report = import_questions_file(path=path, user=researcher)
+    assert report.failed == 1 and report.failed_lines[0]["reason"] == "nested deeper than 64 levels"
+
+
+@pytest.mark.skipif(not __import__("shutil").which("node"), reason="the KaTeX check needs Node.js")
+def test_a_katex_message_about_math_italic_letters_is_stored_as_valid_text(researcher, tmp_path):
+    """KaTeX cuts its excerpt at a UTF-16 index: with 𝑥 (U+1D465, two UTF-16 units) the
+    message held half a surrogate pair, and the flag's insert failed (PostgreSQL above all)."""
+    from annotation.models import Flag
+
+    text = "电阻为___欧，$\\foo " + "𝑥" * 20 + "$"
+    report = import_questions_file(path=write_lines(tmp_path / "q.jsonl", [studio("italic", text=text)]),
+                                   user=researcher)  # fmt: skip
+    assert report.created == 1
+    flag = Flag.objects.get(question__hash_id="italic", code=Flag.Code.LATEX_ERROR)
+    flag.message.encode("utf-8")  # raises on a lone surrogate
+    assert "Undefined control sequence: \\foo at character 1" in flag.message
+
+
+@pytest.mark.skipif(__import__("django.db").db.connection.vendor != "postgresql", reason="SQLite keeps any length")
+def test_a_line_the_database_refuses_is_reported_and_the_rest_goes_on(researcher, tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [studio("good1"), studio("long", source="试" * 400), studio("good2")])
+    report = import_questions_file(path=path, user=researcher)
+    assert (report.created, report.failed) == (2, 1)
+    assert report.failed_lines[0]["line"] == 2 and "database refused" in report.failed_lines[0]["reason"]

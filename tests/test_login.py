@@ -39,3 +39,18 @@ def test_it_logs_out_on_post_only(client, annotator, login):
 def test_it_has_no_self_registration(client):
     assert client.get("/register/").status_code == 404
     assert client.get("/accounts/signup/").status_code == 404
+
+
+def test_it_upgrades_a_pbkdf2_hash_to_argon2_at_login(client, annotator, settings):
+    """Production settings' hashers (the tests otherwise force MD5 for speed)."""
+    from django.contrib.auth.hashers import make_password
+
+    from k12vista import settings as live  # the module, not the test's overridden settings
+
+    settings.PASSWORD_HASHERS = live.PASSWORD_HASHERS
+    annotator.password = make_password(PASSWORD, hasher="pbkdf2_sha256")
+    annotator.save(update_fields=["password"])
+    assert post_login(client, "alice", PASSWORD).status_code == 302
+    annotator.refresh_from_db()
+    assert annotator.password.startswith("argon2$argon2id$")
+    assert f"m={live.ARGON2_MEMORY_KIB},t={live.ARGON2_TIME_COST},p=1" in annotator.password

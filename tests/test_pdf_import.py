@@ -152,8 +152,10 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
     job = start_pdf_import(document=document, user=annotator, subject="physics", grade=8)
     assert execute_job(job.pk) == Job.Status.SUCCEEDED
     job.refresh_from_db()
-    assert job.result | {"warnings": [], "seconds": {}} == {
-        "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "seconds": {}
+    assert job.result["report"]["gaps"] == [] and job.result["failed"] == []
+    assert job.result | {"warnings": [], "seconds": {}, "report": {}} == {
+        "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "seconds": {},
+        "report": {}, "failed": [],
     }  # fmt: skip
     assert set(job.result["seconds"]) == {"pages", "segment", "questions"}
     assert (job.done, job.total) == (3, 3)  # a step per page and one for the questions

@@ -343,3 +343,40 @@ def test_it_sets_the_training_data_flag_even_on_a_chain_people_labelled(tmp_path
     label_steps(ChainOfThought.objects.get(key="s1"), ["CS", "CS"], user=annotator)
     report = import_records(path=write_lines(tmp_path / "ours.jsonl", [studio(in_training_data=True)]))
     assert report.updated == 1 and ChainOfThought.objects.get(key="s1").in_training_data
+
+
+# --- hostile lines (issue 10, finding 7) -----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_one_hostile_line_is_reported_and_the_job_finishes_with_the_report(researcher, tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    with open(path, "wb") as out:
+        out.write(json.dumps(reference("ok")).encode() + b"\n")
+        out.write(json.dumps(reference("nul", question="求\u0000 $AC$。")).encode() + b"\n")
+        out.write(json.dumps(reference("half")).replace("\\u6c42", "\\udc00").encode() + b"\n")  # 求 -> lone low half
+        out.write(b"{" + b'"a":{' * 100_000 + b"}" * 100_001 + b"\n")
+        out.write(b'{"hash_id": "latin1", "question": "caf\xe9"}\n')
+        out.write(json.dumps(reference("ok2")).encode() + b"\n")
+    upload = SimpleUploadedFile("hostile.jsonl", path.read_bytes())
+    job = jobs.start_import(stored_name=jobs.store_upload(upload), name="hostile.jsonl", user=researcher)
+
+    assert execute_job(job.pk) == Job.Status.SUCCEEDED
+
+    job.refresh_from_db()
+    reasons = {entry["line"]: entry["reason"] for entry in job.result["failed_lines"]}
+    assert (job.result["created"], job.result["failed"]) == (2, 4)
+    assert set(ChainOfThought.objects.values_list("key", flat=True)) == {"ok", "ok2"}
+    assert reasons[2].startswith("question:") and "NUL" in reasons[2]
+    assert "unpaired surrogate" in reasons[3]
+    assert reasons[4] == "nested deeper than 64 levels"
+    assert reasons[5].startswith("not valid UTF-8")
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(__import__("django.db").db.connection.vendor != "postgresql", reason="SQLite keeps any length")
+def test_a_line_the_database_refuses_is_reported_and_the_rest_goes_on(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [reference("ok"), reference("long", model="m" * 400), reference("ok2")])
+    report = import_records(path=path)
+    assert (report.created, report.failed) == (2, 1)
+    assert report.failed_lines[0]["line"] == 2 and "database refused" in report.failed_lines[0]["reason"]

@@ -1,5 +1,7 @@
 """People labelling steps: handing items out, drafts, submission, consensus, rework, and expert scores."""
 
+import html
+import re
 import threading
 
 import pytest
@@ -433,3 +435,28 @@ def test_expert_screens_are_for_inspectors_and_researchers(login, annotator, res
     assert client.post(reverse("pem:expert_score", args=[responses[0].pk]), {"score": "1"}).status_code == 403
     page = login(researcher).get(reverse("pem:expert_runs"))
     assert page.status_code == 200 and f'data-run="{run.pk}"'.encode() in page.content
+
+
+def test_the_queue_lists_open_tasks_in_keyset_pages_of_fifty(login, annotator, django_assert_max_num_queries):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    start = timezone.now()
+    tasks = [
+        LabellingTask.objects.create(cot=opened_cot(), annotator=annotator, created=start + timedelta(seconds=i // 2))
+        for i in range(120)
+    ]  # fmt: skip  (pairs share a timestamp: the id breaks the tie)
+    client = login(annotator)
+    seen, url, pages = [], reverse("pem:label_queue"), 0
+    while url:
+        body = client.get(url).content.decode()
+        ids = [int(x) for x in re.findall(r'<tr data-task="(\d+)"', body.split('id="label-submitted"')[0])]
+        pages += 1
+        assert len(ids) == (50 if pages < 3 else 20)
+        seen += ids
+        more = re.search(r'id="label-open-more" href="([^"]+)"|href="(\?after=[^"]+)" id="label-open-more"', body)
+        url = reverse("pem:label_queue") + html.unescape(more.group(2)) if more else None
+    assert pages == 3 and seen == [t.pk for t in tasks]  # in (created, id) order, no overlap, none missed
+    with django_assert_max_num_queries(12):
+        client.get(reverse("pem:label_queue"), {"after": "not-a-cursor"})

@@ -7,9 +7,9 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem import jobs
 from pem.models import Alignment, ChainOfThought, StepLabel
-from pem.services import PEBenchError, cots_from_run, labels_from_scoring_run, panel_vote, split_response
+from pem.services import PEBenchError, cots_from_run, labels_from_scoring_run, split_response
 from tests.annotation_factories import make_question
-from tests.pem_factories import answer, judge, label_steps, make_cot, make_endpoint, make_run, make_scoring_run
+from tests.pem_factories import answer, judge, label_steps, make_endpoint, make_run, make_scoring_run
 
 ANSWER = "步骤1：由图可知 $AB=4$，$BC=3$。\n步骤2：由勾股定理得 $AC=5$。\n步骤3：所以周长为 $12$。\n最终答案：$12$"
 GOLD = ["由图可知 $AB=4$，$BC=3$。", "由勾股定理得 $AC=5$。", "所以周长为 $12$。", "最终答案：$12$"]
@@ -176,34 +176,6 @@ def test_it_pulls_labels_as_a_job(researcher):
     assert execute_job(job.pk) == Job.Status.SUCCEEDED
     job.refresh_from_db()
     assert job.result["labelled"] == 1 and len(model_labels(cot)) == 4
-
-
-# --- panel vote -----------------------------------------------------------------------------
-
-
-@pytest.mark.django_db
-def test_it_takes_the_majority_and_breaks_ties_by_the_order_of_the_panel():
-    cot = make_cot(steps=["一", "二", "三"])
-    label_steps(cot, ["CS", "CE", "HE"], source="model", rater="a", explanation="from a")
-    label_steps(cot, ["CS", "KAE", "CS"], source="model", rater="b", explanation="from b")
-    label_steps(cot, ["CE", "KAE", None], source="model", rater="c", explanation="from c")
-    report = panel_vote(raters=["b", "a", "c"], name="panel-3")
-    assert report == {"voted": 3, "ties": 1, "skipped": 0, "raters": ["b", "a", "c"]}
-    rows = StepLabel.objects.filter(source=StepLabel.Source.PANEL, rater="panel-3").order_by("step__position")
-    # Step 3: CS (b) against HE (a), one each: b is listed first.
-    assert [(row.label, row.explanation) for row in rows] == [("CS", "from b"), ("KAE", "from b"), ("CS", "from b")]
-
-
-@pytest.mark.django_db
-def test_it_skips_steps_too_few_panel_members_labelled():
-    cot = make_cot(steps=["一", "二"])
-    label_steps(cot, ["CS", "CS"], source="model", rater="a")
-    label_steps(cot, ["CS", None], source="model", rater="b")
-    label_steps(cot, ["CE", None], source="model", rater="c")
-    report = panel_vote(raters=["a", "b", "c"], name="panel")
-    assert (report["voted"], report["skipped"]) == (1, 1)
-    with pytest.raises(PEBenchError):
-        panel_vote(raters=["a"], name="panel")
 
 
 # --- the screens ----------------------------------------------------------------------------

@@ -125,3 +125,14 @@ def test_step_correction_autosave_shows_a_conflict_at_once(steps_held, annotator
     body = response.content.decode()
     assert response.status_code == 409
     assert 'id="conflict" hx-swap-oob="true"' in body and "别人的步骤" in body
+
+
+def test_the_waiting_counts_stop_at_a_cap(mixed_bank, annotator, login, monkeypatch):
+    """Counted with a LIMIT: cheap however many questions wait, shown as "N+" past the cap."""
+    from annotation import views
+
+    monkeypatch.setattr(views, "WAITING_CAP", 3)
+    client = login(annotator)
+    body = client.get("/annotate/").content.decode()
+    assert "(3+)" in body  # four wait for OCR review
+    assert "(2)" in client.get("/annotate/", {"subject": "physics"}).content.decode()

@@ -60,3 +60,29 @@ def test_it_is_not_in_debug_unless_asked():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True"]
+
+
+def test_it_ties_the_redis_visibility_timeout_to_job_takeover():
+    """Redis' default (an hour) left a killed worker's job running that long."""
+    result = run_django(
+        {"DEBUG": "1", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/3", "JOB_STALE_AFTER_SECONDS": "120",
+         "JOB_SWEEP_INTERVAL_SECONDS": "10"},
+        "shell", "--no-imports", "-c",
+        "from k12vista.celery import app; app.loader.import_default_modules(); "
+        "print(app.conf.broker_transport_options['visibility_timeout'], app.conf.task_acks_late)",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["130", "True"]
+
+
+def test_the_gunicorn_config_preloads_and_reads_its_sizes_from_the_environment():
+    env = {**os.environ, **PRODUCTION, "GUNICORN_WORKERS": "3", "GUNICORN_THREADS": "6"}
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "--print-config", "-c", "python:k12vista.gunicorn_conf", "k12vista.wsgi"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    printed = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    values = {key.strip(): value.strip() for key, value in printed.items()}
+    assert (values["preload_app"], values["workers"], values["threads"]) == ("True", "3", "6")
+    assert values["graceful_timeout"] == "30"

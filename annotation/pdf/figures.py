@@ -47,9 +47,22 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     for rect in page.cluster_drawings():
         box = (rect.x0, rect.y0, rect.x1, rect.y1)
         # A frame drawn around an embedded image belongs to the image.
-        if _side_ok(box, area) and not any(_overlaps(box, image) for image in images):
+        if _side_ok(box, area) and not any(_overlaps(box, image) for image in images) and not _is_table(box, page_text):
             regions.append(FigureRegion(page_text.number, _with_labels(box, page_text), "drawing"))
     return regions
+
+
+TABLE_CHARS = 30
+
+
+def _is_table(box: Box, page_text: PageText) -> bool:
+    """Ruled lines around much text are a table (or a framed question): its text is read, it is no figure."""
+    inside = 0
+    for span in page_text.spans:
+        cx, cy = (span.bbox[0] + span.bbox[2]) / 2, (span.bbox[1] + span.bbox[3]) / 2
+        if box[0] <= cx <= box[2] and box[1] <= cy <= box[3]:
+            inside += len(span.text.strip())
+    return inside > TABLE_CHARS
 
 
 def crop(page: pymupdf.Page, box: Box) -> bytes:

@@ -27,12 +27,12 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from annotation.images import BadImage
-from annotation.models import Figure, Page, Question, SourceDocument
+from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
-from annotation.pdf.layout import Line, PageLayout, PageText, reading_order, union
+from annotation.pdf.layout import Line, PageLayout, PageText, Span, reading_order, union
 from annotation.pdf.reading import PdfImportError
-from annotation.pdf.segment import ParsedQuestion, segment
+from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
@@ -53,6 +53,10 @@ class ImportSummary:
     figures: int = 0
     ocr_pages: int = 0
     warnings: list[str] = field(default_factory=list)
+    # The paper's consistency report (segment.consistency_report): numbers found, gaps, duplicates,
+    # questions per section against the heading's count, text that went to no question.
+    report: dict = field(default_factory=dict)
+    failed: list[dict] = field(default_factory=list)  # questions that could not be saved, with the reason
     # Wall time of each stage, so a slow import shows where it spent its time.
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -166,6 +170,14 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
         SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
         document.error = str(exc)
         raise
+    except OCRServiceError:
+        raise  # retried by the job
+    except Exception as exc:
+        # A crash: the document says why; a retry continues it (pages and questions saved are reused).
+        message = f"The import stopped ({type(exc).__name__}: {exc}); run it again to continue."[:2000]
+        SourceDocument.objects.filter(pk=document.pk).update(error=message)
+        document.error = message
+        raise
     SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="")
     return summary
 
@@ -178,13 +190,14 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
         with _timed(summary, "pages"):
             pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=lambda n: report(n, steps))
         with _timed(summary, "segment"):
-            lines, layouts = reading_order([p.text for p in pages])
-            parsed = segment(lines)
-        summary.warnings += parsed.warnings
+            analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
+        summary.warnings += analysis.parsed.warnings
+        summary.report = analysis.parsed.report
+        summary.warnings += [w for w in summary.report.get("warnings", []) if w not in summary.warnings]
         with _timed(summary, "questions"):
-            _save_questions(document=document, pdf=pdf, pages=pages, layouts=layouts, parsed=parsed.questions,
-                            answers_key=parsed.answers_key, subject=subject, grade=grade, summary=summary,
-                            user=user, heartbeat=lambda: report(summary.pages, steps))  # fmt: skip
+            _save_questions(document=document, pdf=pdf, pages=pages, analysis=analysis, subject=subject,
+                            grade=grade, summary=summary, user=user,
+                            heartbeat=lambda: report(summary.pages, steps))  # fmt: skip
     report(steps, steps)
     return summary
 
@@ -224,18 +237,54 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
     return imported
 
 
-def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
-                 summary: ImportSummary) -> ImportedPage:  # fmt: skip
+def read_page(page: pymupdf.Page, number: int) -> tuple[PageText, str, list[figures.FigureRegion]]:
+    """A page's text (its text layer, or OCR where it has none), its source and its figure regions."""
     page_text = reading.text_layer(page, number)
     source = "text-layer"
     if not reading.has_usable_text(page_text):
         backend = get_ocr_backend()
         page_text, source = reading.ocr_layer(page, number, backend), backend.name
-        summary.ocr_pages += 1
     regions = figures.figure_regions(page, page_text)
-    page_text = _without_figure_text(page_text, regions)
+    return _without_figure_text(page_text, regions), source, regions
+
+
+@dataclass
+class Analysis:
+    """What the importer reads from a paper before anything is saved."""
+
+    parsed: Segmented
+    layouts: dict[int, PageLayout]
+    figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
+
+
+def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
+    """Reading order, questions and each question's figures: the import without the database."""
+    lines, layouts = reading_order(texts)
+    parsed = segment(lines)
+    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions]
+    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key))
+
+
+def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
+                 summary: ImportSummary) -> ImportedPage:  # fmt: skip
+    if row is not None and row.text_source != "text-layer" and row.ocr_lines:
+        # OCR'd by an earlier run of this import (one that crashed later): read, not redone.
+        summary.ocr_pages += 1
+        page_text = _stored_ocr(row, page, number)
+        regions = figures.figure_regions(page, page_text)
+        return ImportedPage(row, _without_figure_text(page_text, regions), regions)
+    page_text, source, regions = read_page(page, number)
+    if source != "text-layer":
+        summary.ocr_pages += 1
     row = row or _save_page(document=document, page=page, number=number, text=page_text, source=source)
     return ImportedPage(row, page_text, regions)
+
+
+def _stored_ocr(row: Page, page: pymupdf.Page, number: int) -> PageText:
+    lines = row.ocr_lines
+    spans = [Span(text, tuple(box), baseline, size) for text, box, baseline, size in lines[0]["spans"]]
+    gutters = lines[0].get("gutters")
+    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
 
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
@@ -246,12 +295,15 @@ def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion
         return any(r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3] for r in regions)
 
     spans = [s for s in page_text.spans if not inside(s.bbox)]
-    return PageText(page_text.number, page_text.width, page_text.height, spans)
+    return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr, page_text.gutters)
 
 
 def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:
     row = Page(document=document, number=number, width_pt=page.rect.width, height_pt=page.rect.height,
                text=reading.page_text_lines(text), text_source=source)  # fmt: skip
+    if text.ocr:
+        spans = [[s.text, [round(v, 2) for v in s.bbox], round(s.baseline, 2), round(s.size, 2)] for s in text.spans]
+        row.ocr_lines = [{"spans": spans, "gutters": text.gutters}]
     png = reading.render_png(page)
     row.image.save(f"doc{document.pk}-p{number}.png", ContentFile(png), save=False)
     row.width, row.height = reading.png_size(png)
@@ -293,8 +345,7 @@ def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> t
 
 
 def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: list[ImportedPage],
-                    layouts: dict[int, PageLayout], parsed: list[ParsedQuestion], answers_key: tuple | None,
-                    subject: str, grade: int, summary: ImportSummary, user: Any,
+                    analysis: Analysis, subject: str, grade: int, summary: ImportSummary, user: Any,
                     heartbeat: Callable[[], None]) -> None:  # fmt: skip
     """Creates the questions not saved yet, SAVE_BATCH to a transaction.
 
@@ -303,8 +354,9 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     batches); one per question spends most of its time committing. A crash
     keeps the batches saved so far, and the next run skips them by hash_id.
     """
-    regions = [(_figure_key(layouts[p.row.number], r.bbox), r) for p in pages for r in p.regions]
-    by_question = assign_figures(parsed, regions, answers_key)
+    parsed, by_question = analysis.parsed.questions, analysis.figures
+    report = analysis.parsed.report
+    suspects = {label: [w for w in report.get("warnings", []) if label in w] for label in report.get("suspects", [])}
     rows = {p.row.number: p.row for p in pages}
     hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
@@ -314,13 +366,14 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
         with transaction.atomic():
             for index, question in todo[start : start + SAVE_BATCH]:
                 _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
-                               grade=grade, found=by_question.get(index, []), summary=summary, user=user)  # fmt: skip
+                               grade=grade, found=by_question.get(index, []), summary=summary, user=user,
+                               suspects=suspects)  # fmt: skip
         heartbeat()
 
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any) -> None:  # fmt: skip
+                   summary: ImportSummary, user: Any, suspects: dict[str, list[str]]) -> None:  # fmt: skip
     hash_id = question_hash(document, question)
     page_number, bbox = _first_page_box(question.lines, found)
     data = QuestionData(
@@ -336,8 +389,21 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         summary.existing += 1  # another import of the same paper saved it first
         return
     except (QuestionDataError, BadImage) as exc:
-        summary.warnings.append(f"question {question.number} was not imported: {exc}")
+        summary.warnings.append(f"question {question.label} was not imported: {exc}")
+        summary.failed.append({"question": question.label, "reason": str(exc)})
         return
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # A fault in this question's content (UnicodeEncodeError from a cut surrogate pair is a ValueError):
+        # create_question rolled back to its own savepoint; the paper goes on with the next question. A
+        # crash of the process or the database (RuntimeError, DatabaseError, OSError) still stops the import.
+        reason = f"{type(exc).__name__}: {exc}"
+        summary.warnings.append(f"question {question.label} was not imported: {reason}")
+        summary.failed.append({"question": question.label, "reason": reason})
+        return
+    if question.label in suspects:
+        Flag.objects.create(question_id=Question.objects.get(hash_id=hash_id).pk, code=Flag.Code.IMPORT_GAP,
+                            message="; ".join(w for w in suspects[question.label]) or "next to a gap",
+                            detail={"report": "pdf import"})  # fmt: skip
     summary.questions += 1
     summary.figures += len(found)
 

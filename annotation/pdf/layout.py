@@ -11,6 +11,7 @@ top to bottom.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -43,6 +44,8 @@ class PageText:
     width: float
     height: float
     spans: list[Span]
+    ocr: bool = False  # boxes from OCR: its columns are looked for apart from text-layer pages
+    gutters: list[float] | None = None  # known already (OCR read the page column by column), in points
 
 
 @dataclass(frozen=True)
@@ -95,12 +98,30 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
         kept = [s for s in page.spans if not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)]
-        stripped.append(PageText(page.number, page.width, page.height, kept))
+        stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
 
 
+def _centered_header(span: Span, page: PageText) -> bool:
+    """A line centred in the top margin, neither a question, a heading nor an answer section: the paper's header."""
+    centre = (span.bbox[0] + span.bbox[2]) / 2
+    return (
+        span.bbox[3] < page.height * MARGIN * 0.7
+        and abs(centre - page.width / 2) < page.width * 0.04
+        and not QUESTION_START.match(span.text)
+        and not re.search(r"题|答案|解析|[一二三四五六七八九十][、．.]", span.text)
+    )
+
+
+QUESTION_START = re.compile(r"^\s*\d{1,3}\s*[．.、]")
+
+
 def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
-    if not _in_margin(span, page) or not (repeated or PAGE_NUMBER.match(span.text)):
+    if not _in_margin(span, page):
+        return False
+    # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
+    running = PAGE_NUMBER.match(span.text) or (repeated and not QUESTION_START.match(span.text))
+    if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.
     return not any(b.bbox[1] < span.bbox[3] and span.bbox[1] < b.bbox[3] for b in body)
@@ -109,52 +130,113 @@ def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool)
 # --- columns ------------------------------------------------------------------------
 
 
-def find_gutters(spans: list[Span], width: float, *, step: float = 2.0, min_gap: float = 8.0) -> list[float]:
-    """x positions of the empty vertical bands between columns.
+def find_gutters(spans: list[Span], width: float, *, step: float = 2.0, min_gap: float = 6.0) -> list[float]:
+    """x positions of the empty vertical bands between columns of one page (see ``gutters_of``)."""
+    return gutters_of([(0, span) for span in spans], width, step=step, min_gap=min_gap)
 
-    A gap counts when almost no run crosses it (a centred title may) and several
-    lines start just right of it, which tells a column from the space between
-    two options on a line.
+
+def gutters_of(spans: list[tuple[int, Span]], width: float, *, step: float = 2.0, min_gap: float = 6.0) -> list[float]:
+    """x positions of the empty vertical bands between columns, from (page, span) pairs.
+
+    The pages of one paper share their columns, so they are looked for on all
+    pages of a size at once: a page whose last column holds three lines would
+    not show it alone. Coverage is counted in rows (distinct baselines), not
+    runs, and runs are joined over word spaces. A gap counts when almost no row
+    crosses it (a centred title may) and several rows start just right of it and
+    end left of it, which tells a column from the space between two options on
+    a line. Works alike on text-layer runs and OCR boxes.
     """
     if len(spans) < 6:
         return []
-    bins = int(width / step) + 1
-    cover = [0] * bins
-    for span in spans:
-        for i in range(max(0, int(span.bbox[0] / step)), min(bins, int(span.bbox[2] / step) + 1)):
-            cover[i] += 1
-    tolerance = max(1, len(spans) // 25)
-    left_edge = min(s.bbox[0] for s in spans)
-    right_edge = max(s.bbox[2] for s in spans)
+    bins = int(width / step) + 2
+    rows_at: list[set] = [set() for _ in range(bins)]
+    pieces = _row_pieces(spans)
+    for row, x0, x1 in pieces:
+        for i in range(max(0, int(x0 / step)), min(bins, int(x1 / step) + 1)):
+            rows_at[i].add(row)
+    cover = [len(rows) for rows in rows_at]
+    rows = len({row for row, _, _ in pieces})
+    tolerance = max(1, rows // 30)
+    first = int(min(x0 for _, x0, _ in pieces) / step) + 1
+    last = int(max(x1 for _, _, x1 in pieces) / step)
     gutters = []
-    i = int(left_edge / step) + 1
-    while i < int(right_edge / step):
+    i = first
+    while i < last:
         if cover[i] > tolerance:
             i += 1
             continue
         j = i
-        while j < bins and cover[j] <= tolerance:
+        while j < last and cover[j] <= tolerance:
             j += 1
-        x0, x1 = i * step, j * step
-        if x1 - x0 >= min_gap and _is_column_edge(spans, x0, x1):
+        x0, x1 = _core(cover, i, j, step)
+        if x1 - x0 >= min_gap and _is_column_edge(pieces, x0, x1):
             gutters.append((x0 + x1) / 2)
         i = j
     return gutters
 
 
-def _is_column_edge(spans: list[Span], x0: float, x1: float) -> bool:
-    starts = {round(s.baseline) for s in spans if x1 - 1 <= s.bbox[0] <= x1 + 24}
-    left = {round(s.baseline) for s in spans if s.bbox[2] <= x0 + 1}
-    right = {round(s.baseline) for s in spans if s.bbox[0] >= x1 - 1}
+def _row_pieces(spans: list[tuple[int, Span]]) -> list[tuple[tuple[int, int], float, float]]:
+    """Runs of a row joined over word spaces (TeX sets them as gaps, not characters): (row, x0, x1)."""
+    pieces: list[list] = []
+    for page, span in sorted(spans, key=lambda ps: (ps[0], round(ps[1].baseline / 3), ps[1].bbox[0])):
+        row = (page, round(span.baseline / 3))
+        if pieces and pieces[-1][0] == row and span.bbox[0] - pieces[-1][2] < 0.8 * max(span.size, pieces[-1][3]):
+            pieces[-1][2] = max(pieces[-1][2], span.bbox[2])
+            pieces[-1][3] = max(pieces[-1][3], span.size)
+        else:
+            pieces.append([row, span.bbox[0], span.bbox[2], span.size])
+    return [(row, x0, x1) for row, x0, x1, _ in pieces]
+
+
+def _core(cover: list[int], i: int, j: int, step: float) -> tuple[float, float]:
+    """The longest stretch of a low run at its lowest coverage: the gutter itself, not a sparse column beside it."""
+    low = min(cover[i:j])
+    best, start = (i, i), None
+    for k in range(i, j + 1):
+        if k < j and cover[k] == low:
+            start = k if start is None else start
+        elif start is not None:
+            if k - start > best[1] - best[0]:
+                best = (start, k)
+            start = None
+    return best[0] * step, best[1] * step
+
+
+def _is_column_edge(pieces: list[tuple[tuple[int, int], float, float]], x0: float, x1: float) -> bool:
+    starts = {row for row, start, _ in pieces if x1 - 1 <= start <= x1 + 30}
+    left = {row for row, _, end in pieces if end <= x0 + 1}
+    right = {row for row, start, _ in pieces if start >= x1 - 1}
     return len(starts) >= 3 and len(left) >= 3 and len(right) >= 3
 
 
-def page_layout(page: PageText) -> PageLayout:
-    layout = PageLayout(page.number, gutters=find_gutters(page.spans, page.width))
+def page_layout(page: PageText, gutters: list[float] | None = None) -> PageLayout:
+    """The page's columns: the paper's gutters that this page keeps clear, else its own."""
+    if gutters is None:
+        gutters = find_gutters(page.spans, page.width)
+    pieces = _row_pieces([(0, s) for s in page.spans])
+    rows = len({row for row, _, _ in pieces}) or 1
+    # A page set in one column (an answer key after two-column questions) crosses the paper's gutters.
+    kept = [g for g in gutters if sum(1 for _, x0, x1 in pieces if x0 < g - 2 and x1 > g + 2) <= max(2, rows * 0.15)]
+    layout = PageLayout(page.number, gutters=kept)
     if layout.gutters:
         wide = [s.bbox[1] for s in page.spans if layout.column_of(s.bbox) == -1]
         layout.band_tops = sorted(wide)
     return layout
+
+
+def paper_gutters(pages: list[PageText]) -> dict[int, list[float]]:
+    """Gutters by page, found on all pages of the same size and orientation together."""
+    by_size: dict[tuple[int, int, bool], list[PageText]] = {}
+    for page in pages:
+        by_size.setdefault((round(page.width / 10), round(page.height / 10), page.ocr), []).append(page)
+    found = {p.number: p.gutters for p in pages if p.gutters is not None}
+    for group in by_size.values():
+        group = [p for p in group if p.gutters is None]
+        if not group:
+            continue
+        gutters = gutters_of([(p.number, s) for p in group for s in p.spans], group[0].width)
+        found.update({p.number: gutters for p in group})
+    return found
 
 
 # --- lines --------------------------------------------------------------------------
@@ -179,8 +261,30 @@ def group_lines(spans: list[Span]) -> list[list[Span]]:
     return [sorted(line, key=lambda s: s.bbox[0]) for line in lines]
 
 
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+MATH_ALPHANUMERIC = re.compile(r"[\U0001d400-\U0001d7ff]+")
+
+
+def normalize_text(text: str) -> str:
+    """Mathematical italic letters (𝑥) as plain letters, and Word's doubled glyphs (𝐺𝐺 for G) undone.
+
+    Only the Mathematical Alphanumeric block is folded (NFKC), so full-width
+    punctuation and circled numbers stay as printed.
+    """
+
+    def fold(match: re.Match) -> str:
+        run = match.group()
+        if len(run) % 2 == 0 and run[0::2] == run[1::2]:
+            run = run[0::2]
+        return unicodedata.normalize("NFKC", run)
+
+    return MATH_ALPHANUMERIC.sub(fold, text)
+
+
 def _script(span: Span, main: Span) -> str:
-    """ "^" for a raised small run, "_" for a lowered one, "" for ordinary text."""
+    """ "^" for a raised small run, "_" for a lowered one, "" for ordinary text (and for any Chinese)."""
+    if CJK.search(span.text):
+        return ""  # a small raised Chinese run is a note or a label, never an exponent
     if span.flags & SUPERSCRIPT_FLAG:
         return "^"
     if span.size >= 0.85 * main.size or not span.text.strip().isascii():
@@ -247,10 +351,11 @@ def page_lines(page: PageText, layout: PageLayout) -> list[Line]:
 def reading_order(pages: list[PageText]) -> tuple[list[Line], dict[int, PageLayout]]:
     """All lines of the document in reading order, and each page's layout (for placing figures)."""
     pages = strip_running_text(pages)
+    gutters = paper_gutters(pages)
     lines: list[Line] = []
     layouts = {}
     for page in pages:
-        layout = page_layout(page)
+        layout = page_layout(page, gutters[page.number])
         layouts[page.number] = layout
         lines += page_lines(page, layout)
     return lines, layouts

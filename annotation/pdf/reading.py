@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
 import pymupdf
 from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
-from annotation.pdf.layout import MARGIN, PageText, Span
+from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
 
 PAGE_DPI = 110  # page images are for people to compare against; figures are cropped sharper
 OCR_DPI = 120  # 10.5 pt characters come out ~17 px high, enough for PP-OCR; 150 dpi costs 1.5x the time
@@ -76,7 +77,8 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
             for span in line["spans"]:
                 if not span["text"].strip() or span.get("alpha", 255) == 0:
                     continue
-                spans.append(Span(span["text"], tuple(span["bbox"]), span["origin"][1], span["size"], span["flags"]))
+                text = normalize_text(span["text"])
+                spans.append(Span(text, tuple(span["bbox"]), span["origin"][1], span["size"], span["flags"]))
     return PageText(number, page.rect.width, page.rect.height, spans)
 
 
@@ -95,15 +97,71 @@ def has_usable_text(page_text: PageText) -> bool:
 
 
 def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
-    """OCR lines as spans, their pixel boxes turned back into PDF points."""
+    """OCR lines as spans, their pixel boxes turned back into PDF points.
+
+    A page set in columns is read one column strip at a time: a text detector
+    joins two columns' lines across a narrow gutter, and nothing after it can
+    take them apart again.
+    """
     image = render_image(page, dpi=OCR_DPI)
     scale = 72 / OCR_DPI
     spans = []
-    for line in backend.recognize(image).lines:
-        x0, y0, x1, y1 = (v * scale for v in line.box)
-        height = max(1.0, y1 - y0)
-        spans.append(Span(line.text, (x0, y0, x1, y1), baseline=y1 - 0.15 * height, size=0.85 * height))
-    return PageText(number, page.rect.width, page.rect.height, spans)
+    edges = [0, *image_gutters(image), image.width]
+    for left, right in zip(edges, edges[1:], strict=False):
+        strip = image if len(edges) == 2 else image.crop((left, 0, right, image.height))
+        for line in backend.recognize(strip).lines:
+            x0, y0, x1, y1 = ((line.box[0] + left) * scale, line.box[1] * scale, (line.box[2] + left) * scale,
+                              line.box[3] * scale)  # fmt: skip
+            height = max(1.0, y1 - y0)
+            spans.append(Span(line.text, (x0, y0, x1, y1), baseline=y1 - 0.15 * height, size=0.85 * height))
+    gutters = [x * scale for x in edges[1:-1]]
+    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
+
+
+def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: float = 0.22) -> list[int]:
+    """x (pixels) of the white vertical bands between the columns of a page image.
+
+    A band is clear of ink on all but ``max_ink`` of the page height (a title or
+    a rule across the page may cross it), a few pixels wide, with inked text on
+    both sides; the columns it leaves are each at least ``min_column`` of the
+    width, so the gap beside a figure or between options is no gutter.
+    """
+    ink = np.asarray(image.convert("L").reduce(2)) < 150
+    height, width = ink.shape
+    # A rule drawn down the gutter is the gutter.
+    ink[:, ink.sum(axis=0) > 0.5 * height] = False
+    # Smeared sideways by about a character's width, a text line is solid, a gap between columns stays blank.
+    reach = 4
+    sums = np.cumsum(np.pad(ink, ((0, 0), (reach + 1, reach)), constant_values=False), axis=1, dtype=np.int32)
+    ink = (sums[:, 2 * reach + 1 :] - sums[:, : -2 * reach - 1]) > 0
+    rows_with_ink = ink.sum(axis=0)
+    clear = rows_with_ink <= max_ink * height
+    # Under a title and the instructions, which cross it, a gutter still runs down most of the page.
+    for x in np.flatnonzero(~clear & (rows_with_ink <= 0.4 * height)):
+        marks = np.flatnonzero(ink[:, x])
+        clear[x] = np.diff(np.concatenate(([-1], marks, [height]))).max() > 0.5 * height
+    inked = np.flatnonzero(rows_with_ink > 0.1 * height)
+    if inked.size < 2:
+        return []
+    left_edge, right_edge = inked[0], inked[-1]
+    bands = []
+    x = left_edge
+    while x < right_edge:
+        if not clear[x]:
+            x += 1
+            continue
+        end = x
+        while end < right_edge and clear[end]:
+            end += 1
+        if end - x >= 4:
+            bands.append((end - x, (x + end) // 2))
+        x = end
+    chosen: list[int] = []
+    for _, middle in sorted(bands, reverse=True):  # widest first
+        edges = sorted([left_edge, right_edge, *chosen, middle])
+        if min(b - a for a, b in zip(edges, edges[1:], strict=False)) >= min_column * (right_edge - left_edge):
+            chosen.append(middle)
+    return sorted(2 * int(x) for x in chosen)
 
 
 def page_text_lines(page_text: PageText) -> str:

@@ -23,19 +23,28 @@ from k12vista.vocabulary import QuestionType
 CN_NUMERAL = "一二三四五六七八九十"
 # 一、选择题 / 二．填空题 / 第三部分 解答题 / 第二大题：计算题
 SECTION = re.compile(
-    rf"^(?:第?[{CN_NUMERAL}]+(?:部分|大题)\s*[、．.:：]?|[{CN_NUMERAL}]+\s*[、．.:：])\s*(\S{{0,12}}?题)"
+    rf"^(?:第?([{CN_NUMERAL}]+)(?:部分|大题)\s*[、．.:：]?|([{CN_NUMERAL}]+)\s*[、．.:：])\s*[(（]?\s*(\S{{0,12}}?题)"
 )
 SECTION_TYPES = [
+    (("非选择", "选考", "选做"), QuestionType.FREE_RESPONSE),  # before 选择: 非选择题 is no choice section
     (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
     (("填空",), QuestionType.FILL_IN_BLANK),
     (("解答", "计算", "问答", "证明", "简答", "综合", "实验", "探究", "作图", "应用"), QuestionType.FREE_RESPONSE),
 ]
 # "参考答案" also covers 参考答案与解析, 参考答案及评分标准 and the like; a bare "答案" only as a
 # whole line, since "【答案】C" starts an inline answer.
-ANSWER_SECTION = re.compile(r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)")
-NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d))\s*")
+ANSWER_SECTION = re.compile(
+    r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)|(?:参考答案|试题答案|答案与解析|答案及解析|试题解析)"
+)
+# Instructions to candidates number their points "1．… 2．…"; they are no questions.
+NOTICE = re.compile(r"^\s*(?:注意事项|考生须知|考生注意|注意)\s*[:：]?")
+UNNUMBERED = re.compile(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*[(（]\s*\d{{1,2}}\s*分\s*[)）]\s*(.*)$")
+STATED_COUNT = re.compile(r"共\s*(\d{1,2})\s*(?:小)?题|有\s*(\d{1,2})\s*个?小题")
+SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
+# "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
+NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
 # Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
-OPTION = re.compile(r"(?<![A-Za-z])([A-H])\s*[.．、:：]\s*")
+OPTION = re.compile(r"(?:(?<![A-Za-z])([A-H])\s*[.．、:：]|[(（]\s*([A-H])\s*[)）])\s*")
 POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
@@ -57,6 +66,19 @@ class ParsedQuestion:
     answer: str = ""
     solution: str = ""
     part: str = "stem"  # where the next line goes: stem, option, answer or solution
+    scope: str = ""  # the section numeral where numbering restarts per section ("二" of 二.3)
+    name: str = ""  # the label of a question without a number (a section that is one question: "五")
+
+    @property
+    def label(self) -> str:
+        """The question's number as a person cites it: "7", or "二.3" where numbers restart per section."""
+        if self.name:
+            return self.name
+        return f"{self.scope}.{self.number}" if self.scope else str(self.number)
+
+    @property
+    def option_count(self) -> int:
+        return len(self.options)
 
     @property
     def text(self) -> str:
@@ -71,6 +93,7 @@ class ParsedQuestion:
 class AnswerEntry:
     number: int
     text: list[str] = field(default_factory=list)
+    scope: str = ""  # the section numeral of an answer section that restarts its numbers (二、(1)[B] (2)[C])
 
 
 @dataclass
@@ -78,6 +101,16 @@ class Segmented:
     questions: list[ParsedQuestion]
     warnings: list[str]
     answers_key: tuple | None = None  # where the answer section starts, in reading order
+    report: dict = field(default_factory=dict)  # the paper's consistency report
+
+
+def _instructed_type(heading: str) -> str | None:
+    """A heading that names no type says what to do: 选出…答案 is choice, 写在横线上 is fill-in."""
+    if re.search(r"选出|选项|字母", heading):
+        return QuestionType.MULTIPLE_CHOICE
+    if re.search(r"横线|填在|填写在题中", heading):
+        return QuestionType.FILL_IN_BLANK
+    return None
 
 
 def section_type(title: str) -> str | None:
@@ -114,30 +147,76 @@ class Segmenter:
         self.current: ParsedQuestion | None = None
         self.entry: AnswerEntry | None = None
         self.answers_key: tuple | None = None
+        self.answer_scope = ""
+        self.stated: dict[int, tuple[str, int | None]] = {}  # section -> (heading, "共 8 小题" count)
+        self.leftover: dict[tuple[int, int], int] = {}  # (page, column) -> characters read into no question
+        self.in_notice = False
+        self.notice_last = 0  # the last point number of the notice being read
+        self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
+        self.numeral = ""  # the numeral of the section being read
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
-        if ANSWER_SECTION.match(text) and len(text) <= 24:
+        if NOTICE.match(text) and not self.in_answers:
+            self.in_notice, self.current, self.notice_last = True, None, 0
+            return
+        if ANSWER_SECTION.search(text) and len(text) <= 30 and not NUMBER.match(text):
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
         section = SECTION.match(text)
         if section:
             self.section += 1
-            self.current = None
+            self.current, self.in_notice = None, False
+            self.numeral = section.group(1) or section.group(2) or ""
+            stated = STATED_COUNT.search(text)
+            self.stated[self.section] = (text[:40], int(stated.group(1) or stated.group(2)) if stated else None)
             if not self.in_answers:
                 # A section of another kind (判断题) has its questions' types guessed one by one.
-                self.qtype = section_type(section.group(1))
+                self.qtype = section_type(section.group(3)) or _instructed_type(text)
+                self.typed_sections += self.qtype is not None
+            return
+        single = UNNUMBERED.match(text)
+        if single and not self.in_answers and not self.in_notice and not re.search(r"小题|每题|题有|各题", text):
+            # 五、（6 分）以初速… : a section that is one question, known by its numeral.
+            self.section += 1
+            last = self.questions[-1].number if self.questions else 0
+            self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
+            self.current.name = single.group(1)
+            self.questions.append(self.current)
+            self.current.lines.append(line)
+            self._add(self.current, single.group(2))
+            return
+        if self.current is None and self.section and self.qtype is None and not self.in_answers:
+            # The heading's instructions go on over its next lines (…每小题3分。每小 / 题选出一个正确的答案).
+            self.qtype = _instructed_type(text)
+            self.typed_sections += self.qtype is not None
+        if self.in_answers and self._scoped_answers(text):
             return
         if self.in_answers and self._choice_run(text):
             return
+        if self.in_answers and len(pieces := _answer_pieces(text)) > 1:
+            for piece in pieces:  # "14．D 15．AD 16．CD": a key on one line
+                self.feed(Line(piece, line.bbox, line.page, line.key))
+            return
         number = NUMBER.match(text)
-        if number and self._starts_item(int(number.group(1))):
+        if self.in_notice:
+            # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
+            value = int(number.group(1)) if number else None
+            follows = bool(self.questions) and value == self.questions[-1].number + 1
+            if value is None or (value > self.notice_last and not follows):
+                self.notice_last = value or self.notice_last
+                return
+            self.in_notice = False
+        if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
             self._start(int(number.group(1)), line)
         if self.in_answers:
             if self.entry is not None:
                 self._add_to_entry(self.entry, text)
+        elif self.current is None and self.questions and not self.in_notice:
+            where = (line.page, line.key[2] if len(line.key) > 2 else 0)
+            self.leftover[where] = self.leftover.get(where, 0) + len(text)
         elif self.current is not None:
             self.current.lines.append(line)
             self._add(self.current, text)
@@ -148,6 +227,36 @@ class Segmenter:
             entry.text.append("\n")
         _join(entry.text, text)
 
+    def _scoped_answers(self, text: str) -> bool:
+        """Answers by section where numbers restart: "二、(1)[B](2)[C]", "七、第1小题：…" for a question 七."""
+        scoped = {q.scope for q in self.questions if q.scope} | {q.name for q in self.questions if q.name}
+        if not scoped:
+            return False
+        heading = re.match(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*", text)
+        if heading and heading.group(1) in scoped:
+            self.answer_scope = heading.group(1)
+            text = text[heading.end() :]
+            if any(q.name == self.answer_scope for q in self.questions):
+                self.entry = AnswerEntry(0, [text], scope=self.answer_scope)
+                self.entries.append(self.entry)
+                return True
+        elif not self.answer_scope:
+            return False
+        items = list(re.finditer(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]", text))
+        if not items or items[0].start() > 0:
+            if self.entry is not None:
+                self._add_to_entry(self.entry, text)
+            return True
+        if self.entry is not None and self.entry.number == 0 and self.entry.scope == self.answer_scope:
+            self._add_to_entry(self.entry, text)  # the sub-answers of a one-question section
+            return True
+        ends = [m.start() for m in items[1:]] + [len(text)]
+        for match, end in zip(items, ends, strict=True):
+            number = int(match.group(1) or match.group(2))
+            self.entry = AnswerEntry(number, [text[match.end() : end].strip()], scope=self.answer_scope)
+            self.entries.append(self.entry)
+        return True
+
     def _choice_run(self, text: str) -> bool:
         run = CHOICE_RUN.match(text)
         if not run or int(run.group(2)) - int(run.group(1)) + 1 != len(run.group(3)):
@@ -157,17 +266,28 @@ class Segmenter:
         self.entry = None
         return True
 
-    def _starts_item(self, number: int) -> bool:
+    def _starts_item(self, number: int, rest: str = "") -> bool:
         """Only a number that follows on starts a question, so "2." inside a solution does not."""
         if self.in_answers:
-            return self.entry is None or number > self.entry.number
+            # A second pass over the numbers (a key, then worked solutions) starts again at the first.
+            first = self.entries[0].number if self.entries else None
+            return self.entry is None or number > self.entry.number or (number == first and number < self.entry.number)
         last = self.questions[-1].number if self.questions else None
         if last is None or number == last + 1 or (self.current is None and number == 1):
             return True
+        if number < last and self._repeats(number, rest):
+            return True  # the paper again, now with its answers: matched back in result()
+        if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
+            return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
         if last + 1 < number <= last + 1 + MAX_SKIPPED:
             self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
             return True
         return False
+
+    def _repeats(self, number: int, rest: str) -> bool:
+        """A number seen before whose text starts as that question's did: a copy of the paper."""
+        head = _head(rest)
+        return len(head) >= 6 and any(q.number == number and _head(q.text) == head for q in self.questions)
 
     def _start(self, number: int, line: Line) -> None:
         if self.in_answers:
@@ -175,6 +295,7 @@ class Segmenter:
             self.entries.append(self.entry)
             return
         self.current = ParsedQuestion(number=number, section=self.section, qtype=self.qtype or "")
+        self.current.scope = self.numeral
         self.questions.append(self.current)
 
     def _add(self, question: ParsedQuestion, text: str) -> None:
@@ -214,39 +335,180 @@ class Segmenter:
         question.part = "option"
         for match, following in zip(starts, [*starts[1:], None], strict=True):
             end = following.start() if following else len(text)
-            question.options.append({"label": match.group(1), "text": text[match.end() : end].strip()})
+            question.options.append({"label": _label(match), "text": text[match.end() : end].strip()})
 
     def result(self) -> Segmented:
+        self._merge_copies()
+        self._scope_numbers()
         for question in self.questions:
             if not question.qtype:
                 question.qtype = guess_type(question)
+            elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
+                # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
+                # calculation question set after them without a heading of its own.
+                question.qtype = guess_type(question, options=False)
+        if not self.typed_sections and not _looks_like_exam(self.questions):
+            if self.questions:
+                self.warnings.append("the document does not look like an exam paper: no question was imported")
+            self.questions, self.entries = [], []
         self._match_answers()
-        return Segmented(self.questions, self.warnings, self.answers_key)
+        report = consistency_report(self.questions, self.stated, self.leftover)
+        return Segmented(self.questions, self.warnings, self.answers_key, report)
+
+    def _merge_copies(self) -> None:
+        """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
+        kept: list[ParsedQuestion] = []
+        for question in self.questions:
+            first = next((q for q in kept if q.number == question.number and _head(q.text) == _head(question.text)
+                          and len(_head(q.text)) >= 6), None)  # fmt: skip
+            if first is None:
+                kept.append(question)
+                continue
+            first.answer = first.answer or question.answer
+            first.solution = first.solution or question.solution
+            if len(first.options) < 2 <= len(question.options):
+                first.options = question.options
+            if question.lines and (self.answers_key is None or question.lines[0].key < self.answers_key):
+                self.answers_key = question.lines[0].key  # figures of the copy belong to no question
+        numbers = [q.number for q in kept]
+        if len(kept) < len(self.questions) and len(numbers) == len(set(numbers)):
+            kept.sort(key=lambda q: q.number)  # a question only the copy has (its first print is an image)
+        self.questions = kept
+
+    def _scope_numbers(self) -> None:
+        """Numbers that restart per section (一、1-8, 二、1-8) are labelled with their section: 二.3."""
+        numbers = [q.number for q in self.questions]
+        if len(numbers) == len(set(numbers)):
+            for question in self.questions:
+                question.scope = ""
+            return
+        for question in self.questions:
+            question.scope = question.scope or "?"
 
     def _match_answers(self) -> None:
         """Answer-section entries go to the question with the same number, in order."""
         open_questions: dict[int, list[ParsedQuestion]] = {}
         for question in self.questions:
             open_questions.setdefault(question.number, []).append(question)
+        used: dict[int, int] = {}
+        passes: dict[int, int] = {}
         for entry in self.entries:
+            if entry.scope:
+                scoped = [q for q in self.questions if (q.name == entry.scope and entry.number == 0)
+                          or (q.scope == entry.scope and q.number == entry.number and not q.name)]  # fmt: skip
+                if scoped:
+                    answer, solution = split_entry("".join(entry.text))
+                    scoped[0].answer = scoped[0].answer or answer
+                    scoped[0].solution = f"{scoped[0].solution}\n{solution}".strip() if solution else scoped[0].solution
+                    continue
             candidates = open_questions.get(entry.number)
             if not candidates:
                 self.warnings.append(f"answer {entry.number} in the answer section matches no question")
                 continue
-            question = candidates.pop(0)
+            # Numbers restarting per section: the n-th entry numbered 3 goes to the n-th question 3; a
+            # second pass (a key, then worked solutions) goes to the same questions again.
+            seen = used.get(entry.number, 0)
+            if seen >= len(candidates):
+                passes[entry.number] = passes.get(entry.number, 0) + 1
+                seen = 0
+            used[entry.number] = seen + 1
+            question = candidates[seen]
             answer, solution = split_entry("".join(entry.text))
             question.answer = question.answer or answer
-            question.solution = question.solution or solution
+            if solution and solution not in question.solution:
+                question.solution = f"{question.solution}\n{solution}".strip()
         for question in self.questions:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
 
 
+KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
+
+
+def _answer_pieces(text: str) -> list[str]:
+    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up one by one."""
+    starts = list(KEY_ITEM.finditer(text))
+    if len(starts) < 2 or starts[0].start() != 0:
+        return [text]
+    numbers = [int(m.group(1)) for m in starts]
+    if any(b != a + 1 for a, b in zip(numbers, numbers[1:], strict=False)):
+        return [text]
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
+
+
+LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no question is a lost question
+
+
+def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
+                       leftover: dict[tuple[int, int], int]) -> dict:  # fmt: skip
+    """What a person checks first on an import: every number found once, sections as long as they say.
+
+    ``warnings`` lists each gap, duplicate, count that differs from its heading
+    and column whose text went to no question; ``suspects`` holds the labels of
+    the questions next to each of them, which get a flag.
+    """
+    report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
+                    "leftover": [], "warnings": [], "suspects": []}  # fmt: skip
+    by_scope: dict[str, list[ParsedQuestion]] = {}
+    for question in questions:
+        if not question.name:
+            by_scope.setdefault(question.scope, []).append(question)
+    for scope, members in by_scope.items():
+        seen: dict[int, ParsedQuestion] = {}
+        for before, after in zip(members, members[1:], strict=False):
+            for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
+                label = f"{scope}.{missing}" if scope else str(missing)
+                report["gaps"].append(label)
+                report["warnings"].append(f"question {label} was not found (between {before.label} and {after.label})")
+                report["suspects"] += [before.label, after.label]
+        for question in members:
+            if question.number in seen:
+                report["duplicates"].append(question.label)
+                report["warnings"].append(f"question number {question.label} appears twice")
+                report["suspects"].append(question.label)
+            seen[question.number] = question
+    for section, (heading, count) in sorted(stated.items()):
+        found = [q for q in questions if q.section == section]
+        report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
+        if count is not None and found and count != len(found):
+            report["warnings"].append(f"the section “{heading}” states {count} questions, {len(found)} were found")
+            report["suspects"] += [found[0].label, found[-1].label]
+    for (page, column), chars in sorted(leftover.items()):
+        if chars >= LEFTOVER_CHARS:
+            report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
+            message = f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question"
+            report["warnings"].append(message)
+    report["suspects"] = sorted(set(report["suspects"]))
+    return report
+
+
+def _head(text: str) -> str:
+    """The first characters of a text without spaces and math marks: two copies of one question agree on it."""
+    return re.sub(r"[\s$^_{}]", "", text)[:12]
+
+
+def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
+    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks or (  )."""
+    if not questions:
+        return False
+    marked = sum(
+        1
+        for q in questions
+        if len(q.options) >= 2 or q.answer or q.solution or re.search(r"_{2,}|＿|[(（]\s*[)）]", q.text)
+    )
+    return marked >= max(1, (len(questions) + 1) // 2)
+
+
+def _label(match: re.Match) -> str:
+    return match.group(1) or match.group(2)
+
+
 def _starts_options(text: str) -> bool:
     """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
     match = OPTION.match(text)
-    return bool(match) and match.group(1) == "A" and not POINT_LIST.match(text)
+    return bool(match) and _label(match) == "A" and not POINT_LIST.match(text)
 
 
 def split_entry(text: str) -> tuple[str, str]:
@@ -280,11 +542,12 @@ def split_answer(answer: str, qtype: str) -> list[str]:
     return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
 
 
-def guess_type(question: ParsedQuestion) -> str:
+def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
     """Type of a question outside any recognised section."""
-    if len(question.options) >= 2:
+    if options and len(question.options) >= 2:
         return QuestionType.MULTIPLE_CHOICE
-    if re.search(r"_{3,}|＿{2,}", question.text):
+    blanks = re.search(r"_{3,}|＿{2,}", question.text)
+    if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):
         return QuestionType.FILL_IN_BLANK
     return QuestionType.FREE_RESPONSE
 

@@ -57,3 +57,38 @@ def test_it_takes_an_exam_pdf_to_corrected_steps(page, worker, tmp_path):
     assert first.status == Question.Status.SOLUTION_CORRECTED
     assert first.solution_steps == ["由 $x^2=4$ 得 $x=\\pm 2$。", "故选 C。"]
     assert page.problems == []
+
+
+def _import(page, path):
+    page.goto("/annotate/imports/")
+    page.set_input_files("#pdf-upload input[type=file]", str(path))
+    page.select_option("#pdf-upload select[name=pdf-subject]", "math")
+    page.select_option("#pdf-upload select[name=pdf-grade]", "9")
+    page.click("#pdf-upload button[type=submit]")
+    page.wait_for_url("**/annotate/imports/*/")
+    page.wait_for_selector("#import-report", timeout=90000)
+    page.reload()
+
+
+def test_the_import_page_shows_the_consistency_report_with_its_gaps(page, worker, tmp_path):
+    """Issue 11: a three-column paper reads in order; a paper that lost a question says which, on the page."""
+    make_person("qian", Role.ANNOTATOR)
+    log_in(page, "qian", PASSWORD)
+    page.wait_for_url("**/annotate/")
+
+    columns = tmp_path / "三栏.pdf"
+    columns.write_bytes(fixtures_pdf.three_column_page())
+    _import(page, columns)
+    assert page.locator(".imported-question").count() == 6
+    report = page.locator("#consistency-report")
+    assert report.get_attribute("data-gaps") == "0"
+    assert report.locator(".numbers").inner_text() == "1, 2, 3, 4, 5, 6"
+
+    gap = tmp_path / "缺题.pdf"
+    gap.write_bytes(fixtures_pdf.gap_paper())
+    _import(page, gap)
+    report = page.locator("#consistency-report")
+    assert report.get_attribute("data-gaps") == "1" and report.locator(".gaps").inner_text() == "3"
+    assert "question 3 was not found" in page.locator("#import-report").inner_text()
+    assert page.locator(".imported-question [data-code=import_gap]").count() == 2
+    assert page.problems == []

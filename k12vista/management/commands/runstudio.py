@@ -2,6 +2,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from django.conf import settings
 from django.core.management import call_command
@@ -18,37 +19,36 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
 
     def handle(self, *args, port, host, **options):
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "k12vista",
-                "worker",
-                "-Q",
-                "cpu,io",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                "2",
-                "--without-gossip",
-                "--without-mingle",
-                "--hostname",
-                "studio@%h",
-            ],
-        )
+        command = [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--loglevel", "INFO",
+                   "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", "studio@%h"]  # fmt: skip
+        worker = subprocess.Popen(command)
+        stopping = threading.Event()
+
+        def keep_the_worker_running() -> None:
+            # Celery's worker exits when it loses a Redis broker; start it again, as systemd would.
+            nonlocal worker
+            while not stopping.wait(2):
+                if worker.poll() is not None:
+                    self.stderr.write(f"The worker exited (code {worker.returncode}); starting it again.")
+                    worker = subprocess.Popen(command)
+
+        threading.Thread(target=keep_the_worker_running, daemon=True).start()
         url = f"http://{host}:{port}/"
         self.stdout.write(self.style.SUCCESS(f"\nK12Vista Studio: {url}"))
         if settings.DEMO_MODE:
             for username, role in DEMO_ACCOUNTS:
                 self.stdout.write(f"  {role.label:<14} {username} / {DEMO_PASSWORD}")
+        # The worker's JobSweeper bootstep (k12vista/celery.py) re-sends lost jobs; nothing else to start.
+        self.stdout.write(
+            f"The worker sweeps the job table every {settings.JOB_SWEEP_INTERVAL_SECONDS} s (lost or unsent jobs)."
+        )
         self.stdout.write("Ctrl-C stops the web server and the worker.\n")
         try:
             call_command("runserver", f"{host}:{port}", use_reloader=False)
         except KeyboardInterrupt:
             pass
         finally:
+            stopping.set()
             if worker.poll() is None:
                 worker.send_signal(signal.SIGTERM)
                 try:

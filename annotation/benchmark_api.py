@@ -1,0 +1,203 @@
+"""The benchmark API: allocation preview, draws, releases (build, publish,
+items, comparison) and clustering; the same service calls as the screens, for
+researchers and administrators. Files are downloaded from the release page's
+URLs (``annotation:release_file``), which check the same roles."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, pagination, serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation import draw, knowledge, releases
+from annotation.benchmark_views import get_release_for_user
+from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
+from k12vista.roles import HasRole, Role
+
+RESEARCHERS = HasRole(Role.RESEARCHER, Role.ADMIN)
+
+
+class TargetsInput(serializers.Serializer):
+    per_cell = serializers.IntegerField(min_value=0, default=draw.DEFAULT_PER_CELL)
+    cover_knowledge = serializers.BooleanField(default=True)
+    subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
+    cells = serializers.DictField(child=serializers.IntegerField(min_value=0), default=dict)
+
+
+class DrawInput(serializers.Serializer):
+    targets = TargetsInput(default=dict)
+    seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    name = serializers.CharField(max_length=200, required=False, default="")
+
+
+class CandidateSetOutput(serializers.ModelSerializer):
+    class Meta:
+        model = CandidateSet
+        fields = ["id", "name", "targets", "seed", "bank_fingerprint", "report", "job", "created"]
+        read_only_fields = fields
+
+
+class ReleaseFileOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ReleaseFile
+        fields = ["form", "sha256", "size", "count"]
+        read_only_fields = fields
+
+
+class ReleaseOutput(serializers.ModelSerializer):
+    files = ReleaseFileOutput(many=True, read_only=True)
+    release_status = serializers.CharField(source="status", read_only=True)
+
+    class Meta:
+        model = Release
+        fields = ["version", "name", "release_status", "candidate_set", "licence", "studio_commit", "summary",
+                  "error", "job", "created", "published", "files"]  # fmt: skip
+        read_only_fields = fields
+
+
+class ReleaseInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, default="")
+    licence = serializers.CharField(max_length=100, required=False, default=releases.DEFAULT_LICENCE)
+
+
+class ReleaseItemOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ReleaseItem
+        fields = ["hash_id", "version", "content_hash", "provenance"]
+        read_only_fields = fields
+
+
+class ClusterInput(serializers.Serializer):
+    subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
+    params = serializers.DictField(default=dict)
+
+
+def targets_of(data: dict) -> draw.Targets:
+    try:
+        return draw.Targets.from_dict(data)
+    except draw.DrawError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+
+
+@extend_schema(parameters=[TargetsInput], responses={200: dict})
+@api_view(["GET"])
+@permission_classes([RESEARCHERS])
+def allocation(request: Request) -> Response:
+    """The allocation per cell with its shortfalls, for the targets in the query."""
+    given = TargetsInput(data={k: v for k, v in request.query_params.items() if k in ("per_cell", "cover_knowledge")})
+    given.is_valid(raise_exception=True)
+    return Response(draw.preview(targets_of({**given.validated_data,
+                                             "subjects": request.query_params.getlist("subjects")})))  # fmt: skip
+
+
+class Newest(pagination.CursorPagination):
+    ordering = "-id"
+    page_size = 50
+
+
+class CandidateSetList(generics.ListAPIView):
+    serializer_class = CandidateSetOutput
+    permission_classes = [RESEARCHERS]
+    pagination_class = Newest
+    queryset = CandidateSet.objects.all()
+
+    @extend_schema(request=DrawInput, responses={202: CandidateSetOutput})
+    def post(self, request: Request) -> Response:
+        given = DrawInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        candidate = draw.start_draw(targets=targets_of(data["targets"]), by=request.user, name=data["name"],
+                                    seed=data["seed"])  # fmt: skip
+        return Response(CandidateSetOutput(candidate).data, status=status.HTTP_202_ACCEPTED)
+
+
+class CandidateSetDetail(generics.RetrieveAPIView):
+    serializer_class = CandidateSetOutput
+    permission_classes = [RESEARCHERS]
+    queryset = CandidateSet.objects.all()
+
+
+class ReleaseList(generics.ListAPIView):
+    serializer_class = ReleaseOutput
+    permission_classes = [RESEARCHERS]
+    queryset = Release.objects.prefetch_related("files")
+
+
+class ReleaseDetail(generics.RetrieveAPIView):
+    serializer_class = ReleaseOutput
+    permission_classes = [RESEARCHERS]
+
+    def get_object(self):
+        return get_release_for_user(self.request.user, self.kwargs["version"])
+
+
+class ByHashId(pagination.CursorPagination):
+    ordering = "hash_id"
+    page_size = 500
+
+
+class ReleaseItems(generics.ListAPIView):
+    """The questions a release holds (what runs and leaderboards on a release cover)."""
+
+    serializer_class = ReleaseItemOutput
+    permission_classes = [RESEARCHERS]
+    pagination_class = ByHashId
+
+    def get_queryset(self):
+        return get_release_for_user(self.request.user, self.kwargs["version"]).items.all()
+
+
+@extend_schema(request=ReleaseInput, responses={202: ReleaseOutput})
+@api_view(["POST"])
+@permission_classes([RESEARCHERS])
+def release_create(request: Request, pk: int) -> Response:
+    candidate = generics.get_object_or_404(CandidateSet, pk=pk)
+    given = ReleaseInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        release = releases.start_release(candidate_set=candidate, by=request.user, **given.validated_data)
+    except releases.ReleaseError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response(ReleaseOutput(release).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=None, responses={200: ReleaseOutput})
+@api_view(["POST"])
+@permission_classes([RESEARCHERS])
+def release_publish(request: Request, version: int) -> Response:
+    release = get_release_for_user(request.user, version)
+    try:
+        release = releases.publish_release(release=release, by=request.user)
+    except releases.ReleaseError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response(ReleaseOutput(release).data)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([RESEARCHERS])
+def release_compare(request: Request) -> Response:
+    """Added, removed and changed questions from ``old`` to ``new`` (versions), with diffs."""
+    try:
+        old, new = (int(request.query_params.get(name, "")) for name in ("old", "new"))
+    except ValueError:
+        raise ValidationError({"detail": "give old and new as release versions"}) from None
+    return Response(releases.compare_releases(get_release_for_user(request.user, old),
+                                              get_release_for_user(request.user, new)))  # fmt: skip
+
+
+@extend_schema(request=ClusterInput, responses={202: dict})
+@api_view(["POST"])
+@permission_classes([RESEARCHERS])
+def cluster(request: Request) -> Response:
+    given = ClusterInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        params = knowledge.ClusterParams.from_dict(given.validated_data["params"])
+        job = knowledge.start_clustering(by=request.user, subjects=given.validated_data["subjects"], params=params)
+    except knowledge.KnowledgeError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response({"job": job.pk, "params": job.params}, status=status.HTTP_202_ACCEPTED)

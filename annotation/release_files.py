@@ -1,0 +1,286 @@
+"""A release's files, written once by the build job and checksummed:
+
+- the reference JSONL (the paper's release format; ``export.write_reference``),
+- the studio zip with every figure (``export.write_studio``),
+- a Hugging Face ``datasets`` copy: Parquet shards carrying ``datasets``'
+  Features in their schema (images included as bytes) and a dataset card
+  (README.md with a YAML header), zipped for download and kept unzipped so
+  ``datasets.load_dataset(folder)`` reads it.
+
+Everything lives under ``MEDIA_ROOT/releases/v<version>/`` with names made from
+the version, is written to a ``.partial`` name and renamed, and is served only
+by ``views.release_file`` (researchers and administrators).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from datasets import Features, Image, List, Value
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+from annotation import export
+from annotation.models import Question, Release, ReleaseFile
+from k12vista.vocabulary import QUESTION_TYPE_ZH
+
+SPLIT = "test"  # a benchmark: everything is for evaluation
+FEATURES = Features({
+    "hash_id": Value("string"),
+    "subject": Value("string"),
+    "grade": Value("int32"),
+    "stage": Value("string"),
+    "type": Value("string"),
+    "type_zh": Value("string"),
+    "question": Value("string"),
+    "options": List({"label": Value("string"), "text": Value("string")}),
+    "answers": List(Value("string")),
+    "raw_solution": Value("string"),
+    "solution_steps": List(Value("string")),
+    "knowledge_points": List(Value("string")),
+    "core_units": List(Value("string")),
+    "difficulty": Value("float32"),
+    "source": Value("string"),
+    "content_hash": Value("string"),
+    "provenance": Value("string"),  # JSON: document, page, box, refinement runs, audits
+    "images": List(Image()),
+})  # fmt: skip
+ROW_GROUP = 500
+CITATION = """@misc{k12vista,
+  title={K12Vista: Exploring the Boundaries of MLLMs in K-12 Education},
+  author={{K12Vista authors}},
+  howpublished={\\url{https://github.com/lichongod/K12Vista}}
+}"""
+
+
+def release_dir(release: Release) -> Path:
+    return Path(settings.MEDIA_ROOT) / "releases" / f"v{release.version}"
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(settings.MEDIA_ROOT).as_posix()
+
+
+def record(release: Release, form: str, path: Path, count: int) -> ReleaseFile:
+    found, _ = ReleaseFile.objects.update_or_create(
+        release=release, form=form,
+        defaults={"path": relative(path), "sha256": export.sha256_of(path), "size": path.stat().st_size,
+                  "count": count},
+    )  # fmt: skip
+    return found
+
+
+# --- the Hugging Face copy ------------------------------------------------------------------
+
+
+ITEM_FIELDS = ("hash_id", "content_hash", "content", "provenance")
+
+
+def read_figure(name: str) -> dict:
+    try:
+        path = default_storage.path(name)
+    except NotImplementedError:  # a storage without local paths
+        with default_storage.open(name, "rb") as stored:
+            return {"bytes": stored.read(), "path": Path(name).name}
+    with open(path, "rb") as stored:
+        return {"bytes": stored.read(), "path": Path(name).name}
+
+
+def hf_row(item: tuple, images: list[dict]) -> dict:
+    """One row of the Hugging Face copy from an item's (hash_id, content_hash, content, provenance)."""
+    hash_id, content_hash, c, provenance = item
+    return {
+        "hash_id": hash_id, "subject": c["subject"], "grade": c["grade"], "stage": c.get("stage", ""),
+        "type": c["qtype"], "type_zh": QUESTION_TYPE_ZH.get(c["qtype"], c["qtype"]), "question": c["text"],
+        "options": [{"label": str(o.get("label", "")), "text": str(o.get("text", ""))} for o in c["options"]],
+        "answers": c["answers"], "raw_solution": c["raw_solution"], "solution_steps": c["solution_steps"],
+        "knowledge_points": c["knowledge_points"], "core_units": c.get("core_units", []),
+        "difficulty": c["difficulty"], "source": c["source"], "content_hash": content_hash,
+        "provenance": json.dumps(provenance, ensure_ascii=False), "images": images,
+    }  # fmt: skip
+
+
+def row_groups(items: Any, size: int) -> Any:
+    """Items in groups of ``size``, each with its figures read (by a few threads: the reads wait on the disk)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for group in itertools.batched(items, size):
+            names = [item[2].get("figures", []) for item in group]
+            flat = list(pool.map(read_figure, [n for found in names for n in found]))
+            out, at = [], 0
+            for item, found in zip(group, names, strict=True):
+                out.append(hf_row(item, flat[at : at + len(found)]))
+                at += len(found)
+            yield out
+
+
+def write_parquet(items: Any, folder: Path, total: int, *, rows_per_shard: int, tick: Callable[[], None]) -> list[str]:
+    """Shards named as the Hub names them (``data/test-00000-of-00002.parquet``); ``items`` yields
+    ``ITEM_FIELDS`` tuples in order."""
+    schema = FEATURES.arrow_schema
+    shards = max(1, math.ceil(total / rows_per_shard))
+    names = [f"data/{SPLIT}-{i:05d}-of-{shards:05d}.parquet" for i in range(shards)]
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    group = math.gcd(ROW_GROUP, rows_per_shard)  # a row group never straddles two shards
+    written = 0
+    writer = None
+    try:
+        for rows in row_groups(items, group):
+            shard = written // rows_per_shard
+            if writer is None or written % rows_per_shard == 0:
+                if writer is not None:
+                    writer.close()
+                writer = pq.ParquetWriter(folder / names[shard], schema)
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            written += len(rows)
+            for _row in rows:
+                tick()
+        if writer is None:  # an empty release still has its (empty) shard
+            writer = pq.ParquetWriter(folder / names[0], schema)
+    finally:
+        if writer is not None:
+            writer.close()
+    return names
+
+
+def size_category(n: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < limit:
+            return label
+    return "100K<n<1M"
+
+
+def rate_text(p: dict) -> str:
+    if not p or p.get("value") is None:
+        return "—"
+    low, high = p["ci95"] or (None, None)
+    interval = f" (95% CI {low:.3f}–{high:.3f})" if low is not None else ""
+    return f"{p['value']:.3f}{interval}, {p['successes']}/{p['n']}"
+
+
+def dataset_card(release: Release) -> str:
+    """README.md: the YAML header the Hub reads, then counts, coverage, audit quality, provenance, citation."""
+    summary = release.summary
+    header = {
+        "license": release.licence.lower(),
+        "language": ["zh"],
+        "pretty_name": release.name,
+        "size_categories": [size_category(summary.get("questions", 0))],
+        "task_categories": ["visual-question-answering"],
+        "tags": ["k12", "education", "multimodal", "benchmark"],
+        "configs": [{"config_name": "default", "data_files": [{"split": SPLIT, "path": f"data/{SPLIT}-*"}]}],
+        "k12vista": {
+            "release": release.version,
+            "studio_commit": release.studio_commit,
+            "candidate_set": summary.get("candidate_set"),
+            "built": release.created.isoformat(),
+        },  # fmt: skip
+    }
+    lines = ["---", yaml.safe_dump(header, allow_unicode=True, sort_keys=False).strip(), "---", "",
+             f"# {release.name}", "",
+             f"K12Vista release v{release.version}: {summary.get('questions', 0)} questions, built by K12Vista "
+             "Studio from an audited question bank.", "", "## Counts per cell", "",
+             "| subject | grade | type | questions |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {c['subject']} | {c['grade']} | {c['qtype']} | {c['count']} |" for c in summary.get("cells", [])]
+    kp = summary.get("knowledge_points", {})
+    lines += ["", "## Knowledge-point coverage", "",
+              f"- knowledge points covered: {kp.get('covered', 0)} of {kp.get('in_bank', 0)} in the bank",
+              f"- core units covered: {kp.get('core_units_covered', 0)} of {kp.get('core_units', 0)}", "",
+              "## Audit quality", ""]  # fmt: skip
+    audits = summary.get("audits", [])
+    if not audits:
+        lines.append("No audit results were recorded for these questions.")
+    for audit in audits:
+        lines += [
+            f"### Audit #{audit['id']}: {audit['name']}",
+            "",
+            f"Plan: ISO 2859-1 single sampling, normal inspection, level II, AQL {audit.get('aql')}; "
+            f"decision: {audit.get('decision') or '—'}.",
+            "",
+            "| dimension | high-quality rate |",
+            "|---|---|",
+        ]
+        lines += [f"| {name} | {rate_text(p)} |" for name, p in audit.get("rates", {}).items()]
+        lines.append("")  # fmt: skip
+    refinement = summary.get("refinement", {})
+    lines += ["", "## Provenance", "",
+              f"- release version: {release.version}", f"- studio commit: `{release.studio_commit or 'unknown'}`",
+              f"- models used in refinement: {', '.join(refinement.get('models', [])) or 'none recorded'}",
+              f"- model runs: {', '.join(refinement.get('runs', [])) or 'none recorded'}",
+              "- each row's `content_hash` is the studio's hash of its content and `provenance` (JSON) names its "
+              "source document, page and box, the model runs that refined it and the audits that passed it", "",
+              "## Licence", "", f"{release.licence}", "", "## Citation", "",
+              "Cite the K12Vista paper and name this release's version:", "", "```bibtex", CITATION, "```",
+              ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def zip_folder(folder: Path, out: Path) -> None:
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with zipfile.ZipFile(partial, "w") as archive:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file():
+                    # Parquet is compressed already.
+                    kind = zipfile.ZIP_STORED if path.suffix == ".parquet" else zipfile.ZIP_DEFLATED
+                    archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}", compress_type=kind)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_huggingface(release: Release, tick: Callable[[], None]) -> tuple[Path, int]:
+    base = release_dir(release)
+    folder = base / f"k12vista-v{release.version}-hf"
+    for old in folder.rglob("*.parquet"):
+        old.unlink()  # a rerun of the job starts the shards again
+    items = release.items.order_by("hash_id")
+    total = items.count()
+    rows_per_shard = getattr(settings, "RELEASE_PARQUET_ROWS_PER_SHARD", 5000)
+    rows = items.values_list(*ITEM_FIELDS).iterator(chunk_size=ROW_GROUP)
+    write_parquet(rows, folder, total, rows_per_shard=rows_per_shard, tick=tick)
+    (folder / "README.md").write_text(dataset_card(release), encoding="utf-8")
+    out = base / f"k12vista-v{release.version}-hf.zip"
+    zip_folder(folder, out)
+    return out, total
+
+
+def write_all(release: Release, progress: Callable[[int], None] | None = None) -> list[ReleaseFile]:
+    """Writes the three forms; ``progress(done)`` counts questions over all forms / 3."""
+    base = release_dir(release)
+    base.mkdir(parents=True, exist_ok=True)
+    questions = Question.objects.in_release(release).order_by("id")
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress and done % 300 == 0:
+            progress(done // 3)
+
+    files = []
+    forms = ((ReleaseFile.Form.REFERENCE, "reference", f"k12vista-v{release.version}.jsonl"),
+             (ReleaseFile.Form.STUDIO, "studio", f"k12vista-v{release.version}-studio.zip"))  # fmt: skip
+    for form, fmt, name in forms:
+        partial = base / f"{name}.partial"
+        try:
+            with open(partial, "wb") as out:
+                write = export.write_reference if fmt == "reference" else export.write_studio
+                count = write(questions, out, tick)
+            os.replace(partial, base / name)
+        finally:
+            partial.unlink(missing_ok=True)
+        files.append(record(release, form, base / name, count))
+    path, count = write_huggingface(release, tick)
+    files.append(record(release, ReleaseFile.Form.HUGGINGFACE, path, count))
+    return files

@@ -1,0 +1,341 @@
+"""Releases: versioned, immutable snapshots of a candidate set whose every
+question is audited.
+
+A release is built by a job (``annotation.build_release``): it snapshots each
+question (content, content hash, version, provenance) into ``ReleaseItem`` rows
+and writes the release files from the same questions (``release_files``), then
+checks that no question changed meanwhile (its version). The draft is published
+by ``publish_release``: refused if any question changed since the build, else
+its questions move to ``released`` and the release is frozen. A later edit of a
+released question changes the bank, never the snapshot, so it appears in the
+next release; ``compare_releases`` shows what changed between two.
+
+Audit results come from the review app, which this app may not import; the
+setting ``RELEASE_AUDIT_SUMMARY`` names the function that reports them (the
+same seam as ``OCR_BACKEND``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, Prefetch, QuerySet
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from annotation import services
+from annotation.models import (
+    CandidateSet,
+    Flag,
+    KnowledgePoint,
+    Question,
+    QuestionEdit,
+    Release,
+    ReleaseFile,
+    ReleaseItem,
+    StepProposal,
+)
+from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.models import Job
+
+RELEASABLE = (Question.Status.AUDITED, Question.Status.RELEASED)
+CHUNK = 500
+DEFAULT_LICENCE = "CC-BY-NC-4.0"
+AUDIT_NOTE = re.compile(r"audit #(\d+)")
+
+
+class ReleaseError(ValueError):
+    """The release cannot be built, published or compared as asked; the message says why."""
+
+
+# --- reading the bank ------------------------------------------------------------------
+
+
+def studio_commit() -> str:
+    """The studio's commit: the ``STUDIO_COMMIT`` setting (set by deployments), else git."""
+    if getattr(settings, "STUDIO_COMMIT", ""):
+        return settings.STUDIO_COMMIT
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=5, check=False
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def snapshot_queryset(questions: QuerySet[Question]) -> QuerySet[Question]:
+    """Questions with everything a snapshot reads, prefetched (no query per question)."""
+    return questions.select_related("source_document", "source_page").prefetch_related(
+        "figures__page",
+        Prefetch("knowledge_points", queryset=KnowledgePoint.objects.select_related("core_unit")),
+        Prefetch(
+            "step_proposals",
+            queryset=StepProposal.objects.only("question_id", "model_name", "run_ref", "status", "created"),
+        ),  # fmt: skip
+        Prefetch(
+            "flags",
+            queryset=Flag.objects.filter(origin=Flag.Origin.MODEL).only(
+                "question_id", "code", "run_ref", "resolved_at"
+            ),
+        ),  # fmt: skip
+        Prefetch(
+            "edits",
+            queryset=QuestionEdit.objects.filter(field="status", new=Question.Status.AUDITED),
+            to_attr="audit_moves",
+        ),  # fmt: skip
+    )
+
+
+def content_snapshot(question: Question) -> tuple[dict, str]:
+    """The question's content as the release keeps it, and its content hash (the bank's hash)."""
+    points = list(question.knowledge_points.all())
+    names = sorted(p.name for p in points)
+    content = services.content_of(question, names)
+    digest = services.hash_content(content)
+    content |= {
+        "stage": question.stage,
+        "core_units": sorted({p.core_unit.name for p in points if p.core_unit_id}),
+        "figures": [f.image.name for f in question.figures.all()],
+    }
+    return content, digest
+
+
+def provenance_of(question: Question) -> dict:
+    """Where the question came from and what touched it on its way here, as the bank knows it."""
+    document = question.source_document
+    return {
+        "source": question.source,
+        "document": {
+            "id": document.pk,
+            "name": document.original_name,
+            "kind": document.kind,
+            "sha256": document.sha256,
+        }
+        if document
+        else None,  # fmt: skip
+        "page": question.source_page.number if question.source_page_id else None,
+        "bbox": question.bbox,
+        "figures": [
+            {"position": f.position, "origin": f.origin, "page": f.page.number if f.page_id else None, "bbox": f.bbox}
+            for f in question.figures.all()
+        ],  # fmt: skip
+        "refinement": {
+            "step_proposals": [
+                {"model": p.model_name, "run": p.run_ref, "status": p.status} for p in question.step_proposals.all()
+            ],  # fmt: skip
+            "model_flags": [
+                {"code": f.code, "run": f.run_ref, "resolved": f.resolved_at is not None} for f in question.flags.all()
+            ],  # fmt: skip
+        },
+        "audits": [edit.note for edit in question.audit_moves],
+    }
+
+
+def audit_ids(items: Iterable[ReleaseItem]) -> list[int]:
+    found: set[int] = set()
+    for item in items:
+        for note in item.provenance.get("audits", []):
+            found.update(int(n) for n in AUDIT_NOTE.findall(note))
+    return sorted(found)
+
+
+def audit_summaries(ids: list[int]) -> list[dict]:
+    """The audits' results (rates with intervals, decisions) from the function the setting names."""
+    name = getattr(settings, "RELEASE_AUDIT_SUMMARY", "")
+    return import_string(name)(ids) if name and ids else []
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def not_releasable(candidate_set: CandidateSet) -> QuerySet[Question]:
+    return candidate_set.questions.exclude(status__in=RELEASABLE)
+
+
+def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licence: str = DEFAULT_LICENCE) -> Release:
+    """Creates the next version as a draft being built and starts the job that builds it."""
+    if not candidate_set.questions.exists():
+        raise ReleaseError("the candidate set is empty")
+    waiting = not_releasable(candidate_set).count()
+    if waiting:
+        raise ReleaseError(f"{waiting} questions of the candidate set are not audited yet")
+    for _attempt in range(3):
+        try:
+            with transaction.atomic():
+                version = (Release.objects.aggregate(v=Max("version"))["v"] or 0) + 1
+                release = Release.objects.create(
+                    version=version, name=name.strip() or f"K12Vista v{version}", candidate_set=candidate_set,
+                    licence=licence.strip() or DEFAULT_LICENCE, studio_commit=studio_commit(), created_by=by,
+                )  # fmt: skip
+                release.job = start_job(kind="annotation.build_release", user=by, params={"release": release.pk},
+                                        title=f"release v{version}")  # fmt: skip
+                release.save(update_fields=["job"])
+                return release
+        except IntegrityError:
+            continue  # someone took the version number at the same moment
+    raise ReleaseError("could not take a version number; try again")
+
+
+def snapshot(release: Release, progress: Progress | None = None) -> int:
+    """Writes the release's items from its candidate set (again from scratch: a rerun
+    of the job gives the same rows)."""
+    questions = release.candidate_set.questions.order_by("id") if release.candidate_set else Question.objects.none()
+    waiting = questions.exclude(status__in=RELEASABLE).count()
+    if waiting:
+        raise ReleaseError(f"{waiting} questions of the candidate set are not audited")
+    total = questions.count()
+    release.items.all().delete()
+    done = 0
+    batch: list[ReleaseItem] = []
+    for question in snapshot_queryset(questions).iterator(chunk_size=CHUNK):
+        content, digest = content_snapshot(question)
+        batch.append(ReleaseItem(release=release, question=question, hash_id=question.hash_id,
+                                 version=question.version, content_hash=digest, content=content,
+                                 provenance=provenance_of(question)))  # fmt: skip
+        if len(batch) >= CHUNK:
+            ReleaseItem.objects.bulk_create(batch)
+            done += len(batch)
+            batch = []
+            if progress:
+                progress(done, total * 2)
+    ReleaseItem.objects.bulk_create(batch)
+    return done + len(batch)
+
+
+def changed_since_snapshot(release: Release) -> QuerySet[ReleaseItem]:
+    """Items whose question was saved (or deleted) after the snapshot."""
+    return release.items.exclude(question__version=F("version"))
+
+
+def summarize(release: Release) -> dict:
+    """Counts per cell, knowledge-point coverage, models used, audits with their rates."""
+    cells: Counter[tuple[str, int, str]] = Counter()
+    points: set[str] = set()
+    units: set[str] = set()
+    models: set[str] = set()
+    runs: set[str] = set()
+    items = list(release.items.only("content", "provenance"))
+    for item in items:
+        c = item.content
+        cells[(c["subject"], c["grade"], c["qtype"])] += 1
+        points.update(f"{c['subject']}:{name}" for name in c["knowledge_points"])
+        units.update(f"{c['subject']}:{name}" for name in c.get("core_units", []))
+        for proposal in item.provenance.get("refinement", {}).get("step_proposals", []):
+            models.update([proposal["model"]] if proposal["model"] else [])
+            runs.update([proposal["run"]] if proposal["run"] else [])
+        for flag in item.provenance.get("refinement", {}).get("model_flags", []):
+            runs.update([flag["run"]] if flag["run"] else [])
+    subjects = {subject for subject, _g, _t in cells}
+    from annotation.models import CoreUnit
+
+    return {
+        "questions": len(items),
+        "cells": [{"subject": s, "grade": g, "qtype": t, "count": n} for (s, g, t), n in sorted(cells.items())],
+        "knowledge_points": {
+            "covered": len(points),
+            "in_bank": KnowledgePoint.objects.filter(subject__in=subjects).count(),
+            "core_units_covered": len(units),
+            "core_units": CoreUnit.objects.filter(subject__in=subjects).count(),
+        },  # fmt: skip
+        "refinement": {"models": sorted(models), "runs": sorted(runs)},
+        "audits": audit_summaries(audit_ids(items)),
+        "candidate_set": {
+            "id": release.candidate_set_id,
+            "seed": release.candidate_set.seed,
+            "targets": release.candidate_set.targets,
+        }
+        if release.candidate_set
+        else None,  # fmt: skip
+    }
+
+
+@job_handler("annotation.build_release", queue=Job.Queue.CPU)
+def build_release_job(job: Job, progress: Progress) -> dict:
+    from annotation import release_files
+
+    release = Release.objects.get(pk=job.params["release"])
+    if release.status == Release.Status.PUBLISHED:
+        return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo
+    try:
+        count = snapshot(release, progress)
+        release.summary = summarize(release)
+        release.save(update_fields=["summary"])
+        release_files.write_all(release, progress=lambda done: progress(count + done, count * 2))
+        stale = changed_since_snapshot(release).count()
+        if stale:
+            raise ReleaseError(f"{stale} questions changed while the release was built; build it again")
+    except ReleaseError as exc:
+        Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED, error=str(exc))
+        raise
+    Release.objects.filter(pk=release.pk).update(status=Release.Status.DRAFT, error="")
+    return {"release": release.pk, "version": release.version, "questions": count}
+
+
+# --- publishing ------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def publish_release(*, release: Release, by: Any) -> Release:
+    """Freezes a built draft and moves its questions to ``released``."""
+    release = Release.objects.select_for_update().get(pk=release.pk)
+    if release.status == Release.Status.PUBLISHED:
+        raise ReleaseError(f"release v{release.version} is published already")
+    if release.status != Release.Status.DRAFT:
+        raise ReleaseError(f"release v{release.version} is {release.get_status_display()}, not a finished draft")
+    if release.files.count() != len(ReleaseFile.Form.values):
+        raise ReleaseError("the release files are not all written")
+    stale = changed_since_snapshot(release).count()
+    if stale:
+        raise ReleaseError(f"{stale} questions changed since this draft was built; build a new release")
+    services.advance_set(questions=Question.objects.in_release(release), action="release",
+                         user=by, note=f"release v{release.version}")  # fmt: skip
+    release.status = Release.Status.PUBLISHED
+    release.published, release.published_by = timezone.now(), by
+    release.save(update_fields=["status", "published", "published_by"])
+    return release
+
+
+# --- comparing -------------------------------------------------------------------------------
+
+DIFF_FIELDS = (*services.EDITABLE_FIELDS, "figures")
+
+
+def field_diff(old: Any, new: Any) -> list[str]:
+    """A line diff of two values (text as lines, lists one element per line)."""
+
+    def lines(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return value.splitlines() or [""]
+        if isinstance(value, list):
+            return [v if isinstance(v, str) else str(v) for v in value]
+        return [str(value)]
+
+    return list(difflib.unified_diff(lines(old), lines(new), "before", "after", lineterm="", n=1))[2:]
+
+
+def compare_releases(old: Release, new: Release) -> dict:
+    """Questions added, removed and changed from ``old`` to ``new``, with a diff per changed field."""
+    before = {i.hash_id: i for i in old.items.only("hash_id", "content_hash", "content")}
+    after = {i.hash_id: i for i in new.items.only("hash_id", "content_hash", "content")}
+    changed = []
+    for hash_id in sorted(set(before) & set(after)):
+        a, b = before[hash_id], after[hash_id]
+        fields = [
+            {"field": name, "old": a.content.get(name), "new": b.content.get(name),
+             "diff": field_diff(a.content.get(name), b.content.get(name))}
+            for name in DIFF_FIELDS if a.content.get(name) != b.content.get(name)
+        ]  # fmt: skip
+        if a.content_hash != b.content_hash or fields:
+            changed.append({"hash_id": hash_id, "fields": fields})
+    return {
+        "old": old.version, "new": new.version,
+        "added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)), "changed": changed,
+    }  # fmt: skip

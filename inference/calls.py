@@ -1,0 +1,410 @@
+"""The one model-call layer: every place that calls a model over HTTP (inference
+runs, scoring runs, assist runs, step splitting, the vision OCR backend) goes
+through here.
+
+* **Clients** come from ``client.make_client`` (one construction).
+* **A shared limit per endpoint.** An endpoint's ``max_concurrency`` holds
+  across runs and processes: each HTTP attempt needs one of the endpoint's
+  slots, which are ``CallLease`` rows in the database (so it works the same on
+  SQLite with the filesystem broker and on PostgreSQL with Redis). A run leases
+  slots with a conditional UPDATE, keeps them while it has work, renews them
+  in the background and gives them back when it is done or idle; a run that
+  dies stops renewing, and its slots come free when the lease expires
+  (``CALL_LEASE_SECONDS``). Slots are leased in blocks, not per request, so the
+  limit costs almost nothing on the hot path (bench/inference_overhead.py).
+* **Retries** with tenacity: timeouts, connection errors, 408/409/429/5xx are
+  retried with exponential backoff and jitter, waiting at least what a 429 or
+  503's ``Retry-After`` asks; anything else fails at once. A slot is held for
+  one attempt only, never during the wait.
+* **Fan-out with batched saves**: ``fan_out`` runs one coroutine per item with
+  at most ``max_concurrency`` items being prepared or asked at once, and saves
+  what they return in batches (one transaction twice a second), reporting
+  progress (and so noticing a cancel) at the same moments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import email.utils
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import openai
+import tenacity
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from inference import client
+from inference.models import CallLease, ModelEndpoint
+
+# Seconds a lease lasts without renewal: how long a crashed run's slots stay taken.
+LEASE_SECONDS = 60
+# Seconds between two tries to lease more slots while every held one is busy.
+LEASE_POLL_SECONDS = 0.25
+# Longest wait between two attempts, whatever Retry-After asks.
+MAX_RETRY_WAIT = 300.0
+# Seconds between two rounds of renewing leases and giving back idle slots.
+KEEP_SECONDS = 1.0
+# Seconds between two saves and progress reports of a fan-out.
+SAVE_SECONDS = 0.5
+# Statuses whose Retry-After header says when to come back.
+RETRY_AFTER_STATUS = {429, 503}
+_FREE = datetime(2000, 1, 1, tzinfo=UTC)  # an expiry long past: the slot is free
+
+
+# --- the shared slots -------------------------------------------------------------------
+
+
+def lease_seconds() -> int:
+    return getattr(settings, "CALL_LEASE_SECONDS", LEASE_SECONDS)
+
+
+def take_slots(*, endpoint_id: int, limit: int, holder: str, want: int) -> list[int]:
+    """Leases up to ``want`` free slots (of ``limit``) of an endpoint for ``holder``.
+
+    Each slot is claimed by an UPDATE that only matches while its lease has run
+    out, so two holders never get the same slot, whatever the database."""
+    if want <= 0:
+        return []
+    CallLease.objects.bulk_create(
+        [CallLease(endpoint_id=endpoint_id, slot=n, expires=_FREE) for n in range(limit)], ignore_conflicts=True
+    )
+    now = timezone.now()
+    free = CallLease.objects.filter(endpoint_id=endpoint_id, slot__lt=limit, expires__lt=now)
+    taken = []
+    for pk, slot in free.values_list("pk", "slot")[: want * 2]:
+        claimed = CallLease.objects.filter(pk=pk, expires__lt=now).update(
+            holder=holder, expires=now + timedelta(seconds=lease_seconds())
+        )
+        if claimed:
+            taken.append(slot)
+            if len(taken) == want:
+                break
+    return taken
+
+
+def renew_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> set[int]:
+    """Extends the holder's leases; returns the slots it still holds (a lease
+    that ran out while the process stalled may have gone to someone else)."""
+    slots = list(slots)
+    mine = CallLease.objects.filter(endpoint_id=endpoint_id, holder=holder, slot__in=slots, expires__gte=timezone.now())
+    mine.update(expires=timezone.now() + timedelta(seconds=lease_seconds()))
+    return set(
+        CallLease.objects.filter(endpoint_id=endpoint_id, holder=holder, slot__in=slots).values_list("slot", flat=True)
+    )
+
+
+def free_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> None:
+    CallLease.objects.filter(endpoint_id=endpoint_id, holder=holder, slot__in=list(slots)).update(
+        holder="", expires=_FREE
+    )
+
+
+class SharedSlots:
+    """An endpoint's request slots as seen by one run in one event loop.
+
+    ``async with slots:`` takes a slot this run holds, or waits while a single
+    leaser task leases more from the database (up to the endpoint's
+    max_concurrency over all runs), polling while other runs hold them all. A
+    released slot goes straight to the next waiting task, with no query; the
+    hot path is a counter. A housekeeping task renews the leases and gives back
+    slots that stayed idle, so a second run on the same server gets them when
+    this one has less work than slots (at its end, or while it is saving)."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        self.endpoint_id = endpoint.pk
+        self.limit = endpoint.max_concurrency
+        self.holder = uuid.uuid4().hex
+        self.held: set[int] = set()
+        self.busy = 0
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._leaser: asyncio.Task | None = None
+        self._keeper: asyncio.Task | None = None
+
+    async def __aenter__(self) -> SharedSlots:
+        if self.busy < len(self.held) and not self.waiters:
+            self.busy += 1
+            return self
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        if self._leaser is None or self._leaser.done():
+            self._leaser = asyncio.create_task(self._lease_while_waited_for())
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # the slot was handed over just as we were cancelled
+            else:
+                self.waiters.remove(waiter)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        self.busy -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Gives free held slots to waiting tasks, first come first served."""
+        while self.waiters and self.busy < len(self.held):
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                self.busy += 1
+                waiter.set_result(None)
+        if self._keeper is None and self.held:
+            self._keeper = asyncio.create_task(self._keep())
+
+    async def _lease_while_waited_for(self) -> None:
+        while self.waiters and len(self.held) < self.limit:
+            want = min(len(self.waiters) - (len(self.held) - self.busy), self.limit - len(self.held))
+            got = await sync_to_async(take_slots, thread_sensitive=True)(
+                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder, want=want
+            )
+            self.held.update(got)
+            self._hand_over()
+            if self.waiters and not got:
+                await asyncio.sleep(LEASE_POLL_SECONDS)  # every slot is leased by other runs
+
+    async def _keep(self) -> None:
+        renewed = time.monotonic()
+        idle_before: set[int] = set()
+        while True:
+            await asyncio.sleep(KEEP_SECONDS)
+            idle = len(self.held) - self.busy if not self.waiters else 0
+            if idle > 0 and idle_before:
+                # Idle for a whole round: another run on this server may need them.
+                spare = set(list(self.held)[:idle])
+                self.held -= spare
+                await sync_to_async(free_slots, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, holder=self.holder, slots=spare
+                )
+            idle_before = {1} if idle > 0 else set()
+            if self.held and time.monotonic() - renewed >= lease_seconds() / 3:
+                sent = set(self.held)
+                still = await sync_to_async(renew_slots, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, holder=self.holder, slots=sent
+                )
+                self.held -= sent - still
+                renewed = time.monotonic()
+
+    async def close(self) -> None:
+        for task in (self._leaser, self._keeper):
+            if task is not None:
+                task.cancel()
+        self._leaser = self._keeper = None
+        if self.held:
+            await sync_to_async(free_slots, thread_sensitive=True)(
+                endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held
+            )
+            self.held = set()
+
+
+class one_slot:  # noqa: N801 (used as a context manager, like open())
+    """One slot for a synchronous caller (the OCR backend), polled for and
+    leased for at least the call's timeout so it needs no renewal."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        self.endpoint = endpoint
+        self.holder = uuid.uuid4().hex
+        self.slots: list[int] = []
+
+    def __enter__(self) -> one_slot:
+        if transaction.get_connection().in_atomic_block:
+            # A lease written inside a caller's transaction would stay invisible, and its row
+            # locked, until that commits: every other run would wait on it. The PDF importer
+            # calls OCR outside transactions; a caller inside one goes unlimited, not stuck.
+            return self
+        while not self.slots:
+            with transaction.atomic():
+                self.slots = take_slots(endpoint_id=self.endpoint.pk, limit=self.endpoint.max_concurrency,
+                                        holder=self.holder, want=1)  # fmt: skip
+            if self.slots:
+                # Long enough for the whole call: nothing renews a synchronous lease.
+                CallLease.objects.filter(endpoint_id=self.endpoint.pk, holder=self.holder).update(
+                    expires=timezone.now() + timedelta(seconds=self.endpoint.timeout_seconds + lease_seconds())
+                )
+            else:
+                time.sleep(LEASE_POLL_SECONDS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.slots:
+            free_slots(endpoint_id=self.endpoint.pk, holder=self.holder, slots=self.slots)
+        self.slots = []
+
+
+# --- retries ----------------------------------------------------------------------------
+
+
+def retry_after(exc: BaseException | None) -> float | None:
+    """Seconds a 429 or 503 asks us to wait (``Retry-After`` in seconds or as a
+    date, or ``retry-after-ms``), or None."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in RETRY_AFTER_STATUS:
+        return None
+    headers = exc.response.headers
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        if value.strip().isdigit() or value.replace(".", "", 1).strip().isdigit():
+            return max(0.0, float(value))
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - timezone.now()).total_seconds())
+    except (TypeError, ValueError, OverflowError):
+        return None  # a header we cannot read is no reason to fail the call
+
+
+class wait_backoff(tenacity.wait.wait_base):  # noqa: N801 (tenacity's naming)
+    """Exponential backoff with jitter, but never less than Retry-After."""
+
+    def __init__(self, backoff: float) -> None:
+        self.backoff = backoff
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        exponential = self.backoff * 2 ** (retry_state.attempt_number - 1) * (0.5 + random.random())  # noqa: S311
+        asked = retry_after(retry_state.outcome.exception() if retry_state.outcome else None)
+        return min(max(exponential, asked or 0.0), MAX_RETRY_WAIT)
+
+
+def retry_rules(*, retries: int | None = None, backoff: float | None = None) -> dict[str, Any]:
+    """The tenacity arguments every model call uses."""
+    return {
+        "stop": tenacity.stop_after_attempt(1 + (settings.MODEL_CALL_RETRIES if retries is None else retries)),
+        "wait": wait_backoff(getattr(settings, "MODEL_CALL_BACKOFF", 1.0) if backoff is None else backoff),
+        "retry": tenacity.retry_if_exception(lambda exc: isinstance(exc, Exception) and client.is_transient(exc)),
+        "reraise": True,
+    }
+
+
+def completion_of(reply: Any, *, started: float, attempts: int) -> client.Completion:
+    choice = reply.choices[0] if reply.choices else None
+    usage = reply.usage
+    return client.Completion(
+        text=(choice.message.content or "") if choice else "",
+        latency_ms=round((time.perf_counter() - started) * 1000),
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        finish_reason=(choice.finish_reason or "") if choice else "",
+        attempts=attempts,
+    )
+
+
+# --- callers ----------------------------------------------------------------------------
+
+
+class Caller:
+    """Calls to one endpoint from one run: its client, its shared slots and the retry rules."""
+
+    def __init__(self, endpoint: ModelEndpoint, *, retries: int | None = None, backoff: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.api = client.make_client(endpoint)
+        self.slots = SharedSlots(endpoint)
+        self.rules = retry_rules(retries=retries, backoff=backoff)
+
+    async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> client.Completion:
+        """One chat completion, retried by the rules above; ModelCallError when it fails for good."""
+        attempts = 0
+        try:
+            async for attempt in tenacity.AsyncRetrying(**self.rules):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    async with self.slots:
+                        started = time.perf_counter()
+                        reply = await self.api.chat.completions.create(
+                            model=self.endpoint.model_name, messages=messages, **params
+                        )
+        except (openai.APIError, openai.APIConnectionError) as exc:
+            raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
+                                        attempts=attempts) from exc  # fmt: skip
+        return completion_of(reply, started=started, attempts=attempts)
+
+    async def close(self) -> None:
+        await self.slots.close()
+        await self.api.close()
+
+
+def complete_sync(
+    endpoint: ModelEndpoint, messages: list[dict[str, Any]], params: dict[str, Any], *, backoff: float | None = None
+) -> client.Completion:
+    """The synchronous twin of ``Caller.complete`` for synchronous callers (the
+    PDF importer's OCR backend): the same slots, retry rules and errors."""
+    api = client.make_client(endpoint, sync=True)
+    attempts = 0
+    try:
+        for attempt in tenacity.Retrying(**retry_rules(backoff=backoff)):
+            with attempt:
+                attempts = attempt.retry_state.attempt_number
+                with one_slot(endpoint):
+                    started = time.perf_counter()
+                    reply = api.chat.completions.create(model=endpoint.model_name, messages=messages, **params)
+    except (openai.APIError, openai.APIConnectionError) as exc:
+        raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
+                                    attempts=attempts) from exc  # fmt: skip
+    finally:
+        api.close()
+    return completion_of(reply, started=started, attempts=attempts)
+
+
+# --- fan-out ----------------------------------------------------------------------------
+
+
+async def fan_out[T, R](
+    items: Iterable[T],
+    handle: Callable[[T], Awaitable[R | None]],
+    *,
+    concurrency: int,
+    save: Callable[[list[R]], None],
+    progress: Callable[[int, int | None], None],
+    done: int,
+    total: int,
+) -> None:
+    """Runs ``handle`` for every item, at most ``concurrency`` at once, and saves
+    what they return (None: nothing to save) with ``save(batch)`` in batches.
+
+    Saving each answer and the job row one by one cost a quarter of the
+    throughput; twice a second is enough for the progress bar and for noticing
+    a cancel (``progress`` raises JobCancelled). A crash loses at most the
+    unsaved results, whose rows stay pending and are asked again. The first
+    real error (a cancel, a lost job, a database failure) ends the fan-out."""
+    limit = asyncio.Semaphore(concurrency)
+    unsaved: list[R] = []
+    state = {"done": done, "reported": 0.0}
+    save_now = sync_to_async(save, thread_sensitive=True)
+    report_now = sync_to_async(progress, thread_sensitive=True)
+
+    async def settle(final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - state["reported"] < SAVE_SECONDS:
+            return
+        state["reported"] = now
+        batch, unsaved[:] = list(unsaved), []
+        if batch:
+            await save_now(batch)
+        await report_now(state["done"], total)
+
+    async def one(item: T) -> None:
+        async with limit:
+            result = await handle(item)
+            if result is not None:
+                unsaved.append(result)
+            state["done"] += 1
+            await settle()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for item in items:
+                group.create_task(one(item))
+    except* Exception as group_error:
+        raise group_error.exceptions[0] from None
+    await settle(final=True)

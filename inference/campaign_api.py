@@ -1,0 +1,68 @@
+"""The campaign API: start a campaign and watch its runs, with the same services as the screens."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from inference import campaigns, models, services
+from inference.api import MANAGERS, FiltersInput, Newest, ParamsInput
+from inference.campaign_views import get_campaign_for_user
+
+
+class CampaignInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    endpoints = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all(), many=True)
+    mode = serializers.ChoiceField(choices=models.InferenceRun.Mode.choices)
+    input_form = serializers.ChoiceField(
+        choices=models.InferenceRun.InputForm.choices, default=models.InferenceRun.InputForm.IMAGES
+    )
+    filters = FiltersInput(required=False, default=dict)
+    params = ParamsInput(required=False, default=dict)
+    seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None)
+
+
+class CampaignOutput(serializers.ModelSerializer):
+    summary = serializers.SerializerMethodField()
+
+    class Meta:
+        model = models.Campaign
+        fields = ["id", "name", "mode", "input_form", "filters", "params", "seed", "created", "summary"]
+        read_only_fields = fields
+
+    def get_summary(self, campaign) -> dict:
+        return campaigns.summary(campaign).as_dict()
+
+
+class CampaignList(generics.ListAPIView):
+    serializer_class = CampaignOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return models.Campaign.objects.visible_to(self.request.user)
+
+    @extend_schema(request=CampaignInput, responses={201: CampaignOutput})
+    def post(self, request: Request) -> Response:
+        given = CampaignInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            campaign = campaigns.start_campaign(
+                name=data["name"], endpoints=list(data["endpoints"]), mode=data["mode"], filters=data["filters"],
+                user=request.user, input_form=data["input_form"], params=data["params"], seed=data["seed"],
+            )  # fmt: skip
+        except (campaigns.CampaignError, services.EndpointError) as exc:
+            raise ValidationError({"endpoints": [str(exc)]}) from exc
+        return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)
+
+
+class CampaignDetail(generics.RetrieveAPIView):
+    serializer_class = CampaignOutput
+    permission_classes = [MANAGERS]
+
+    def get_object(self):
+        return get_campaign_for_user(self.request.user, self.kwargs["pk"])

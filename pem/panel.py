@@ -1,0 +1,245 @@
+"""A judge panel with a real majority (PIPELINE.md stage 7, PEM-800K labels).
+
+N judge models label every step of some inference runs' chains through
+step-by-step scoring runs (inference.scoring, one per run and judge, all
+judged in the panel's one job); their labels are aligned onto the chains'
+steps (``pem.services.labels_from_scoring_run``), then ``vote`` decides each
+step:
+
+* a label needs ``threshold`` judges (default: a strict majority of the
+  panel). The threshold is always more than half the panel, so two labels can
+  never both win and nothing is settled by the order judges are listed in;
+* a step where no label reaches it is NO_MAJORITY: it gets no panel label, is
+  kept out of training (``ChainOfThought.objects.fully_decided_by``) and
+  counted;
+* a judge without a usable label for a step (its call failed or timed out,
+  its output could not be read, its split did not cover the step) casts no
+  vote there; it is counted per judge under ``missing_votes`` (the format
+  filter's evidence), never guessed;
+* the explanation is the designated explainer's when it voted with the
+  majority, else the first majority judge's (panel order) that gave one; the
+  vote records which (``PanelVote.explained_by``).
+
+Panel, judges, threshold, explainer, scoring runs and every vote are stored
+(PanelRun, PanelVote); decided labels are also ``StepLabel(source=PANEL,
+rater=<panel name>)`` so agreement statistics read them with the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+from inference import scoring
+from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
+from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.models import Job
+from k12vista.vocabulary import TAXONOMY_VERSION
+from pem import services
+from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
+
+JOB_KIND = "pem.panel"
+VOTE_CHUNK = 500  # chains per round of the vote: memory flat in the number of chains
+
+
+class PanelError(ValueError):
+    """A panel that cannot start; the message says why."""
+
+
+def default_threshold(judges: int) -> int:
+    return judges // 2 + 1
+
+
+def check_panel(*, judges: Sequence[ModelEndpoint], threshold: int, explainer: str) -> None:
+    names = [judge.name for judge in judges]
+    if len(set(names)) != len(names):
+        raise PanelError("each judge model can sit on the panel once")
+    if len(names) < threshold:
+        raise PanelError(
+            f"a threshold of {threshold} votes needs at least {threshold} judges; the panel has {len(names)}"
+        )
+    if threshold * 2 <= len(names):
+        raise PanelError(
+            f"a threshold of {threshold} of {len(names)} judges is not a majority: two labels could both reach it; "
+            f"use at least {default_threshold(len(names))}"
+        )
+    if explainer and explainer not in names:
+        raise PanelError(f"the explainer {explainer!r} is not one of the panel's judges")
+
+
+@transaction.atomic
+def start_panel(
+    *, name: str, inference_runs: Sequence[InferenceRun], judges: Sequence[ModelEndpoint], user: Any,
+    threshold: int | None = None, explainer: str = "", params: dict | None = None,
+) -> PanelRun:  # fmt: skip
+    """Checks the panel, records it with one scoring run per inference run and
+    judge, and starts the panel's job. Refused (PanelError, ScoringError,
+    EndpointError) before anything is saved."""
+    name = name.strip()[:200]
+    if not name:
+        raise PanelError("a panel needs a name")
+    if PanelRun.objects.filter(name=name).exists():
+        raise PanelError(f"a panel named {name!r} exists already")
+    if not inference_runs:
+        raise PanelError("choose the inference runs whose chains the panel labels")
+    threshold = default_threshold(len(judges)) if threshold is None else threshold
+    check_panel(judges=judges, threshold=threshold, explainer=explainer)
+    panel = PanelRun.objects.create(name=name, judges=[j.name for j in judges], threshold=threshold,
+                                    explainer=explainer, created_by=user)  # fmt: skip
+    panel.inference_runs.set(inference_runs)
+    method = ScoringRun.Method.JUDGE_STEPS
+    for run in inference_runs:
+        for judge in judges:
+            title = f"{name} · {judge.name} · {run.name}"
+            panel.scoring_runs.add(
+                scoring.create_scoring_run(
+                    inference_run=run, judge=judge, method=method, user=user, params=params, name=title
+                )  # fmt: skip
+            )
+    panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{name}")
+    panel.save(update_fields=["job"])
+    return panel
+
+
+def restart_panel(*, panel: PanelRun, user: Any) -> Job:
+    """Judges again what failed (call failed, unreadable output), then votes again."""
+    if panel.job is not None and not panel.job.is_finished:
+        raise PanelError(f"{panel} is still running")
+    Judgment.objects.filter(scoring_run__in=panel.scoring_runs.all(), status__in=scoring.FAILED_STATUSES).update(
+        status=Judgment.Status.PENDING, error="", score=None
+    )
+    panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{panel} (again)")
+    panel.save(update_fields=["job"])
+    return panel.job
+
+
+@job_handler(JOB_KIND, queue=Job.Queue.IO)
+def run_panel_job(job: Job, progress: Progress) -> dict:
+    """Chains for every run (idempotent), all judges at once, their labels
+    aligned, then the vote. Safe to run again: judged items are skipped and the
+    labels and votes are replaced, never duplicated."""
+    panel = PanelRun.objects.get(pk=job.params["panel_run_id"])
+    for run in panel.inference_runs.all():
+        services.cots_from_run(inference_run=run)
+    runs = list(panel.scoring_runs.select_related("judge", "inference_run").order_by("id"))
+    prepared = [scoring.prepare_judging(run) for run in runs]
+    parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
+
+    def part(n: int):
+        def report(done: int, total: int | None = None) -> None:
+            parts[n] = (done, total or 0)
+            progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
+
+        return report
+
+    async def judge_all() -> None:
+        async with asyncio.TaskGroup() as group:
+            for n, (run, (pending, done, total)) in enumerate(zip(runs, prepared, strict=True)):
+                group.create_task(scoring.judge_pending(run, pending, part(n), done, total))
+
+    progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
+    try:
+        async_to_sync(judge_all)()
+    except* Exception as group_error:
+        raise group_error.exceptions[0] from None
+    labelled = {run.judge.name: services.labels_from_scoring_run(scoring_run=run) for run in runs}
+    counts = vote(panel)
+    return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}
+
+
+# --- the vote ---------------------------------------------------------------------------
+
+
+def decide(votes: dict[str, str | None], *, threshold: int) -> str:
+    """The label at least ``threshold`` judges gave, or "" when none did."""
+    tally = Counter(label for label in votes.values() if label)
+    if not tally:
+        return ""
+    label, count = tally.most_common(1)[0]
+    return label if count >= threshold else ""
+
+
+def explainer_of(panel: PanelRun, label: str, votes: dict[str, str | None], reasons: dict[str, str]) -> str:
+    """Who explains a decided label: the designated explainer if it voted with
+    the majority, else the first majority judge (panel order) with a reason."""
+    majority = [judge for judge in panel.judges if votes.get(judge) == label]
+    if panel.explainer in majority and reasons.get(panel.explainer):
+        return panel.explainer
+    return next((judge for judge in majority if reasons.get(judge)), majority[0])
+
+
+def vote(panel: PanelRun) -> dict[str, Any]:
+    """Decides every step of the panel's chains, replacing any earlier vote.
+    The counts are stored on the panel and returned."""
+    judges = list(panel.judges)
+    scoring_runs = list(panel.scoring_runs.values_list("pk", flat=True))
+    chains = ChainOfThought.objects.of_runs(panel.inference_runs.all()).order_by("id").values_list("pk", flat=True)
+    counts: Counter[str] = Counter()
+    missing: Counter[str] = Counter()
+    labels: Counter[str] = Counter()
+    chain_ids = list(chains)
+    for start in range(0, len(chain_ids), VOTE_CHUNK):
+        chunk = chain_ids[start : start + VOTE_CHUNK]
+        with transaction.atomic():
+            _vote_chunk(panel, chunk, judges, scoring_runs, counts, missing, labels)
+    result = {
+        "judges": judges,
+        "threshold": panel.threshold,
+        "explainer": panel.explainer,
+        "chains": len(chain_ids),
+        "chains_fully_decided": counts["chains_fully_decided"],
+        "chains_with_no_majority": counts["chains_with_no_majority"],
+        "steps": counts["steps"],
+        "decided": counts["decided"],
+        "no_majority": counts["no_majority"],
+        "missing_votes": {judge: missing[judge] for judge in judges},
+        "labels": dict(sorted(labels.items())),
+    }
+    panel.counts = result
+    panel.save(update_fields=["counts"])
+    return result
+
+
+def _vote_chunk(panel, chunk, judges, scoring_runs, counts, missing, labels) -> None:
+    steps = list(Step.objects.filter(cot_id__in=chunk).order_by("cot_id", "position").values_list("pk", "cot_id"))
+    given: dict[int, dict[str, tuple[str, str]]] = {}
+    rows = StepLabel.objects.filter(step__cot_id__in=chunk, source=StepLabel.Source.MODEL, rater__in=judges,
+                                    scoring_run_id__in=scoring_runs)  # fmt: skip
+    for step_id, rater, label, explanation in rows.values_list("step_id", "rater", "label", "explanation"):
+        given.setdefault(step_id, {})[rater] = (label, explanation)
+    PanelVote.objects.filter(panel_run=panel, step__cot_id__in=chunk).delete()
+    StepLabel.objects.filter(step__cot_id__in=chunk, source=StepLabel.Source.PANEL, rater=panel.name).delete()
+    new_votes, new_labels = [], []
+    undecided_chains = set()
+    for step_id, cot_id in steps:
+        by_judge = given.get(step_id, {})
+        votes = {judge: by_judge[judge][0] if judge in by_judge else None for judge in judges}
+        reasons = {judge: by_judge[judge][1] for judge in by_judge}
+        for judge, label in votes.items():
+            missing[judge] += label is None
+        label = decide(votes, threshold=panel.threshold)
+        counts["steps"] += 1
+        if not label:
+            counts["no_majority"] += 1
+            undecided_chains.add(cot_id)
+            new_votes.append(PanelVote(panel_run=panel, step_id=step_id, outcome=PanelVote.Outcome.NO_MAJORITY,
+                                       votes=votes))  # fmt: skip
+            continue
+        counts["decided"] += 1
+        labels[label] += 1
+        explained_by = explainer_of(panel, label, votes, reasons)
+        new_votes.append(PanelVote(panel_run=panel, step_id=step_id, outcome=PanelVote.Outcome.MAJORITY,
+                                   label=label, votes=votes, explained_by=explained_by))  # fmt: skip
+        new_labels.append(StepLabel(step_id=step_id, source=StepLabel.Source.PANEL, rater=panel.name[:200],
+                                    label=label, explanation=reasons.get(explained_by, ""),
+                                    taxonomy_version=TAXONOMY_VERSION))  # fmt: skip
+    PanelVote.objects.bulk_create(new_votes, batch_size=1000)
+    StepLabel.objects.bulk_create(new_labels, batch_size=1000)
+    with_steps = {cot_id for _step, cot_id in steps}
+    counts["chains_with_no_majority"] += len(undecided_chains)
+    counts["chains_fully_decided"] += len(with_steps - undecided_chains)

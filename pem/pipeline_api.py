@@ -1,0 +1,129 @@
+"""API for the PEM-800K pipeline: splitting runs and judge panels, with the same
+services and access rules as the screens (pem/pipeline_views.py)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from inference.models import InferenceRun, ModelEndpoint
+from inference.scoring import ScoringError
+from inference.services import EndpointError
+from k12vista.pagination import Newest
+from k12vista.roles import HasRole, Role
+from k12vista.serializers import JobSerializer
+from pem import panel, splitting
+from pem.models import PanelRun, SplitRun
+from pem.pipeline_views import get_panel_for_user, get_split_run_for_user, mine
+
+MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
+
+
+class VisibleRuns(serializers.PrimaryKeyRelatedField):
+    """Inference runs the requesting person may see; others read as unknown ids."""
+
+    def get_queryset(self):
+        return InferenceRun.objects.visible_to(self.context["request"].user)
+
+
+class SplitInput(serializers.Serializer):
+    splitter = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all())
+    runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    min_coverage = serializers.FloatField(min_value=0.01, max_value=1, default=splitting.SPLIT_MIN_COVERAGE)
+
+
+class SplitOutput(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+    counts = serializers.SerializerMethodField()
+    runs = serializers.PrimaryKeyRelatedField(source="inference_runs", many=True, read_only=True)
+
+    class Meta:
+        model = SplitRun
+        fields = ["id", "name", "splitter", "runs", "params", "provenance", "job", "counts", "created"]
+        read_only_fields = fields
+
+    def get_counts(self, split_run) -> dict[str, int]:
+        return splitting.counts(split_run)
+
+
+class PanelInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    judges = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all(), many=True)
+    runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
+    threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, allow_null=True, default=None)
+    explainer = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+
+class PanelOutput(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+    runs = serializers.PrimaryKeyRelatedField(source="inference_runs", many=True, read_only=True)
+    scoring_runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = PanelRun
+        fields = ["id", "name", "judges", "threshold", "explainer", "runs", "scoring_runs", "counts", "job", "created"]
+        read_only_fields = fields
+
+
+class SplitList(generics.ListAPIView):
+    serializer_class = SplitOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return mine(SplitRun.objects.select_related("job"), self.request.user)
+
+    @extend_schema(request=SplitInput, responses={201: SplitOutput})
+    def post(self, request: Request) -> Response:
+        given = SplitInput(data=request.data, context={"request": request})
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            split_run = splitting.start_split_run(splitter=data["splitter"], inference_runs=list(data["runs"]),
+                                                  user=request.user, name=data["name"],
+                                                  min_coverage=data["min_coverage"])  # fmt: skip
+        except (splitting.SplitError, EndpointError) as exc:
+            raise ValidationError({"splitter": [str(exc)]}) from exc
+        return Response(SplitOutput(split_run).data, status=status.HTTP_201_CREATED)
+
+
+class SplitDetail(generics.RetrieveAPIView):
+    serializer_class = SplitOutput
+    permission_classes = [MANAGERS]
+
+    def get_object(self):
+        return get_split_run_for_user(self.request.user, self.kwargs["pk"])
+
+
+class PanelList(generics.ListAPIView):
+    serializer_class = PanelOutput
+    permission_classes = [MANAGERS]
+    pagination_class = Newest
+
+    def get_queryset(self):
+        return mine(PanelRun.objects.select_related("job"), self.request.user)
+
+    @extend_schema(request=PanelInput, responses={201: PanelOutput})
+    def post(self, request: Request) -> Response:
+        given = PanelInput(data=request.data, context={"request": request})
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            started = panel.start_panel(name=data["name"], inference_runs=list(data["runs"]),
+                                        judges=list(data["judges"]), user=request.user, threshold=data["threshold"],
+                                        explainer=data["explainer"])  # fmt: skip
+        except (panel.PanelError, ScoringError, EndpointError) as exc:
+            raise ValidationError({"judges": [str(exc)]}) from exc
+        return Response(PanelOutput(started).data, status=status.HTTP_201_CREATED)
+
+
+class PanelDetail(generics.RetrieveAPIView):
+    serializer_class = PanelOutput
+    permission_classes = [MANAGERS]
+
+    def get_object(self):
+        return get_panel_for_user(self.request.user, self.kwargs["pk"])

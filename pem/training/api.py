@@ -1,0 +1,183 @@
+"""API for PEM-800K: import, filter runs and their funnel, training exports, training runs.
+
+Starting work answers 202 with the job (followed at ``/api/jobs/<id>/``) and
+the record it fills; the same services as the screens (pem/training/views.py).
+"""
+
+from __future__ import annotations
+
+from django.core.files.storage import default_storage
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import parsers, serializers, status
+from rest_framework.decorators import api_view, parser_classes, permission_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation.jsonl_import import ImportFileError
+from k12vista.roles import HasRole, Role
+from k12vista.serializers import JobSerializer
+from pem import jobs as pem_jobs
+from pem.models import FilterRun, StepLabel, TrainingExport, TrainingRun
+from pem.training import exports, filters, formats, jobs, train
+
+MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
+
+
+class PEM800KImportInput(serializers.Serializer):
+    file = serializers.FileField()
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class FilterInput(serializers.Serializer):
+    source = serializers.ChoiceField(choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON])
+    rater = serializers.CharField(max_length=200)
+    params = serializers.DictField(required=False, default=dict)
+
+
+class FilterRunOutput(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+
+    class Meta:
+        model = FilterRun
+        fields = ["id", "label_source", "label_rater", "params", "kept", "funnel", "created", "finished", "job"]
+
+
+class TrainingExportInput(serializers.Serializer):
+    filter_run = serializers.PrimaryKeyRelatedField(queryset=FilterRun.objects.filter(finished__isnull=False))
+    formats = serializers.ListField(child=serializers.ChoiceField(choices=formats.FORMATS),
+                                    default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
+    min_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MIN_PIXELS)
+    max_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MAX_PIXELS)
+
+
+class ExportOutput(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+    status = serializers.CharField(read_only=True)  # running, done, failed
+    files = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TrainingExport
+        fields = ["id", "filter_run", "formats", "min_pixels", "max_pixels", "status", "records", "images",
+                  "manifest_sha256", "error", "created", "job", "files"]  # fmt: skip
+
+    def get_files(self, export: TrainingExport) -> dict[str, str]:
+        return exports.export_files(export)
+
+
+class TrainInput(serializers.Serializer):
+    export = serializers.PrimaryKeyRelatedField(queryset=TrainingExport.objects.filter(status="done"))
+    base_model = serializers.CharField(max_length=500)
+    hyperparameters = serializers.DictField(required=False, default=dict)
+
+
+class TrainingRunOutput(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+    status = serializers.CharField(read_only=True)  # running, done, failed
+    vllm_serve = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TrainingRun
+        fields = ["id", "export", "export_sha256", "base_model", "hyperparameters", "commit", "status", "checkpoint",
+                  "metrics", "error", "endpoint", "created", "finished", "job", "vllm_serve"]  # fmt: skip
+
+    def get_vllm_serve(self, run: TrainingRun) -> str:
+        return train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
+
+
+class CheckpointEndpointInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+@extend_schema(request={"multipart/form-data": PEM800KImportInput}, responses={202: JobSerializer})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+@parser_classes([parsers.MultiPartParser])
+def import_file(request: Request) -> Response:
+    given = PEM800KImportInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    upload = given.validated_data["file"]
+    try:
+        stored = pem_jobs.store_upload(upload)
+    except ImportFileError as exc:
+        raise ValidationError({"file": [str(exc)]}) from exc
+    job = jobs.start_import(path=default_storage.path(stored), name=given.validated_data["name"] or upload.name,
+                            user=request.user)  # fmt: skip
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=FilterInput, responses={202: FilterRunOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def filter_runs(request: Request) -> Response:
+    given = FilterInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        run = jobs.start_filters(**given.validated_data, user=request.user)
+    except filters.FilterError as exc:
+        raise ValidationError({"params": [str(exc)]}) from exc
+    return Response(FilterRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses=FilterRunOutput)
+@api_view(["GET"])
+@permission_classes([MANAGERS])
+def filter_run(request: Request, pk: int) -> Response:
+    return Response(FilterRunOutput(get_object_or_404(FilterRun, pk=pk)).data)
+
+
+@extend_schema(request=TrainingExportInput, responses={202: ExportOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def training_exports(request: Request) -> Response:
+    given = TrainingExportInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    data = given.validated_data
+    try:
+        export = jobs.start_export(filter_run=data["filter_run"], user=request.user, formats_wanted=data["formats"],
+                                   min_pixels=data["min_pixels"], max_pixels=data["max_pixels"])  # fmt: skip
+    except exports.ExportError as exc:
+        raise ValidationError({"filter_run": [str(exc)]}) from exc
+    return Response(ExportOutput(export).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses=ExportOutput)
+@api_view(["GET"])
+@permission_classes([MANAGERS])
+def training_export(request: Request, pk: int) -> Response:
+    return Response(ExportOutput(get_object_or_404(TrainingExport, pk=pk)).data)
+
+
+@extend_schema(request=TrainInput, responses={202: TrainingRunOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def training_runs(request: Request) -> Response:
+    given = TrainInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        run = jobs.start_training(**given.validated_data, user=request.user)
+    except train.TrainingError as exc:
+        raise ValidationError({"export": [str(exc)]}) from exc
+    return Response(TrainingRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses=TrainingRunOutput)
+@api_view(["GET"])
+@permission_classes([MANAGERS])
+def training_run(request: Request, pk: int) -> Response:
+    return Response(TrainingRunOutput(get_object_or_404(TrainingRun, pk=pk)).data)
+
+
+@extend_schema(request=CheckpointEndpointInput, responses={201: TrainingRunOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def training_run_endpoint(request: Request, pk: int) -> Response:
+    run = get_object_or_404(TrainingRun, pk=pk)
+    given = CheckpointEndpointInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    try:
+        train.register_endpoint(run, name=given.validated_data["name"], user=request.user)
+    except train.TrainingError as exc:
+        raise ValidationError({"name": [str(exc)]}) from exc
+    return Response(TrainingRunOutput(run).data, status=status.HTTP_201_CREATED)

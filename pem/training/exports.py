@@ -1,0 +1,316 @@
+"""PEM training exports: the chains a filter run kept, streamed into four fine-tuning formats.
+
+An export is a directory under ``MEDIA_ROOT/pem-training/export-<id>/`` (our
+names, from ids) holding ``llamafactory.jsonl`` with ``dataset_info.json`` and
+an example ``llamafactory-qwen2_5vl-lora.yaml``, ``swift.jsonl``,
+``trl.jsonl``, ``qwen.jsonl`` (pem/training/formats.py), ``images/`` (each
+figure once, ``<figure id>.<ext>``, referenced by relative path),
+``manifest.json`` (counts, the pinned ``min_pixels``/``max_pixels``, the
+filter run and its parameters, every file's SHA-256) and ``datasheet.md``.
+
+Rows are read with one ordered query through a server-side cursor, a chain
+at a time, so memory stays flat. The directory is written under a temporary
+name and renamed when complete: a crashed export leaves nothing half-written.
+
+Chains already in PEBench are refused before anything is written, and named;
+after writing, the exported chains are marked ``in_training_data`` in the
+same transaction that checks PEBench once more, so a PEBench build (which
+refuses such chains) and an export never share a chain.
+"""
+
+# SQL here is assembled from our own table names; values travel as parameters.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from annotation.export import sha256_of
+from annotation.models import Figure
+from k12vista.vocabulary import STEP_LABELS, TAXONOMY_VERSION
+from pem.models import ChainOfThought, FilteredChain, FilterRun, Step, StepLabel, TrainingExport
+from pem.training import formats
+
+# Qwen2.5-VL's processor defaults (28x28 patches): 4 to 16384 patches per image.
+DEFAULT_MIN_PIXELS = 4 * 28 * 28
+DEFAULT_MAX_PIXELS = 16384 * 28 * 28
+PROGRESS_EVERY = 2000
+LISTED_KEYS = 100
+FETCH_ROWS = 5000
+
+
+class ExportError(ValueError):
+    """The export cannot be made; the message says why."""
+
+
+def export_dir_name(export: TrainingExport) -> str:
+    return f"pem-training/export-{export.pk}"
+
+
+def export_path(export: TrainingExport) -> Path:
+    return Path(settings.MEDIA_ROOT) / export_dir_name(export)
+
+
+def kept_chain_ids(run: FilterRun):
+    return FilteredChain.objects.filter(run=run, removed_by="").values("cot_id")
+
+
+def pebench_conflicts(run: FilterRun) -> tuple[int, list[str]]:
+    """How many kept chains are PEBench items, and the keys of the first of them."""
+    chains = ChainOfThought.objects.in_pebench().filter(pk__in=kept_chain_ids(run)).order_by("id")
+    return chains.count(), list(chains.values_list("key", flat=True)[:LISTED_KEYS])
+
+
+def refuse_pebench(run: FilterRun) -> None:
+    count, keys = pebench_conflicts(run)
+    if count:
+        more = f" and {count - len(keys)} more" if count > len(keys) else ""
+        raise ExportError(f"{count} kept chains are PEBench items and may never be training data: "
+                          f"{', '.join(keys)}{more}")  # fmt: skip
+
+
+def start_export(
+    *, filter_run: FilterRun, user: Any, formats_wanted=formats.FORMATS,
+    min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> TrainingExport:  # fmt: skip
+    wanted = [name for name in formats.FORMATS if name in set(formats_wanted)]
+    if not wanted or set(formats_wanted) - set(formats.FORMATS):
+        raise ExportError(f"choose formats among {', '.join(formats.FORMATS)}")
+    if filter_run.finished is None:
+        raise ExportError(f"{filter_run} has not finished")
+    if not 0 < min_pixels <= max_pixels:
+        raise ExportError("min_pixels must be positive and at most max_pixels")
+    refuse_pebench(filter_run)
+    return TrainingExport.objects.create(filter_run=filter_run, formats=wanted, min_pixels=min_pixels,
+                                         max_pixels=max_pixels, created_by=user)  # fmt: skip
+
+
+def _rows(run: FilterRun) -> Iterator[tuple]:
+    """(cot id, question id, question text, reference answer, position, step text, label, explanation), ordered."""
+    q = connection.ops.quote_name
+    sql = f"""
+        SELECT c.id, c.question_id, c.question_text, c.reference_answer, s.position, s.text, l.label, l.explanation
+        FROM {q(FilteredChain._meta.db_table)} f
+        JOIN {q(ChainOfThought._meta.db_table)} c ON c.id = f.cot_id
+        JOIN {q(Step._meta.db_table)} s ON s.cot_id = c.id
+        LEFT JOIN {q(StepLabel._meta.db_table)} l ON l.step_id = s.id AND l.source = %s AND l.rater = %s
+        WHERE f.run_id = %s AND f.removed_by = ''
+        ORDER BY c.id, s.position
+    """
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, [run.label_source, run.label_rater, run.pk])
+        while rows := cursor.fetchmany(FETCH_ROWS):
+            yield from rows
+
+
+def examples(run: FilterRun) -> Iterator[dict]:
+    """One dict per kept chain: question, reference answer, steps, labels, question id."""
+    current: dict | None = None
+    for cot_id, question_id, question, answer, _position, text, label, explanation in _rows(run):
+        if current is None or current["cot_id"] != cot_id:
+            if current is not None:
+                yield current
+            current = {"cot_id": cot_id, "question_id": question_id, "question": question,
+                       "reference_answer": answer, "steps": [], "labels": []}  # fmt: skip
+        if label is None:
+            raise ExportError(f"chain {cot_id} has a step without a label: run the filters again")
+        current["steps"].append(text)
+        current["labels"].append((label, explanation or ""))
+    if current is not None:
+        yield current
+
+
+class _Images:
+    """Copies each figure once into images/ and remembers its relative path."""
+
+    CACHE = 20000
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "images").mkdir()
+        self.by_question: dict[int, list[str]] = {}
+        self.written = 0
+
+    def for_question(self, question_id: int | None) -> list[str]:
+        if question_id is None:
+            return []
+        if question_id not in self.by_question:
+            if len(self.by_question) > self.CACHE:  # chains come grouped by question: old ones are done
+                self.by_question.clear()
+            paths = []
+            for figure in Figure.objects.filter(question_id=question_id).order_by("position", "id"):
+                suffix = Path(figure.image.name).suffix.lower() or ".png"
+                relative = f"images/{figure.pk}{suffix}"
+                target = self.root / relative
+                if not target.exists():
+                    try:
+                        with figure.image.open("rb") as source, open(target, "wb") as out:
+                            shutil.copyfileobj(source, out)
+                    except OSError as exc:
+                        raise ExportError(
+                            f"figure {figure.pk} of question {question_id} cannot be read: {exc}"
+                        ) from exc
+                    self.written += 1
+                paths.append(relative)
+            self.by_question[question_id] = paths
+        return self.by_question[question_id]
+
+
+def _manifest(export: TrainingExport, root: Path, counts: dict) -> dict:
+    run = export.filter_run
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return {
+        "export": export.pk,
+        "created": timezone.now().isoformat(),
+        "formats": export.formats,
+        "records": counts["records"],
+        "steps": counts["steps"],
+        "images": counts["images"],
+        "labels": counts["labels"],
+        "min_pixels": export.min_pixels,
+        "max_pixels": export.max_pixels,
+        "filter_run": {
+            "id": run.pk,
+            "label_source": run.label_source,
+            "label_rater": run.label_rater,
+            "params": run.params,
+            "funnel_kept": run.kept,
+        },  # fmt: skip
+        "taxonomy_version": TAXONOMY_VERSION,
+        "files": {name: sha256_of(root / name) for name in files if name != "manifest.json"},
+    }
+
+
+def _datasheet(export: TrainingExport, manifest: dict) -> str:
+    run = export.filter_run
+    funnel = run.funnel
+    stages = "\n".join(
+        f"| {name} | {funnel[name]['chains']:,} | {funnel[name]['steps']:,} |"
+        for name in ("format", "consistency", "coverage", "balance")
+        if name in funnel
+    )
+    labels = "\n".join(
+        f"| {label.code} | {label.english} | {manifest['labels'].get(label.code, 0):,} |" for label in STEP_LABELS
+    )
+    return f"""# PEM training data, export {export.pk}
+
+Process-evaluation training data (PEM-800K style): each record is a model's chain of thought on a K-12
+question, split into steps, each step labelled with one of the nine step labels and a short reason.
+
+- Records: {manifest["records"]:,}; steps: {manifest["steps"]:,}; images: {manifest["images"]:,}
+- Labels: source `{run.label_source}`, rater `{run.label_rater}` (taxonomy {TAXONOMY_VERSION})
+- Filter run {run.pk}; parameters: `{json.dumps(run.params, ensure_ascii=False)}`
+- Images: min_pixels {export.min_pixels}, max_pixels {export.max_pixels} (pinned for every trainer)
+- Formats: {", ".join(export.formats)}
+- Excluded: every PEBench item (checked when exporting); the exported chains are marked as training data
+  and can never enter PEBench.
+
+## What the filters removed
+
+| filter | chains | steps |
+|---|---|---|
+| input | {funnel.get("input", {}).get("chains", 0):,} | {funnel.get("input", {}).get("steps", 0):,} |
+{stages}
+
+## Steps per label in this export
+
+| code | label | steps |
+|---|---|---|
+{labels}
+"""
+
+
+def write_export(export: TrainingExport, progress: Callable[[int, int | None], None] | None = None) -> dict:
+    """Writes the export's directory (again, from scratch, when run again) and marks its chains."""
+    run = export.filter_run
+    refuse_pebench(run)
+    final = export_path(export)
+    partial = final.with_name(final.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    images = _Images(partial)
+    total = run.kept
+    counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
+    outs = {name: open(partial / formats.FILE_NAMES[name], "w", encoding="utf-8") for name in export.formats}  # noqa: SIM115
+    try:
+        if progress:
+            progress(0, total)
+        for example in examples(run):
+            example["images"] = images.for_question(example["question_id"])
+            for name, out in outs.items():
+                out.write(json.dumps(formats.render(name, example), ensure_ascii=False))
+                out.write("\n")
+            counts["records"] += 1
+            counts["steps"] += len(example["steps"])
+            for label, _ in example["labels"]:
+                counts["labels"][label] = counts["labels"].get(label, 0) + 1
+            if progress and counts["records"] % PROGRESS_EVERY == 0:
+                progress(counts["records"], total)
+    finally:
+        for out in outs.values():
+            out.close()
+    counts["images"] = images.written
+    if "llamafactory" in export.formats:
+        (partial / "dataset_info.json").write_text(json.dumps(formats.dataset_info(), indent=2), encoding="utf-8")
+        yaml = formats.llamafactory_yaml(min_pixels=export.min_pixels, max_pixels=export.max_pixels)
+        (partial / "llamafactory-qwen2_5vl-lora.yaml").write_text(yaml, encoding="utf-8")
+    manifest = _manifest(export, partial, counts)
+    (partial / "datasheet.md").write_text(_datasheet(export, manifest), encoding="utf-8")
+    manifest["files"]["datasheet.md"] = sha256_of(partial / "datasheet.md")
+    (partial / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=2), encoding="utf-8")
+    with transaction.atomic():
+        marked = ChainOfThought.objects.filter(pk__in=kept_chain_ids(run)).update(in_training_data=True)
+        refuse_pebench(run)  # a PEBench build that took a chain meanwhile undoes the mark with this error
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+        export.status = TrainingExport.Status.DONE
+        export.records, export.images = counts["records"], counts["images"]
+        export.manifest_sha256 = sha256_of(final / "manifest.json")
+        export.directory = export_dir_name(export)
+        export.save(update_fields=["status", "records", "images", "manifest_sha256", "directory"])
+    if progress:
+        progress(total, total)
+    return {"export": export.pk, "records": counts["records"], "images": counts["images"], "marked": marked,
+            "manifest_sha256": export.manifest_sha256, "directory": export.directory}  # fmt: skip
+
+
+def export_files(export: TrainingExport) -> dict[str, str]:
+    """The export's files and their SHA-256, from its manifest (plus the manifest itself)."""
+    if export.status != TrainingExport.Status.DONE:
+        return {}
+    manifest = json.loads((export_path(export) / "manifest.json").read_text(encoding="utf-8"))
+    return {**manifest["files"], "manifest.json": export.manifest_sha256}
+
+
+def verify_export(export: TrainingExport) -> dict[str, int]:
+    """Checks every line of every format against its rules and every file against the manifest."""
+    root = export_path(export)
+    for name, digest in export_files(export).items():
+        if sha256_of(root / name) != digest:
+            raise formats.FormatError(f"{name} does not match its SHA-256 in the manifest")
+
+    def exists(path: str) -> bool:
+        return (root / path).is_file()
+
+    checked = {}
+    for name in export.formats:
+        n = 0
+        with open(root / formats.FILE_NAMES[name], encoding="utf-8") as lines:
+            for n, line in enumerate(lines, 1):  # noqa: B007
+                try:
+                    formats.check_line(name, json.loads(line), exists)
+                except formats.FormatError as exc:
+                    raise formats.FormatError(f"{formats.FILE_NAMES[name]} line {n}: {exc}") from None
+        checked[name] = n
+    if "llamafactory" in export.formats:
+        info = json.loads((root / "dataset_info.json").read_text(encoding="utf-8"))
+        formats.check_dataset_info(info, set(formats.FILE_NAMES.values()))
+    return checked

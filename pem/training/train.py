@@ -1,0 +1,161 @@
+"""Training the process evaluation model on an export: the record, the subprocess, the endpoint.
+
+The training itself (pem/training/trainer.py) runs in ``TRANSFORMERS_PYTHON``
+(the ml environment with torch, trl and peft) when set, else in this Python,
+as a subprocess: the web and worker Python need no torch. Before it starts,
+the export is checked: finished, with the TRL format, every image present.
+The run's record holds the export's manifest hash, the base model, the
+hyper-parameters and the studio's commit, so a checkpoint can be traced to
+exactly what trained it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from inference.models import ModelEndpoint
+from inference.services import save_endpoint
+from pem.models import TrainingExport, TrainingRun
+from pem.training import exports, formats, trainer
+
+TRAINING_TIMEOUT_S = 24 * 3600
+HYPERPARAMETERS = tuple(trainer.DEFAULTS)
+
+
+class TrainingError(ValueError):
+    """The training cannot start or failed; the message says why."""
+
+
+def commit() -> str:
+    try:
+        found = subprocess.run(  # noqa: S603 (a fixed command)
+            ["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=10,  # noqa: S607
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def check_export(export: TrainingExport) -> Path:
+    """The export's directory, once it is finished, has the TRL format and every image it names."""
+    if export.status != TrainingExport.Status.DONE:
+        raise TrainingError(f"{export} is not finished")
+    if "trl" not in export.formats:
+        raise TrainingError(f"{export} has no TRL format; export it with the trl format to train")
+    root = exports.export_path(export)
+    if not (root / formats.FILE_NAMES["trl"]).is_file():
+        raise TrainingError(f"{export}: {formats.FILE_NAMES['trl']} is missing from {export.directory}")
+    missing = trainer.missing_images(root, formats.FILE_NAMES["trl"])
+    if missing:
+        raise TrainingError(f"{export}: {len(missing)} images are missing ({', '.join(sorted(set(missing))[:5])}); "
+                            "export again before training")  # fmt: skip
+    return root
+
+
+def clean_hyperparameters(given: dict | None) -> dict:
+    given = dict(given or {})
+    unknown = set(given) - set(HYPERPARAMETERS)
+    if unknown:
+        raise TrainingError(f"unknown hyper-parameters: {', '.join(sorted(unknown))}")
+    params = {**trainer.DEFAULTS, **given}
+    for name in ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
+        if isinstance(params[name], bool) or not isinstance(params[name], int) or params[name] < 1:
+            raise TrainingError(f"{name} must be a whole number >= 1")
+    if not isinstance(params["lora"], bool):
+        raise TrainingError("lora must be true or false")
+    return params
+
+
+def start_training(*, export: TrainingExport, base_model: str, hyperparameters: dict | None, user: Any) -> TrainingRun:
+    check_export(export)
+    if not base_model.strip():
+        raise TrainingError("name the base model (a local path or a Hugging Face id the worker has)")
+    return TrainingRun.objects.create(
+        export=export, export_sha256=export.manifest_sha256, base_model=base_model.strip(),
+        hyperparameters=clean_hyperparameters(hyperparameters), commit=commit(), created_by=user,
+    )  # fmt: skip
+
+
+def checkpoint_dir(run: TrainingRun) -> Path:
+    return Path(settings.MEDIA_ROOT) / f"pem-training/checkpoint-{run.pk}"
+
+
+def run_training(run: TrainingRun, progress: Callable[[int, int | None], None] | None = None) -> dict:
+    """Trains (again, from scratch, when run again) and records the checkpoint on the run."""
+    root = check_export(run.export)
+    python = settings.TRANSFORMERS_PYTHON or sys.executable
+    if not Path(python).exists():
+        raise TrainingError(f"TRANSFORMERS_PYTHON is {python}, which does not exist on this worker")
+    out = checkpoint_dir(run)
+    request = {"export_dir": str(root), "data_file": formats.FILE_NAMES["trl"], "base_model": run.base_model,
+               "output_dir": str(out), "hyperparameters": run.hyperparameters}  # fmt: skip
+    if progress:
+        progress(0, 1)
+    finished = subprocess.run(  # noqa: S603 (our own script, a configured interpreter)
+        [python, str(Path(trainer.__file__))], input=json.dumps(request), capture_output=True, text=True,
+        timeout=TRAINING_TIMEOUT_S,
+    )  # fmt: skip
+    answer = _last_json(finished.stdout)
+    if finished.returncode != 0 or "checkpoint" not in answer:
+        detail = answer.get("error") or finished.stderr.strip()[-2000:] or f"exit status {finished.returncode}"
+        run.status, run.error, run.finished = TrainingRun.Status.FAILED, detail, timezone.now()
+        run.save(update_fields=["status", "error", "finished"])
+        raise TrainingError(f"training failed: {detail}")
+    run.status = TrainingRun.Status.DONE
+    run.checkpoint = Path(answer["checkpoint"]).relative_to(settings.MEDIA_ROOT).as_posix()
+    run.metrics = {k: answer[k] for k in ("global_step", "train_loss", "runtime_s")}
+    run.finished, run.error = timezone.now(), ""
+    run.save(update_fields=["status", "checkpoint", "metrics", "finished", "error"])
+    if progress:
+        progress(1, 1)
+    return {"training_run": run.pk, "checkpoint": run.checkpoint, **run.metrics}
+
+
+def _last_json(stdout: str) -> dict:
+    """The trainer's answer is its last line; anything a library printed before is ignored."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return {}
+
+
+def checkpoint_path(run: TrainingRun) -> Path:
+    if run.status != TrainingRun.Status.DONE:
+        raise TrainingError(f"{run} has no checkpoint yet")
+    return Path(settings.MEDIA_ROOT) / run.checkpoint
+
+
+def register_endpoint(run: TrainingRun, *, name: str, user: Any) -> ModelEndpoint:
+    """The trained checkpoint as a transformers (CPU) endpoint, e.g. to label steps as the PEM."""
+    path = checkpoint_path(run)
+    if ModelEndpoint.objects.filter(name=name).exists():
+        raise TrainingError(f"an endpoint named {name!r} exists already")
+    endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.TRANSFORMERS, model_name=str(path),
+                             accepts_images=True, max_concurrency=1)  # fmt: skip
+    endpoint = save_endpoint(endpoint=endpoint, user=user)
+    run.endpoint = endpoint
+    run.save(update_fields=["endpoint"])
+    return endpoint
+
+
+def vllm_serve_command(run: TrainingRun, *, name: str = "") -> str:
+    """The ``vllm serve`` line for a GPU machine, with the export's pinned image pixels."""
+    path = checkpoint_path(run)
+    pixels = json.dumps({"min_pixels": run.export.min_pixels, "max_pixels": run.export.max_pixels})
+    served = name or f"pem-{run.pk}"
+    images = json.dumps({"image": 8})
+    return (f"vllm serve {shlex.quote(str(path))} --served-model-name {shlex.quote(served)} "
+            f"--mm-processor-kwargs {shlex.quote(pixels)} --limit-mm-per-prompt {shlex.quote(images)}")  # fmt: skip

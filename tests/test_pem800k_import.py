@@ -1,0 +1,69 @@
+"""Importing PEM-800K-style files: per-line errors, idempotence, ~25 chains per question."""
+
+import json
+
+import pytest
+
+from annotation.jsonl_import import import_questions_file
+from annotation.models import Question
+from bench.generate import iter_pem, iter_questions
+from pem.models import ChainOfThought, Step, StepLabel
+from pem.training import importer
+
+pytestmark = pytest.mark.django_db
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_it_keeps_every_chain_of_a_question_and_a_second_import_changes_nothing(tmp_path):
+    records = list(iter_pem(0.0001, 3))  # 84 chains over 3 questions
+    path = write_jsonl(tmp_path / "pem.jsonl", records)
+    first = importer.import_pem800k(path=path, name="pem800k", batch_size=20)
+    assert first["created"] == len(records) and first["failed"] == 0
+    per_question = {r["hash_id"] for r in records}
+    assert ChainOfThought.objects.count() == len(records)
+    assert len(per_question) < len(records) / 20  # many chains share one question's hash_id
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
+    assert StepLabel.objects.filter(source=StepLabel.Source.IMPORTED, rater="pem800k").count() == Step.objects.count()
+    second = importer.import_pem800k(path=path, name="pem800k")
+    assert second["created"] == 0 and second["unchanged"] == len(records)
+    assert ChainOfThought.objects.count() == len(records)
+
+
+def test_it_reports_bad_lines_and_imports_the_rest(tmp_path):
+    good = list(iter_pem(0.00002, 1))
+    bad_label = {**good[0], "step_labels": [["步骤", "XYZ", ""]]}
+    lines = [json.dumps(good[0]), "{not json", json.dumps([1]), json.dumps(bad_label), json.dumps(good[1])]
+    path = tmp_path / "pem.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    report = importer.import_pem800k(path=path)
+    assert report["created"] == 2 and report["failed"] == 3
+    assert [row["line"] for row in report["failed_lines"]] == [2, 3, 4]
+    assert "XYZ" in report["failed_lines"][2]["reason"]
+
+
+def test_it_links_chains_to_the_bank_and_keeps_the_snapshot_otherwise(tmp_path, researcher):
+    question_record = next(iter(iter_questions(0.0001, 3)))
+    write_jsonl(tmp_path / "q.jsonl", [question_record])
+    import_questions_file(path=tmp_path / "q.jsonl", user=researcher)
+    question = Question.objects.get()
+    records = list(iter_pem(0.0001, 3))[:30]
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
+    linked = ChainOfThought.objects.filter(question=question)
+    assert linked.exists() and {c.subject for c in linked} == {question.subject}
+    assert report["questions_missing"] == ChainOfThought.objects.filter(question__isnull=True).count()
+    orphan = ChainOfThought.objects.filter(question__isnull=True).first()
+    if orphan is not None:
+        assert orphan.question_text and orphan.reference_answer
+
+
+def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
+    record = next(iter(iter_pem(0.00002, 1)))
+    loose = {**record, "step_labels": [[text, f" {label.lower()} ", why] for text, label, why in record["step_labels"]]}
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", [loose]), name="pem")
+    assert report["created"] == 1
+    labels = StepLabel.objects.order_by("step__position").values_list("label", flat=True)
+    assert list(labels) == [label for _, label, _ in record["step_labels"]]

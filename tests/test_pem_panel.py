@@ -1,0 +1,179 @@
+"""A judge panel with a real majority: four scripted judges over HTTP, a threshold, and what it leaves undecided."""
+
+import io
+import json
+from unittest import mock
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from inference import services
+from inference.models import Judgment, ModelEndpoint
+from k12vista.jobs import execute_job
+from pem import panel
+from pem.models import ChainOfThought, PanelRun, PanelVote, StepLabel
+from tests.annotation_factories import make_question
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+from tests.pem_factories import answer, make_run
+from tests.scripted_models import Servers, user_text
+
+THREE = "步骤1：甲。\n步骤2：乙。\n步骤3：丙。"
+TWO = "步骤1：丁。\n步骤2：戊。"
+# Each judge's labels for the steps of each chain; None: the judge answers garbage for that chain.
+LABELS = {
+    "j1": {THREE: ["CS", "CS", "CE"], TWO: ["CS", "CS"]},
+    "j2": {THREE: ["CS", "CS", "KAE"], TWO: ["CS", "CS"]},
+    "j3": {THREE: ["CS", "KAE", "CE"], TWO: ["CS", "CS"]},
+    "j4": {THREE: None, TWO: ["CS", "CS"]},
+}
+STEPS = {THREE: ["甲。", "乙。", "丙。"], TWO: ["丁。", "戊。"]}
+
+
+def judge_reply(name):
+    def reply(body):
+        text = user_text(body)
+        chain = THREE if "甲。" in text else TWO
+        labels = LABELS[name][chain]
+        if labels is None:
+            return 200, "这个解答我看不太懂。"
+        steps = [{"step": s, "label": label, "reason": f"{name} on {s}"}
+                 for s, label in zip(STEPS[chain], labels, strict=True)]  # fmt: skip
+        return 200, json.dumps({"steps": steps}, ensure_ascii=False)
+
+    return reply
+
+
+@pytest.fixture(autouse=True)
+def _quick_retries(settings):
+    settings.MODEL_CALL_RETRIES = 0
+
+
+@pytest.fixture
+def judges(db):
+    servers = Servers()
+    url = servers.start({name: judge_reply(name) for name in LABELS})
+    yield [
+        services.save_endpoint(
+            endpoint=ModelEndpoint(name=name, base_url=url, model_name=name, max_concurrency=2), user=None
+        )  # fmt: skip
+        for name in LABELS
+    ]
+    servers.stop()
+
+
+@pytest.fixture
+def sent():
+    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
+        yield apply_async
+
+
+def answered_run(owner=None):
+    run = make_run()
+    run.created_by = owner
+    run.save()
+    answer(run, make_question(), THREE)
+    answer(run, make_question(), TWO)
+    return run
+
+
+@pytest.mark.django_db
+def test_four_judges_decide_by_a_three_vote_majority_and_count_what_they_cannot_decide(judges, researcher, sent):
+    run = answered_run()
+    started = panel.start_panel(name="四人组", inference_runs=[run], judges=judges, user=researcher, explainer="j2")
+    assert started.threshold == 3 and started.scoring_runs.count() == 4  # a strict majority of four
+    execute_job(started.job_id)
+    started.refresh_from_db()
+    counts = started.counts
+    assert (counts["steps"], counts["decided"], counts["no_majority"]) == (5, 3, 2)
+    assert (counts["chains_fully_decided"], counts["chains_with_no_majority"]) == (1, 1)
+    # j4's garbage for the three-step chain is three missing votes, never a guessed label.
+    assert counts["missing_votes"] == {"j1": 0, "j2": 0, "j3": 0, "j4": 3}
+    assert Judgment.objects.filter(scoring_run__judge__name="j4", status="parse_failed").count() == 1
+    three = ChainOfThought.objects.get(response_text=THREE)
+    votes = {v.step.position: v for v in PanelVote.objects.filter(panel_run=started, step__cot=three)}
+    assert (votes[1].outcome, votes[1].label, votes[1].explained_by) == ("majority", "CS", "j2")
+    # Step 2: CS from j1 and j2, KAE from j3: a plurality (or the listing order) says CS; 2 of 4 is no majority.
+    assert (votes[2].outcome, votes[2].label) == ("no_majority", "")
+    assert votes[2].votes == {"j1": "CS", "j2": "CS", "j3": "KAE", "j4": None}
+    panel_labels = StepLabel.objects.filter(source=StepLabel.Source.PANEL, rater="四人组")
+    assert panel_labels.count() == 3 and not panel_labels.filter(step__cot=three, step__position__in=[2, 3]).exists()
+    assert panel_labels.get(step=votes[1].step).explanation == "j2 on 甲。"
+    assert list(ChainOfThought.objects.fully_decided_by(started)) == [ChainOfThought.objects.get(response_text=TWO)]
+    assert list(ChainOfThought.objects.with_no_majority(started)) == [three]
+    # Run again: the same votes, none duplicated.
+    assert panel.vote(started) == counts
+    assert PanelVote.objects.filter(panel_run=started).count() == 5
+
+
+@pytest.mark.django_db
+def test_without_an_explainer_the_first_majority_judge_explains(judges, researcher, sent):
+    started = panel.start_panel(name="p", inference_runs=[answered_run()], judges=judges, user=researcher)
+    execute_job(started.job_id)
+    assert set(PanelVote.objects.decided().filter(panel_run=started).values_list("explained_by", flat=True)) == {"j1"}
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_panel_that_cannot_reach_its_threshold_or_is_no_majority(judges, researcher, sent):
+    run = answered_run()
+    with pytest.raises(panel.PanelError, match="needs at least 3 judges"):
+        panel.start_panel(name="p", inference_runs=[run], judges=judges[:2], user=researcher, threshold=3)
+    with pytest.raises(panel.PanelError, match="not a majority"):
+        panel.start_panel(name="p", inference_runs=[run], judges=judges, user=researcher, threshold=2)
+    with pytest.raises(panel.PanelError, match="explainer"):
+        panel.start_panel(name="p", inference_runs=[run], judges=judges[:3], user=researcher, explainer="j4")
+    assert not PanelRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("votes", "threshold", "label"),
+    [
+        ({"a": "CS", "b": "CS", "c": "CE", "d": "CE"}, 3, ""),  # a tie is no majority, whoever is listed first
+        ({"a": "CS", "b": "CS", "c": "CS", "d": None}, 3, "CS"),
+        ({"a": "CS", "b": "CS", "c": None, "d": None}, 3, ""),  # two missing votes cannot be made up
+        ({"a": "CE", "b": "CE", "c": "CS"}, 2, "CE"),
+    ],
+)
+def test_it_decides_only_with_enough_votes(votes, threshold, label):
+    assert panel.decide(votes, threshold=threshold) == label
+
+
+@pytest.mark.django_db
+def test_the_panel_screen_api_and_command(judges, researcher, annotator, login, sent):
+    run = answered_run(owner=researcher)
+    client = login(researcher)
+    response = client.post(reverse("pem:panel_create"), {"name": "页面", "judges": [j.pk for j in judges[:3]],
+                                                          "runs": [run.pk]})  # fmt: skip
+    started = PanelRun.objects.get()
+    assert response.status_code == 302 and started.threshold == 2
+    execute_job(started.job_id)
+    page = client.get(reverse("pem:panel", args=[started.pk])).content.decode()
+    assert 'class="progress"' in page and 'data-count="no_majority"' in page and 'id="undecided"' in page
+    refused = client.post(reverse("pem:panel_create"), {"name": "太少", "judges": [judges[0].pk], "runs": [run.pk],
+                                                         "threshold": 2})  # fmt: skip
+    assert refused.status_code == 200 and PanelRun.objects.count() == 1
+    api = client.post(reverse("pem_api:panels"), {"name": "api", "judges": [j.pk for j in judges], "runs": [run.pk]},
+                      content_type="application/json")  # fmt: skip
+    assert api.status_code == 201 and api.json()["threshold"] == 3
+    bad = client.post(reverse("pem_api:panels"), {"name": "bad", "judges": [judges[0].pk], "runs": [run.pk],
+                                                  "threshold": 3}, content_type="application/json")  # fmt: skip
+    assert bad.status_code == 400
+    out = io.StringIO()
+    call_command("judge_panel", "--vote", "页面", stdout=out)
+    assert json.loads(out.getvalue())["threshold"] == 2
+    assert login(annotator).get(reverse("pem:panel", args=[started.pk])).status_code == 403
+
+
+def test_a_real_model_that_answers_garbage_casts_no_votes(tiny_model_server, judges, researcher, sent):  # noqa: F811
+    """The local transformers serve model as the fourth judge: its random output
+    is never read as labels; the three scripted judges still decide where all agree."""
+    base_url, model_name = tiny_model_server
+    real = services.save_endpoint(endpoint=ModelEndpoint(name="tiny", base_url=base_url, model_name=model_name,
+                                                         accepts_images=False, default_params={"max_tokens": 8}),
+                                  user=None)  # fmt: skip
+    started = panel.start_panel(name="真", inference_runs=[answered_run()], judges=[*judges[:3], real], user=researcher)
+    execute_job(started.job_id)
+    started.refresh_from_db()
+    assert started.counts["missing_votes"]["tiny"] == 5
+    assert (started.counts["decided"], started.counts["no_majority"]) == (3, 2)
+    assert Judgment.objects.filter(scoring_run__judge=real).exclude(status="ok").count() == 2

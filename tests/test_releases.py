@@ -1,0 +1,137 @@
+"""Releases: an immutable, versioned snapshot of an audited candidate set, its
+three files, publishing, and the comparison of two releases."""
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from annotation import release_files, releases
+from annotation import services as bank
+from annotation.models import CandidateSet, Question, Release, ReleaseFile
+from k12vista.jobs import execute_job
+from k12vista.models import Job
+from tests.annotation_factories import make_question
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.STUDIO_COMMIT = "abc123"
+
+
+def audited_set(user, n=3, **overrides) -> CandidateSet:
+    questions = [make_question(user, **overrides) for _ in range(n)]
+    Question.objects.filter(pk__in=[q.pk for q in questions]).update(status=Question.Status.AUDITED)
+    candidate = CandidateSet.objects.create(name="draw", seed=1, bank_fingerprint="x")
+    candidate.questions.set(questions)
+    return candidate
+
+
+def built(candidate, user, **kwargs) -> Release:
+    release = releases.start_release(candidate_set=candidate, by=user, **kwargs)
+    assert execute_job(release.job_id) == Job.Status.SUCCEEDED, Job.objects.get(pk=release.job_id).error
+    release.refresh_from_db()
+    return release
+
+
+def test_a_release_snapshots_content_hash_provenance_and_commit(researcher):
+    candidate = audited_set(researcher)
+    release = built(candidate, researcher)
+    assert (release.version, release.status, release.studio_commit) == (1, "draft", "abc123")
+    item = release.items.order_by("hash_id").first()
+    question = Question.objects.get(hash_id=item.hash_id)
+    assert item.content_hash == bank.hash_content(bank.content_of(question))
+    assert item.content["text"] == question.text and item.content["figures"]
+    assert item.provenance["document"] is None and "refinement" in item.provenance
+    assert release.summary["questions"] == 3
+    assert release.summary["cells"] == [{"subject": "math", "grade": 9, "qtype": "multiple_choice", "count": 3}]
+
+
+def test_only_an_audited_candidate_set_is_released(researcher):
+    candidate = audited_set(researcher)
+    Question.objects.filter(pk=candidate.questions.first().pk).update(status=Question.Status.SOLUTION_CORRECTED)
+    with pytest.raises(releases.ReleaseError, match="1 questions .* not audited"):
+        releases.start_release(candidate_set=candidate, by=researcher)
+
+
+def test_publishing_moves_the_questions_to_released_and_freezes_the_release(researcher):
+    release = built(audited_set(researcher), researcher)
+    releases.publish_release(release=release, by=researcher)
+    assert set(Question.objects.values_list("status", flat=True)) == {"released"}
+    assert Question.objects.first().edits.filter(new="released", note__contains="release v1").exists()
+    with pytest.raises(releases.ReleaseError, match="published already"):
+        releases.publish_release(release=release, by=researcher)
+
+
+def test_an_edit_after_the_build_refuses_the_publication(researcher):
+    release = built(audited_set(researcher), researcher)
+    question = Question.objects.first()
+    bank.edit_question(question=question, changes={"text": "新的题干"}, user=researcher,
+                       expected_version=question.version)  # fmt: skip
+    with pytest.raises(releases.ReleaseError, match="changed since this draft was built"):
+        releases.publish_release(release=release, by=researcher)
+
+
+def test_a_later_edit_goes_into_the_next_release_and_the_comparison_shows_it(researcher):
+    candidate = audited_set(researcher)
+    v1 = built(candidate, researcher)
+    releases.publish_release(release=v1, by=researcher)
+    question = Question.objects.order_by("id").first()
+    old_text = question.text
+    bank.edit_question(question=question, changes={"text": "改正后的题干"}, user=researcher,
+                       expected_version=question.version)  # fmt: skip
+    added = make_question(researcher)
+    Question.objects.filter(pk=added.pk).update(status=Question.Status.AUDITED)
+    candidate.questions.add(added)
+    v2 = built(candidate, researcher)
+    releases.publish_release(release=v2, by=researcher)
+    # v1 still holds what it published.
+    assert v1.items.get(hash_id=question.hash_id).content["text"] == old_text
+    diff = releases.compare_releases(v1, v2)
+    assert diff["added"] == [added.hash_id] and diff["removed"] == []
+    [changed] = diff["changed"]
+    assert changed["hash_id"] == question.hash_id
+    [text] = [f for f in changed["fields"] if f["field"] == "text"]
+    assert f"-{old_text}" in text["diff"] and "+改正后的题干" in text["diff"]
+
+
+def test_the_three_files_are_written_and_checksummed(researcher, settings):
+    release = built(audited_set(researcher), researcher)
+    files = {f.form: f for f in release.files.all()}
+    assert set(files) == set(ReleaseFile.Form.values)
+    for f in files.values():
+        path = Path(settings.MEDIA_ROOT) / f.path
+        assert f.sha256 == release_files.export.sha256_of(path) and f.count == 3
+    lines = (Path(settings.MEDIA_ROOT) / files["reference"].path).read_text().splitlines()
+    assert {json.loads(line)["hash_id"] for line in lines} == set(release.items.values_list("hash_id", flat=True))
+    with zipfile.ZipFile(Path(settings.MEDIA_ROOT) / files["studio"].path) as archive:
+        assert sum(n.startswith("images/") for n in archive.namelist()) == 3
+    with zipfile.ZipFile(Path(settings.MEDIA_ROOT) / files["huggingface"].path) as archive:
+        names = archive.namelist()
+    assert "k12vista-v1-hf/README.md" in names and any(n.endswith(".parquet") for n in names)
+
+
+def test_datasets_loads_the_parquet_release_as_in_the_database(researcher, settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    settings.RELEASE_PARQUET_ROWS_PER_SHARD = 2  # three rows: two shards
+    release = built(audited_set(researcher), researcher)
+    folder = release_files.release_dir(release) / "k12vista-v1-hf"
+    assert len(list((folder / "data").glob("test-*-of-00002.parquet"))) == 2
+    import datasets
+
+    loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))["test"]
+    assert loaded.num_rows == release.items.count() == 3
+    assert set(release_files.FEATURES) == set(loaded.features)
+    for row in loaded:
+        question = Question.objects.get(hash_id=row["hash_id"])
+        assert (row["question"], row["answers"], row["grade"]) == (question.text, question.answers, question.grade)
+        assert row["knowledge_points"] == ["平方根"]
+        [image] = row["images"]
+        figure = question.figures.get()
+        assert image.size == (figure.width, figure.height)
+    card = (folder / "README.md").read_text()
+    assert card.startswith("---\nlicense: cc-by-nc-4.0") and "## Counts per cell" in card and "@misc{k12vista" in card
