@@ -26,6 +26,7 @@ from django.utils.translation import gettext_noop as _noop
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from annotation.models import Release
 from inference import assist, client, default_prompts, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
 from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
@@ -39,7 +40,7 @@ from inference.models import (
     PublishedResult,
     ScoringRun,
 )
-from inference.standings import board_state, standings
+from inference.standings import board_state
 from k12vista.models import Job
 from k12vista.roles import Role, has_role, require_role, role_required
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
@@ -605,7 +606,8 @@ def can_manage(user) -> bool:
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    state = board_state(mode)
+    release = chosen_release(request)
+    state = board_state(mode, release=release.version if release else None)
     entries = state.board.for_mode(mode)
     ctx = {
         "mode": mode,
@@ -617,6 +619,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         "runs": entry_runs(state, mode),
         "waiting": state.waiting,
         "question_set": state.board.question_set,
+        "release": release,
+        "releases": published_releases(),
+        "left_out": state.left_out,
         "definitions": definitions(),
         "groupings": list(leaderboard.LATEX_GROUPINGS),
         "can_import": can_manage(request.user),
@@ -624,6 +629,16 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if request.htmx:  # the mode tabs swap the board only
         return render(request, "inference/leaderboard.html#board", ctx)
     return render(request, "inference/leaderboard.html", ctx)
+
+
+def published_releases():
+    return Release.objects.filter(status=Release.Status.PUBLISHED).order_by("-version")
+
+
+def chosen_release(request: HttpRequest):
+    """The published release the board is limited to (``?release=<version>``), or None for every run."""
+    version = request.GET.get("release", "")
+    return published_releases().filter(version=int(version)).first() if version.isdigit() else None
 
 
 DOWNLOADS = {
@@ -639,7 +654,8 @@ def leaderboard_download(request: HttpRequest, fmt: str) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     if fmt not in DOWNLOADS:
         raise Http404
-    board = standings()
+    release = chosen_release(request)
+    board = board_state(release=release.version if release else None).board
     if fmt == "csv":
         body = leaderboard.to_csv(board)
     elif fmt == "json":
