@@ -6,6 +6,7 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from annotation.forms import QuestionFilterForm
+from annotation.models import Release
 from inference import client
 from inference.models import AssistRun, InferenceRun, ModelEndpoint, ScoringRun
 
@@ -73,13 +74,19 @@ class RunForm(forms.Form):
     stage = _filter_field("stage")
     qtype = _filter_field("qtype")
     status = _filter_field("status")
+    release = forms.TypedChoiceField(coerce=int, required=False, empty_value=None, label=_("Release"))
     temperature = forms.FloatField(required=False, min_value=0, max_value=2, label=_("Temperature"))
     max_tokens = forms.IntegerField(required=False, min_value=1, max_value=200_000, label=_("Max tokens"))
     top_p = forms.FloatField(required=False, min_value=0, max_value=1, label=_("Top p"))
     seed = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1, label=_("Seed"))
 
-    FILTERS = ("subject", "grade", "stage", "qtype", "status")
+    FILTERS = ("subject", "grade", "stage", "qtype", "status", "release")
     PARAMS = ("temperature", "max_tokens", "top_p")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        published = Release.objects.filter(status=Release.Status.PUBLISHED).order_by("-version")
+        self.fields["release"].choices = [("", "—"), *((r.version, f"v{r.version} {r.name}") for r in published)]
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
         return [

@@ -313,15 +313,18 @@ def _set_key(filters: dict) -> str:
     return json.dumps({k: v for k, v in filters.items() if v not in (None, "", [])}, sort_keys=True)
 
 
-def board_from_choices(choices: list[Choice]) -> leaderboard.Leaderboard:
+def board_from_choices(choices: list[Choice], *, release: int | None = None) -> leaderboard.Leaderboard:
     """The leaderboard of the chosen runs, from their stored slices, each entry
-    naming its runs; the board's question set is the one most entries cover."""
+    naming its runs; the board's question set is the one most entries cover, or,
+    on a release's board, that release (runs over it with more filters are marked)."""
     keys = entry_keys([c.run for c in choices])
     stats = stored_stats([c.snapshot for c in choices])
     board = leaderboard.build_leaderboard_from_stats({keys[c.run.pk]: stats[c.snapshot.pk] for c in choices})
     sets = Counter(_set_key(c.snapshot.question_set) for c in choices)
-    # most common first; ties go to the wider set (fewer filters), then the text
-    board_set = min(sets, key=lambda key: (-sets[key], len(json.loads(key)), key)) if sets else ""
+    if release is not None:
+        board_set = _set_key({"release": release})
+    else:  # most common first; ties go to the wider set (fewer filters), then the text
+        board_set = min(sets, key=lambda key: (-sets[key], len(json.loads(key)), key)) if sets else ""
     info = {}
     for c in choices:
         info[keys[c.run.pk]] = leaderboard.RunInfo(
@@ -347,16 +350,29 @@ class BoardState:
     board: leaderboard.Leaderboard
     waiting: list[Waiting]
     finished: dict[int, tuple[ScoringRun, ...]]  # inference run id -> the scoring runs that could fill its entry
+    release: int | None = None  # the board covers this release only
+    left_out: int = 0  # entries over other question sets, not on a release's board
 
 
-def board_state(mode: str | None = None) -> BoardState:
+def covers_release(question_set: dict, release: int) -> bool:
+    return str(question_set.get("release", "")) == str(release)
+
+
+def board_state(mode: str | None = None, *, release: int | None = None) -> BoardState:
     """:func:`standings`, the inference runs waiting for a finished scoring
-    run, and the finished scoring runs a researcher may pin."""
+    run, and the finished scoring runs a researcher may pin. With ``release``,
+    only runs over that release are on the board (published numbers stay beside:
+    they name their own data), and how many others were left out is counted."""
     if mode is not None and mode not in METHOD_OF_MODE:
         raise ValueError(f"mode must be one of {', '.join(leaderboard.MODES)}, got {mode!r}")
     choices, waiting = choose(mode)
-    board = leaderboard.merge_published(board_from_choices(choices), published_rows(mode))
-    return BoardState(board, waiting, {c.run.inference_run_id: c.finished for c in choices})
+    left_out = 0
+    if release is not None:
+        kept = [c for c in choices if covers_release(c.snapshot.question_set, release)]
+        left_out, choices = len(choices) - len(kept), kept
+    board = leaderboard.merge_published(board_from_choices(choices, release=release), published_rows(mode))
+    finished = {c.run.inference_run_id: c.finished for c in choices}
+    return BoardState(board, waiting, finished, release=release, left_out=left_out)
 
 
 def live_standings(runs: Iterable[ScoringRun]) -> leaderboard.Leaderboard:

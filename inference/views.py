@@ -26,6 +26,7 @@ from django.utils.translation import gettext_noop as _noop
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from annotation.models import Release
 from inference import assist, client, default_prompts, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
 from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
@@ -39,7 +40,7 @@ from inference.models import (
     PublishedResult,
     ScoringRun,
 )
-from inference.standings import board_state, standings
+from inference.standings import board_state
 from k12vista.models import Job
 from k12vista.roles import Role, has_role, require_role, role_required
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
@@ -531,6 +532,41 @@ def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
     return charts
 
 
+def board_charts(entries: list[leaderboard.Entry]) -> list[dict]:
+    """Chart specs (static/js/charts.js), each beside the table that holds its numbers: scores by
+    stage, subject and type per model; and the error-type distribution by subject, type and stage
+    over every entry's error steps (the paper's figures 5 and 6)."""
+    charts = []
+    for name, title in (("stage", _("Scores by stage")), ("subject", _("Scores by subject")),
+                        ("type", _("Scores by question type"))):  # fmt: skip
+        groups = [g for g, _t in leaderboard.GROUPINGS[name]]
+        series = [{"name": e.model, "data": [getattr(e.cells.get(g), "mean", None) for g in groups]} for e in entries]
+        if any(v is not None for s in series for v in s["data"]):
+            spec = {"kind": "bar", "percent": True, "y_max": 1,
+                    "categories": [group_title(g) for g in groups], "series": series}  # fmt: skip
+            charts.append({"id": f"chart-scores-{name}", "title": title, "table": f"scores-{name}", "spec": spec})
+    for name, title in (("subject", _("Error types by subject")), ("type", _("Error types by question type")),
+                        ("stage", _("Error types by stage"))):  # fmt: skip
+        groups = [g for g, _t in leaderboard.GROUPINGS[name]]
+        counts = {g: dict.fromkeys(leaderboard.ERROR_CODES, 0) for g in groups}
+        for entry in entries:
+            for g in groups:
+                for code, count in getattr(entry.errors.get(g), "counts", {}).items():
+                    counts[g][code] += count
+        totals = {g: sum(counts[g].values()) for g in groups}
+        shown = [g for g in groups if totals[g]]
+        if not shown:
+            continue
+        series = [
+            {"name": f"{code} {LABELS_BY_CODE[code].chinese}", "data": [counts[g][code] / totals[g] for g in shown]}
+            for code in leaderboard.ERROR_CODES
+        ]
+        spec = {"kind": "bar", "percent": True, "stack": True, "y_max": 1,
+                "categories": [group_title(g) for g in shown], "series": series}  # fmt: skip
+        charts.append({"id": f"chart-errors-{name}", "title": title, "table": "error-charts", "spec": spec})
+    return charts
+
+
 def entry_runs(state, mode: str) -> list[dict]:
     """What each entry covers: its runs (linked), snapshot time, question set, and what is not counted."""
     rows = []
@@ -570,7 +606,8 @@ def can_manage(user) -> bool:
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    state = board_state(mode)
+    release = chosen_release(request)
+    state = board_state(mode, release=release.version if release else None)
     entries = state.board.for_mode(mode)
     ctx = {
         "mode": mode,
@@ -578,9 +615,13 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         "tables": score_tables(entries),
         "grid": grid_table(entries),
         "charts": error_charts(entries),
+        "board_charts": board_charts(entries),
         "runs": entry_runs(state, mode),
         "waiting": state.waiting,
         "question_set": state.board.question_set,
+        "release": release,
+        "releases": published_releases(),
+        "left_out": state.left_out,
         "definitions": definitions(),
         "groupings": list(leaderboard.LATEX_GROUPINGS),
         "can_import": can_manage(request.user),
@@ -588,6 +629,16 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if request.htmx:  # the mode tabs swap the board only
         return render(request, "inference/leaderboard.html#board", ctx)
     return render(request, "inference/leaderboard.html", ctx)
+
+
+def published_releases():
+    return Release.objects.filter(status=Release.Status.PUBLISHED).order_by("-version")
+
+
+def chosen_release(request: HttpRequest):
+    """The published release the board is limited to (``?release=<version>``), or None for every run."""
+    version = request.GET.get("release", "")
+    return published_releases().filter(version=int(version)).first() if version.isdigit() else None
 
 
 DOWNLOADS = {
@@ -603,7 +654,8 @@ def leaderboard_download(request: HttpRequest, fmt: str) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     if fmt not in DOWNLOADS:
         raise Http404
-    board = standings()
+    release = chosen_release(request)
+    board = board_state(release=release.version if release else None).board
     if fmt == "csv":
         body = leaderboard.to_csv(board)
     elif fmt == "json":

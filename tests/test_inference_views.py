@@ -546,7 +546,14 @@ def test_it_shows_scores_coverage_and_published_numbers(inspector, login, board)
     for grouping in ("overall", "stage", "subject", "type", "cell"):
         assert f'id="scores-{grouping}"' in body
     assert 'data-code="CE"' in body and "width: 50.00%" in body and "幻觉错误 / Hallucination error" in body
-    assert "<script" not in body.split("</head>")[1]
+    # The only scripts in the body are chart data islands: JSON, never run, with "<" escaped inside.
+    page_body = body.split("</head>")[1]
+    assert (
+        page_body.count("<script")
+        == page_body.count('<script id="chart-')
+        == page_body.count('type="application/json"')
+    )
+    assert "<b>Qwen</b>" not in page_body and "\\u003Cb\\u003EQwen" in page_body
     assert 'id="published-form"' not in body and "/research/leaderboard/published/" not in body
 
 

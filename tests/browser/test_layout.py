@@ -98,3 +98,20 @@ def test_it_draws_the_audit_rates_chart_beside_its_table(browser, live_server, i
     bars = chart.locator("svg path[d]").count()
     assert strata >= 2 and bars >= 3 * strata
     assert page.problems == []
+
+
+def test_it_draws_the_leaderboard_charts(browser, live_server, inspector):
+    from tests.test_inference_views import answer, make_endpoint, make_run, scored
+
+    run = make_run(make_person("rita", Role.RESEARCHER), endpoint=make_endpoint("qwen"), finished=True)
+    answer(run), answer(run)
+    scored(run, labels=("CS", "CE", "HE"), score=0.5)
+    page = open_page(browser, live_server.url)
+    log_in(page, inspector.username, PASSWORD)
+    page.wait_for_url("**/inspect/")
+    page.goto("/research/leaderboard/?mode=step_by_step")
+    for chart in ("scores-stage", "scores-subject", "scores-type", "errors-subject", "errors-type", "errors-stage"):
+        view = page.locator(f"#chart-{chart}-view")
+        view.locator("svg").wait_for()
+        assert view.locator("svg path[d]").count() >= 2, chart
+    assert page.problems == []
