@@ -262,7 +262,8 @@ def review_ocr(client: Client, username: str, rng: random.Random) -> None:
         form = form_fields(page.text, "question-form") if page else form
     time.sleep(rng.uniform(0.5, 2))
     done = client.call("ocr accept", "POST", path, data={**form, "action": "accept"})
-    if done is not None and done.status_code == 302 and done.headers["Location"].endswith("/annotate/"):
+    # Accepted: a redirect away from this question (to the next one, or to the queue when none is left).
+    if done is not None and done.status_code == 302 and urlsplit(done.headers["Location"]).path != path:
         with client.record.lock:
             client.record.accepted.append((username, int(path.rstrip("/").rsplit("/", 1)[-1])))
 
