@@ -509,9 +509,9 @@ def cell_shares_html(entry: leaderboard.Entry) -> str:
         shares = "".join(
             f'<td data-code="{code}">{fixed(percent(share) or 0, 1)}</td>' for code, share in dist.shares.items()
         )
-        out.append(f'<tr data-group="{group}"><th scope="row">{escape(group_title(group))}{outside}</th>'
+        out.append(f'<tr data-group="{escape(group)}"><th scope="row">{escape(group_title(group))}{outside}</th>'
                    f"<td>{dist.error_steps}/{dist.steps}</td>{shares}</tr>")  # fmt: skip
-    return mark_safe("".join(out))  # noqa: S308 (group keys, numbers and escaped titles)
+    return mark_safe("".join(out))  # noqa: S308 (escaped group keys and titles, numbers)
 
 
 def error_charts(entries: list[leaderboard.Entry]) -> list[dict]:
