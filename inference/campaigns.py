@@ -65,6 +65,11 @@ def retry_failures(*, campaign: Campaign, user: Any) -> int:
     return restarted
 
 
+def answered_percent(ok: int, failed: int, total: int) -> int:
+    """Questions answered or failed for good, in % of the run's (or campaign's) questions."""
+    return round(100 * (ok + failed) / total) if total else 0
+
+
 @dataclass
 class RunRow:
     run: InferenceRun
@@ -78,7 +83,7 @@ class RunRow:
 
     @property
     def percent(self) -> int:
-        return round(100 * (self.ok + self.failed) / self.total) if self.total else 0
+        return answered_percent(self.ok, self.failed, self.total)
 
 
 @dataclass
@@ -94,7 +99,7 @@ class Summary:
 
     @property
     def percent(self) -> int:
-        return round(100 * (self.ok + self.failed) / self.total) if self.total else 0
+        return answered_percent(self.ok, self.failed, self.total)
 
     def as_dict(self) -> dict[str, Any]:
         return {
