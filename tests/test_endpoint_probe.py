@@ -88,7 +88,8 @@ def test_the_offline_engines_say_what_can_be_checked(db, tmp_path, english):
     assert "no server to call" in here.message and "exists on this server" in here.message
     away = client.probe_endpoint(make_endpoint(name="t", kind="transformers", model_name="Qwen/Qwen2-VL-2B"))
     assert (away.ok, away.model_path_exists) == (None, False) and "not found on this server" in away.message
-    odd = client.probe_endpoint(make_endpoint(name="n", kind="transformers", model_name="bad\x00path"))
+    # Forms and the API refuse NUL; a name no file system takes is still just "not found".
+    odd = client.probe_endpoint(ModelEndpoint(name="n", kind="transformers", model_name="bad\x00path"))
     assert odd.model_path_exists is False
 
 

@@ -13,7 +13,7 @@ from k12vista.models import Job
 
 
 def test_every_registered_kind_has_a_label_in_both_languages():
-    kinds = jobs.registered_kinds()
+    kinds = [kind for kind in jobs.registered_kinds() if not kind.startswith("tests.")]  # test modules' own
     assert len(kinds) >= 20
     missing = [kind for kind in kinds if kind not in KIND_LABELS]
     assert not missing, f"add these kinds to k12vista.job_text.KIND_LABELS: {missing}"
