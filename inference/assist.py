@@ -266,14 +266,6 @@ class UnreadableOutput(ValueError):
     pass
 
 
-_THINK_END = "</think>"
-
-
-def _answer_text(text: str) -> str:
-    # A reasoning model's drafts come before </think>; the answer after it.
-    return text.rsplit(_THINK_END, 1)[-1].strip()
-
-
 def read_output(run: AssistRun, question: Question, text: str) -> dict:
     """What the model said, as stored in AssistResult.parsed; UnreadableOutput when nothing usable."""
     if run.kind in OUTPUT_KIND:
@@ -282,7 +274,7 @@ def read_output(run: AssistRun, question: Question, text: str) -> dict:
             raise UnreadableOutput(result.error)
         return {**result.value, "parse_status": str(result.status), "parse_notes": result.notes}
     if run.kind == Kind.CAPTION:
-        caption = _answer_text(text)
+        caption = parsing.answer_after_reasoning(text)
         if not caption:
             raise UnreadableOutput("empty caption")
         return {"caption": caption}
@@ -371,7 +363,7 @@ _LATEX_NOISE = re.compile(r"\\left|\\right|\\[,;! ]|\\displaystyle")
 
 def final_answer(text: str) -> str:
     """The text after the last "最终答案：", or the whole answer when there is none."""
-    answer = _answer_text(text)
+    answer = parsing.answer_after_reasoning(text)
     found = list(_FINAL.finditer(answer))
     return answer[found[-1].end() :].strip() if found else answer
 

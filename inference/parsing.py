@@ -448,15 +448,20 @@ class _Reader:
 # From text to a structure
 
 _THINK_END = "</think>"
+
+
+def answer_after_reasoning(text: str) -> str:
+    """A reasoning model's answer: its drafts come before the last </think>, the answer after it."""
+    return text.rsplit(_THINK_END, 1)[-1].strip()
+
+
 _EVALUATION = re.compile(r"<evaluation>(.*?)(?:</evaluation>|\Z)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
 def _snippets(text: str) -> Iterator[tuple[str, str]]:
     """(where, text) to look in for the answer, most explicit first."""
-    if _THINK_END in text:
-        # A reasoning judge's drafts come before </think>; the answer after it.
-        text = text.rsplit(_THINK_END, 1)[1]
+    text = answer_after_reasoning(text)
     # The last block: a judge that echoes the prompt's example does so first.
     if blocks := _EVALUATION.findall(text):
         yield "the <evaluation> block", blocks[-1]

@@ -6,8 +6,9 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from k12vista.roles import Role
 from pem import jobs
+from pem.build import build_pebench, largest_remainder
 from pem.models import ChainOfThought, PEBenchBuild, PEBenchItem
-from pem.services import PEBenchError, build_pebench, largest_remainder
+from pem.services import PEBenchError
 from tests.pem_factories import add_to_pebench, make_cot
 
 FOUR_STEPS = ["一", "二", "三", "四"]
