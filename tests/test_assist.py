@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 
 from annotation.models import Flag, StepProposal
-from inference import assist, services
+from inference import answers, assist, difficulty, services
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -212,10 +212,10 @@ def test_it_lists_the_questions_all_small_models_solved(scripted_server, researc
     first = run_now(start(endpoint(scripted_server, name="a"), researcher, "small_model_filter"))
     answering(_by_question("甲", "最终答案：B", "最终答案：A"))
     second = run_now(start(endpoint(scripted_server, name="b"), researcher, "small_model_filter"))
-    assert list(assist.solved_by_all([first, second])) == [easy]
-    assert list(assist.solved_by_all([first])) == [easy, hard]
+    assert list(difficulty.solved_by_all([first, second])) == [easy]
+    assert list(difficulty.solved_by_all([first])) == [easy, hard]
     with pytest.raises(ValueError, match="filter runs"):
-        assist.solved_by_all([])
+        difficulty.solved_by_all([])
 
 
 def test_the_text_only_filter_answers_without_images_and_compares_short_answers(scripted_server, researcher):
@@ -243,7 +243,7 @@ def test_the_text_only_filter_answers_without_images_and_compares_short_answers(
 )
 def test_it_reads_the_option_letter_of_a_direct_answer(db, output, letter):
     question = make_question()
-    assert assist.judge_answer(question, output)["model_answers"] == [letter]
+    assert answers.judge_answer(question, output)["model_answers"] == [letter]
 
 
 def test_an_answer_without_an_option_letter_is_a_parse_failure(scripted_server, researcher):
