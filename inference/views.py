@@ -42,12 +42,12 @@ from inference.models import (
 )
 from inference.standings import board_state
 from k12vista.models import Job
+from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
 LEADERBOARD_READERS = (Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
-PAGE_SIZE = 50
 ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
 
 
@@ -259,21 +259,6 @@ def run_create(request: HttpRequest) -> HttpResponse:
         else:
             return redirect("inference:run", pk=run.pk)
     return render(request, "inference/run_form.html", {"form": form})
-
-
-def keyset_page(rows: QuerySet, request: HttpRequest) -> tuple[list, str | None]:
-    """One page of rows after ?after=<id>, and the query string of the next page."""
-    try:
-        after = int(request.GET.get("after", 0))
-    except ValueError:
-        after = 0
-    page = list(rows.filter(id__gt=after).order_by("id")[: PAGE_SIZE + 1])
-    if len(page) <= PAGE_SIZE:
-        return page, None
-    page = page[:PAGE_SIZE]
-    query = request.GET.copy()
-    query["after"] = page[-1].pk
-    return page, query.urlencode()
 
 
 @login_required

@@ -203,9 +203,8 @@ def test_it_lists_chains_with_filters_and_counts_by_status(researcher, login):
 
 @pytest.mark.django_db
 def test_it_pages_the_chain_list_with_htmx(researcher, login, monkeypatch):
-    from pem import data_views
 
-    monkeypatch.setattr(data_views, "PAGE_SIZE", 2)
+    monkeypatch.setattr("k12vista.pagination.PAGE_SIZE", 2)
     cots = [make_cot(steps=FOUR_STEPS) for _ in range(3)]
     client = login(researcher)
     first = client.get("/pem/data/chains/").content.decode()
