@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -204,8 +205,7 @@ class Completion:
 
 def image_data_url(content: bytes, *, max_side: int) -> str:
     """A figure as a JPEG data URL, shrunk on our side to the endpoint's largest side."""
-    image = Image.open(io.BytesIO(content))
-    image = image.convert("RGB")
+    image = Image.open(io.BytesIO(content)).convert("RGB")
     if max(image.size) > max_side:
         image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
@@ -213,7 +213,7 @@ def image_data_url(content: bytes, *, max_side: int) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def build_messages(*, system: str, user: str, image_urls: list[str] = ()) -> list[dict[str, Any]]:
+def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
