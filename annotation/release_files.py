@@ -30,9 +30,11 @@ import yaml
 from datasets import Features, Image, List, Value
 from django.conf import settings
 from django.core.files.storage import default_storage
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 
 from annotation import export
-from annotation.models import Question, Release, ReleaseFile
+from annotation.models import Question, Release, ReleaseFile, ReleaseItem
 from k12vista.vocabulary import QUESTION_TYPE_ZH
 
 SPLIT = "test"  # a benchmark: everything is for evaluation
@@ -87,14 +89,32 @@ def record(release: Release, form: str, path: Path, count: int) -> ReleaseFile:
 ITEM_FIELDS = ("hash_id", "content_hash", "content", "provenance")
 
 
-def read_figure(name: str) -> dict:
+def item_rows(items: QuerySet[ReleaseItem]) -> QuerySet:
+    """The items as ``ITEM_FIELDS`` tuples, provenance as the database's JSON text (the copy
+    stores it as a JSON string, so decoding it only to encode it again would be wasted)."""
+    return items.annotate(provenance_text=Cast("provenance", TextField())).values_list(
+        "hash_id", "content_hash", "content", "provenance_text"
+    )
+
+
+def figure_path(name: str) -> str | None:
     try:
-        path = default_storage.path(name)
+        return default_storage.path(name)
     except NotImplementedError:  # a storage without local paths
+        return None
+
+
+def read_figure_bytes(name: str) -> bytes:
+    path = figure_path(name)
+    if path is None:
         with default_storage.open(name, "rb") as stored:
-            return {"bytes": stored.read(), "path": Path(name).name}
+            return stored.read()
     with open(path, "rb") as stored:
-        return {"bytes": stored.read(), "path": Path(name).name}
+        return stored.read()
+
+
+def read_figure(name: str) -> dict:
+    return {"bytes": read_figure_bytes(name), "path": Path(name).name}
 
 
 def hf_row(item: tuple, images: list[dict]) -> dict:
@@ -112,44 +132,111 @@ def hf_row(item: tuple, images: list[dict]) -> dict:
 
 
 def row_groups(items: Any, size: int) -> Any:
-    """Items in groups of ``size``, each with its figures read (by a few threads: the reads wait on the disk)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for group in itertools.batched(items, size):
-            names = [item[2].get("figures", []) for item in group]
-            flat = list(pool.map(read_figure, [n for found in names for n in found]))
-            out, at = [], 0
-            for item, found in zip(group, names, strict=True):
-                out.append(hf_row(item, flat[at : at + len(found)]))
-                at += len(found)
-            yield out
+    """Items in groups of ``size`` as row dicts with their figures read (the bench's pyarrow-alone input)."""
+    for group in itertools.batched(items, size):
+        yield [hf_row(item, [read_figure(n) for n in item[2].get("figures", [])]) for item in group]
+
+
+def _strings(values: list) -> pa.Array:
+    return pa.array(values, pa.string())
+
+
+def _string_lists(values: list) -> pa.Array:
+    return pa.array(values, pa.list_(pa.string()))
+
+
+def arrow_group(group: tuple, schema: pa.Schema) -> pa.Table:
+    """One row group built column by column from the items (no row dicts, figures as bytes).
+
+    This is the writer's hot path: each column is one Python list handed to
+    pyarrow once, and the images column is assembled from one flat binary
+    array and its offsets rather than from a dict per image."""
+    hash_ids, digests, provenance = [], [], []
+    subject, grade, stage, qtype, type_zh, text, options = [], [], [], [], [], [], []
+    answers, raw, steps, points, units, difficulty, source = [], [], [], [], [], [], []
+    blobs, paths, offsets = [], [], [0]
+    zh = QUESTION_TYPE_ZH
+    for hash_id, content_hash, c, prov in group:
+        hash_ids.append(hash_id)
+        digests.append(content_hash)
+        provenance.append(prov if isinstance(prov, str) else json.dumps(prov, ensure_ascii=False))
+        subject.append(c["subject"])
+        grade.append(c["grade"])
+        stage.append(c.get("stage", ""))
+        kind = c["qtype"]
+        qtype.append(kind)
+        type_zh.append(zh.get(kind, kind))
+        text.append(c["text"])
+        options.append([{"label": str(o.get("label", "")), "text": str(o.get("text", ""))} for o in c["options"]])
+        answers.append(c["answers"])
+        raw.append(c["raw_solution"])
+        steps.append(c["solution_steps"])
+        points.append(c["knowledge_points"])
+        units.append(c.get("core_units", []))
+        difficulty.append(c["difficulty"])
+        source.append(c["source"])
+        for name in c.get("figures", []):
+            blobs.append(read_figure_bytes(name))
+            paths.append(name.rsplit("/", 1)[-1])
+        offsets.append(len(blobs))
+    image_type = schema.field("images").type
+    images = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.StructArray.from_arrays([pa.array(blobs, pa.binary()), _strings(paths)], fields=list(image_type.value_type)),
+        type=image_type,
+    )  # fmt: skip
+    columns = {
+        "hash_id": _strings(hash_ids), "subject": _strings(subject), "grade": pa.array(grade, pa.int32()),
+        "stage": _strings(stage), "type": _strings(qtype), "type_zh": _strings(type_zh), "question": _strings(text),
+        "options": pa.array(options, schema.field("options").type), "answers": _string_lists(answers),
+        "raw_solution": _strings(raw), "solution_steps": _string_lists(steps),
+        "knowledge_points": _string_lists(points), "core_units": _string_lists(units),
+        "difficulty": pa.array(difficulty, pa.float32()), "source": _strings(source),
+        "content_hash": _strings(digests), "provenance": _strings(provenance), "images": images,
+    }  # fmt: skip
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 def write_parquet(items: Any, folder: Path, total: int, *, rows_per_shard: int, tick: Callable[[], None]) -> list[str]:
     """Shards named as the Hub names them (``data/test-00000-of-00002.parquet``); ``items`` yields
-    ``ITEM_FIELDS`` tuples in order."""
+    ``ITEM_FIELDS`` tuples in order.
+
+    Row groups are built here while one writer thread encodes and compresses
+    the previous one (pyarrow lets go of the GIL while it does), so reading the
+    database and the figures overlaps with the writing."""
     schema = FEATURES.arrow_schema
     shards = max(1, math.ceil(total / rows_per_shard))
     names = [f"data/{SPLIT}-{i:05d}-of-{shards:05d}.parquet" for i in range(shards)]
     (folder / "data").mkdir(parents=True, exist_ok=True)
-    group = math.gcd(ROW_GROUP, rows_per_shard)  # a row group never straddles two shards
-    written = 0
-    writer = None
+    group_size = math.gcd(ROW_GROUP, rows_per_shard)  # a row group never straddles two shards
+    state: dict[str, Any] = {"writer": None, "written": 0}
+
+    def write(table: pa.Table) -> None:
+        written = state["written"]
+        if state["writer"] is None or written % rows_per_shard == 0:
+            if state["writer"] is not None:
+                state["writer"].close()
+            state["writer"] = pq.ParquetWriter(folder / names[written // rows_per_shard], schema)
+        state["writer"].write_table(table)
+        state["written"] = written + table.num_rows
+
+    pending = None
     try:
-        for rows in row_groups(items, group):
-            shard = written // rows_per_shard
-            if writer is None or written % rows_per_shard == 0:
-                if writer is not None:
-                    writer.close()
-                writer = pq.ParquetWriter(folder / names[shard], schema)
-            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
-            written += len(rows)
-            for _row in rows:
-                tick()
-        if writer is None:  # an empty release still has its (empty) shard
-            writer = pq.ParquetWriter(folder / names[0], schema)
+        with ThreadPoolExecutor(max_workers=1) as writer_thread:
+            for group in itertools.batched(items, group_size):
+                table = arrow_group(group, schema)
+                if pending is not None:
+                    pending.result()  # in order, and an error stops the build here
+                pending = writer_thread.submit(write, table)
+                for _row in group:
+                    tick()
+            if pending is not None:
+                pending.result()
+        if state["writer"] is None:  # an empty release still has its (empty) shard
+            state["writer"] = pq.ParquetWriter(folder / names[0], schema)
     finally:
-        if writer is not None:
-            writer.close()
+        if state["writer"] is not None:
+            state["writer"].close()
     return names
 
 
@@ -247,7 +334,7 @@ def write_huggingface(release: Release, tick: Callable[[], None]) -> tuple[Path,
     items = release.items.order_by("hash_id")
     total = items.count()
     rows_per_shard = getattr(settings, "RELEASE_PARQUET_ROWS_PER_SHARD", 5000)
-    rows = items.values_list(*ITEM_FIELDS).iterator(chunk_size=ROW_GROUP)
+    rows = item_rows(items).iterator(chunk_size=ROW_GROUP)
     write_parquet(rows, folder, total, rows_per_shard=rows_per_shard, tick=tick)
     (folder / "README.md").write_text(dataset_card(release), encoding="utf-8")
     out = base / f"k12vista-v{release.version}-hf.zip"

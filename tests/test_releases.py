@@ -133,5 +133,33 @@ def test_datasets_loads_the_parquet_release_as_in_the_database(researcher, setti
         [image] = row["images"]
         figure = question.figures.get()
         assert image.size == (figure.width, figure.height)
+        item = release.items.get(hash_id=row["hash_id"])
+        assert json.loads(row["provenance"]) == item.provenance and row["content_hash"] == item.content_hash
     card = (folder / "README.md").read_text()
     assert card.startswith("---\nlicense: cc-by-nc-4.0") and "## Counts per cell" in card and "@misc{k12vista" in card
+
+
+def test_the_column_writer_builds_the_same_table_as_row_dicts(tmp_path, settings):
+    """The writer's column-by-column row groups equal pyarrow's reading of the row dicts,
+    images (none, one, two a row) and options included."""
+    import pyarrow as pa
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    names = [default_storage.save(f"figures/t-{n}.png", ContentFile(bytes([n]) * (50 + n))) for n in range(3)]
+    base = {"subject": "math", "grade": 7, "stage": "middle", "text": "题", "answers": ["A"], "raw_solution": "解",
+            "solution_steps": ["一", "二"], "knowledge_points": ["平方根"], "core_units": [], "difficulty": 0.5,
+            "source": "jsonl"}  # fmt: skip
+    items = [
+        ("a", "h1", base | {"qtype": "multiple_choice", "options": [{"label": "A", "text": "1"}], "figures": []}, {}),
+        ("b", "h2", base | {"qtype": "fill_in_blank", "options": [], "figures": names[:1]}, {"page": 3}),
+        ("c", "h3", base | {"qtype": "free_response", "options": [{"label": 1, "text": 2}], "figures": names[1:]},
+         '{"page": 4}'),
+    ]  # fmt: skip
+    schema = release_files.FEATURES.arrow_schema
+    ours = release_files.arrow_group(tuple(items), schema)
+    rows = [release_files.hf_row(item, [release_files.read_figure(n) for n in item[2]["figures"]]) for item in items]
+    rows[2]["provenance"] = '{"page": 4}'  # already JSON text, as the database hands it over
+    assert ours.equals(pa.Table.from_pylist(rows, schema=schema))
+    assert [len(r) for r in ours.column("images").to_pylist()] == [0, 1, 2]
+    assert ours.column("options").to_pylist()[2] == [{"label": "1", "text": "2"}]
