@@ -163,3 +163,64 @@ def test_the_column_writer_builds_the_same_table_as_row_dicts(tmp_path, settings
     assert ours.equals(pa.Table.from_pylist(rows, schema=schema))
     assert [len(r) for r in ours.column("images").to_pylist()] == [0, 1, 2]
     assert ours.column("options").to_pylist()[2] == [{"label": "1", "text": "2"}]
+
+
+def test_a_published_release_keeps_its_figures_when_the_bank_changes_them(researcher, settings):
+    """Replacing one question's figure (as a recrop does: new file, old one deleted) and removing
+    another's leaves the published release whole: its snapshot, its Parquet and its zip still hold
+    the bytes as built; the next release holds the new ones and the comparison names the change."""
+    import io
+
+    import pyarrow.parquet as pq
+    from django.core.files.base import ContentFile
+    from PIL import Image
+
+    candidate = audited_set(researcher)
+    v1 = built(candidate, researcher)
+    releases.publish_release(release=v1, by=researcher)
+    edited, removed, _kept = Question.objects.order_by("id")
+    before = {}
+    for question in (edited, removed):
+        figure = question.figures.get()
+        with figure.image.open("rb") as stored:
+            before[question.hash_id] = stored.read()
+    figure = edited.figures.get()
+    old_name = figure.image.name
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30), "red").save(buffer, "PNG")
+    figure.image.save(f"{edited.hash_id}-0-crop.png", ContentFile(buffer.getvalue()), save=True)
+    figure.image.storage.delete(old_name)
+    gone = removed.figures.get()
+    gone.image.storage.delete(gone.image.name)
+    gone.delete()
+    for question in (edited, removed):
+        bank.edit_question(question=question, changes={"text": question.text + "。"}, user=researcher,
+                           expected_version=question.version)  # fmt: skip
+
+    # The snapshot's own copies are still there, byte for byte.
+    for hash_id, data in before.items():
+        [name] = v1.items.get(hash_id=hash_id).content["figures"]
+        with releases.default_storage.open(name, "rb") as stored:
+            assert stored.read() == data
+    # So are the release's files.
+    folder = release_files.release_dir(v1) / "k12vista-v1-hf"
+    table = pq.read_table(next((folder / "data").glob("*.parquet")))
+    images = dict(zip(table.column("hash_id").to_pylist(), table.column("images").to_pylist(), strict=True))
+    assert {h: images[h][0]["bytes"] for h in before} == before
+    studio = v1.files.get(form="studio")
+    with zipfile.ZipFile(Path(settings.MEDIA_ROOT) / studio.path) as archive:
+        kept = {n.split("/")[-1].rsplit("-", 1)[0]: archive.read(n) for n in archive.namelist() if "images/" in n}
+    assert {h: kept[h] for h in before} == before
+
+    v2 = built(candidate, researcher)
+    [new_name] = v2.items.get(hash_id=edited.hash_id).content["figures"]
+    with releases.default_storage.open(new_name, "rb") as stored:
+        assert stored.read() == buffer.getvalue()
+    assert v2.items.get(hash_id=removed.hash_id).content["figures"] == []
+    diff = releases.compare_releases(v1, v2)
+    changed = {c["hash_id"]: {f["field"] for f in c["fields"]} for c in diff["changed"]}
+    assert changed == {edited.hash_id: {"text", "figures"}, removed.hash_id: {"text", "figures"}}
+    # Unchanged bytes are kept once and shared by both releases.
+    assert (
+        v1.items.get(hash_id=_kept.hash_id).content["figures"] == v2.items.get(hash_id=_kept.hash_id).content["figures"]
+    )
