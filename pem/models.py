@@ -426,3 +426,24 @@ class PanelVote(models.Model):
 
 # PEM-800K filter runs, training exports and training runs (pem/training/models.py).
 from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401
+
+
+class StoredAgreement(models.Model):
+    """The agreement report over one scope of chains, computed by a job
+    (``pem.agreement_store``) so that the page reads it instead of working it
+    out over every label in the request. ``fingerprint`` is what the labels
+    looked like when it was computed; a page finding other labels says so."""
+
+    class Scope(models.TextChoices):
+        ALL = "all", _("All chains of thought")
+        PEBENCH = "pebench", "PEBench"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices, unique=True)
+    report = models.JSONField(default=dict)
+    fingerprint = models.JSONField(default=dict)
+    computed = models.DateTimeField(default=timezone.now)
+    seconds = models.FloatField(default=0)  # how long the computation took
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return f"agreement report ({self.scope}) of {self.computed:%Y-%m-%d %H:%M}"

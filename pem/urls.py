@@ -22,6 +22,7 @@ urlpatterns: list = [
     path("data/from-run/", data_views.data_from_run, name="data_from_run"),
     path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
     path("agreement/", agreement_views.agreement_page, name="agreement"),
+    path("agreement/compute/", agreement_views.agreement_compute, name="agreement_compute"),
     path("splits/", pipeline_views.split_create, name="split_create"),
     path("splits/<int:pk>/", pipeline_views.split_detail, name="split"),
     path("panels/", pipeline_views.panel_create, name="panel_create"),
