@@ -20,7 +20,7 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import agreement_store, export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
+from pem import agreement_store, export, panel, releases, services, splitting  # noqa: F401 (their job handlers register on import)
 from pem.models import PEBenchBuild
 
 IMPORT = "pem.import_pebench"
@@ -28,7 +28,7 @@ EXPORT = "pem.export_pebench"
 COTS_FROM_RUN = "pem.cots_from_run"
 LABELS_FROM_SCORING = "pem.labels_from_scoring_run"
 BUILD = "pem.build_pebench"
-KINDS = (IMPORT, EXPORT, COTS_FROM_RUN, LABELS_FROM_SCORING, BUILD, agreement_store.KIND)
+KINDS = (IMPORT, EXPORT, COTS_FROM_RUN, LABELS_FROM_SCORING, BUILD, agreement_store.KIND, releases.BUILD)
 
 
 # --- starting -------------------------------------------------------------------------
