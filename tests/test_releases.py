@@ -160,9 +160,21 @@ def test_the_column_writer_builds_the_same_table_as_row_dicts(tmp_path, settings
     ours = release_files.arrow_group(tuple(items), schema)
     rows = [release_files.hf_row(item, [release_files.read_figure(n) for n in item[2]["figures"]]) for item in items]
     rows[2]["provenance"] = '{"page": 4}'  # already JSON text, as the database hands it over
-    assert ours.equals(pa.Table.from_pylist(rows, schema=schema))
+    expected = pa.Table.from_pylist(rows, schema=schema)
+    assert ours.equals(expected)
     assert [len(r) for r in ours.column("images").to_pylist()] == [0, 1, 2]
     assert ours.column("options").to_pylist()[2] == [{"label": "1", "text": "2"}]
+    # Content as the database hands it over (JSON text): parsed by pyarrow where it fits, in
+    # Python where it does not (the number as a label, an option without text), the same table.
+    as_text = [(h, d, json.dumps(c, ensure_ascii=False), p) for h, d, c, p in items]
+    assert release_files.parsed_group(tuple(as_text[:2]), schema) is not None
+    assert release_files.parsed_group(tuple(as_text), schema) is None
+    assert release_files.arrow_group(tuple(as_text[:2]), schema).equals(expected.slice(0, 2))
+    assert release_files.arrow_group(tuple(as_text), schema).equals(expected)
+    missing = [(h, d, json.dumps({k: v for k, v in json.loads(c).items() if k != "stage"}), p)
+               for h, d, c, p in as_text]  # fmt: skip
+    assert release_files.parsed_group(tuple(missing[:1]), schema) is None
+    assert release_files.arrow_group(tuple(missing[:1]), schema).column("stage").to_pylist() == [""]
 
 
 def test_a_published_release_keeps_its_figures_when_the_bank_changes_them(researcher, settings):
