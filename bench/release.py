@@ -3,6 +3,7 @@ preview, the stratified draw, and writing the Parquet release beside pyarrow alo
 
     DATA_DIR=/tmp/k12-releasebench DEBUG=1 nice -n 10 .venv/bin/python -m bench.release --scale 0.05
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/k12_release ... .venv/bin/python -m bench.release --scale 0.05
+    ... -m bench.release --scale 1.0 --only parquet [--profile]   # the Parquet writer only; a --keep bank stays
 
 Scale 1.0 is the paper's size: a bank of 160,000 valid questions carrying 17,721
 knowledge points (targets: clustering under 2 minutes, preview under 5 s, draw
