@@ -30,7 +30,17 @@ from annotation.images import BadImage
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
-from annotation.pdf.layout import Line, PageLayout, PageText, Span, reading_order, union
+from annotation.pdf.layout import (
+    QUESTION_START,
+    Line,
+    PageLayout,
+    PageText,
+    Span,
+    group_lines,
+    line_text,
+    reading_order,
+    union,
+)
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
@@ -288,14 +298,62 @@ def _stored_ocr(row: Page, page: pymupdf.Page, number: int) -> PageText:
 
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
-    """Labels inside a figure are part of the figure, not of the question text."""
+    """Labels inside a figure are part of the figure, not of the question text.
 
-    def inside(box: tuple) -> bool:
+    Two kinds of text inside a figure's box stay text: a line that goes on
+    outside every figure (a figure box drawn a little too tall reaches over the
+    stem line above it) or starts a question, and option letters set one under
+    each of a row of pictures ("A", "B", "C", "D"): they are the question's options.
+    """
+    if not regions:
+        return page_text
+
+    def region_of(box: tuple) -> int:
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        return any(r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3] for r in regions)
+        for i, r in enumerate(regions):
+            if r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3]:
+                return i
+        return -1
 
-    spans = [s for s in page_text.spans if not inside(s.bbox)]
+    where = [region_of(s.bbox) for s in page_text.spans]
+    if all(w < 0 for w in where):
+        return page_text
+    keep = [w < 0 for w in where]
+    index_of = {id(s): i for i, s in enumerate(page_text.spans)}
+    for line in group_lines(page_text.spans):
+        for run in _runs(line):
+            indexes = [index_of[id(s)] for s in run]
+            inside = [i for i in indexes if where[i] >= 0]
+            if not inside:
+                continue
+            if len(inside) < len(indexes) or QUESTION_START.match(line_text(run)):
+                for i in inside:
+                    keep[i] = True
+        if _picture_letters(line, [where[index_of[id(s)]] for s in line]):
+            for s in line:
+                keep[index_of[id(s)]] = True
+    spans = [s for s, kept in zip(page_text.spans, keep, strict=True) if kept]
     return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr, page_text.gutters)
+
+
+def _runs(line: list[Span]) -> list[list[Span]]:
+    """A line cut where runs stand apart (more than a character and a half): a column, a figure's label."""
+    runs: list[list[Span]] = []
+    for span in line:
+        if runs and span.bbox[0] - runs[-1][-1].bbox[2] < 1.5 * max(span.size, runs[-1][-1].size):
+            runs[-1].append(span)
+        else:
+            runs.append([span])
+    return runs
+
+
+def _picture_letters(line: list[Span], regions_of: list[int]) -> bool:
+    """A row of single letters A, B, C… each in its own figure: the labels of picture options."""
+    letters = [s.text.strip().strip("()（）.．") for s in line]
+    if len(line) < 2 or any(len(letter) != 1 for letter in letters):
+        return False
+    in_order = all(ord(b) - ord(a) == 1 for a, b in zip(letters, letters[1:], strict=False))
+    return in_order and letters[0] in "AC" and len(set(regions_of)) == len(line) and min(regions_of) >= 0
 
 
 def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:
