@@ -249,19 +249,40 @@ def _media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
 
-@pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
-def test_one_question_that_fails_is_recorded_and_the_paper_goes_on(monkeypatch):
+def _flaky_create(monkeypatch, failing_calls):
     real_create = services.create_question
     calls = {"n": 0}
 
     def flaky(*, data, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 2:
+        if calls["n"] in failing_calls:
             raise UnicodeEncodeError("utf-8", "\ud835", 0, 1, "surrogates not allowed")
         return real_create(data=data, **kwargs)
 
     monkeypatch.setattr("annotation.pdf.importer.create_question", flaky)
+    return real_create
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("_media")
+def test_a_question_that_fails_is_saved_again_cleaned_with_the_fault_recorded_on_it(monkeypatch):
+    _flaky_create(monkeypatch, {2})
+    document = register_pdf_upload(
+        uploaded_file_or_path=SimpleUploadedFile("exam.pdf", fixtures_pdf.two_column_exam().pdf)
+    )
+    summary = import_document(document=document)
+    assert summary.questions == 8 and summary.failed == [] and [p["question"] for p in summary.partial] == ["2"]
+    second = Question.objects.filter(source_document=document).order_by("id")[1]
+    flag = second.flags.get(code=Flag.Code.IMPORT_ERROR)
+    assert "UnicodeEncodeError" in flag.message and second.figures.count() == 0  # saved without its figure
+    document.refresh_from_db()
+    assert document.error == "" and document.import_report["partial"][0]["question"] == "2"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("_media")
+def test_a_question_refused_twice_is_named_on_the_document_and_the_paper_goes_on(monkeypatch):
+    real_create = _flaky_create(monkeypatch, {2, 3})  # question 2, and question 2 cleaned
     document = register_pdf_upload(
         uploaded_file_or_path=SimpleUploadedFile("exam.pdf", fixtures_pdf.two_column_exam().pdf)
     )
@@ -269,12 +290,14 @@ def test_one_question_that_fails_is_recorded_and_the_paper_goes_on(monkeypatch):
     assert summary.questions == 7 and len(summary.failed) == 1
     assert "UnicodeEncodeError" in summary.failed[0]["reason"]
     document.refresh_from_db()
-    assert document.error == ""
+    assert document.error == "" and document.import_report["failed"] == summary.failed
     # A second run imports the one that failed and nothing twice.
     monkeypatch.setattr("annotation.pdf.importer.create_question", real_create)
     again = import_document(document=document)
     assert again.questions == 1 and again.existing == 7
     assert Question.objects.filter(source_document=document).count() == 8
+    document.refresh_from_db()
+    assert document.import_report["failed"] == []
 
 
 @pytest.mark.django_db

@@ -158,7 +158,8 @@ class Segmenter:
         self.answer_scope = ""
         self.answer_style: str | None = None  # how the answers of the section being read are numbered
         self.stated: dict[int, tuple[str, int | None]] = {}  # section -> (heading, "共 8 小题" count)
-        self.leftover: dict[tuple[int, int], int] = {}  # (page, column) -> characters read into no question
+        # (page, column) -> characters read into no question there, and the question read before them
+        self.leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]] = {}
         self.in_notice = False
         self.notice_last = 0  # the last point number of the notice being read
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
@@ -233,7 +234,8 @@ class Segmenter:
                 self._add_to_entry(self.entry, text)
         elif self.current is None and self.questions and not self.in_notice:
             where = (line.page, line.key[2] if len(line.key) > 2 else 0)
-            self.leftover[where] = self.leftover.get(where, 0) + len(text)
+            chars, before = self.leftover.get(where, (0, self.questions[-1]))
+            self.leftover[where] = (chars + len(text), before)
         elif self.current is not None:
             self.current.lines.append(line)
             self._add(self.current, text)
@@ -533,15 +535,24 @@ LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no 
 
 
 def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
-                       leftover: dict[tuple[int, int], int]) -> dict:  # fmt: skip
+                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]]) -> dict:  # fmt: skip
     """What a person checks first on an import: every number found once, sections as long as they say.
 
     ``warnings`` lists each gap, duplicate, count that differs from its heading
     and column whose text went to no question; ``suspects`` holds the labels of
-    the questions next to each of them, which get a flag.
+    the questions next to each of them, which get a flag, and ``reasons`` the
+    warnings that concern each of those questions (the flag's message).
     """
     report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
-                    "leftover": [], "warnings": [], "suspects": []}  # fmt: skip
+                    "leftover": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
+
+    def warn(message: str, *near: ParsedQuestion) -> None:
+        report["warnings"].append(message)
+        for question in near:
+            report["reasons"].setdefault(question.label, [])
+            if message not in report["reasons"][question.label]:
+                report["reasons"][question.label].append(message)
+
     by_scope: dict[str, list[ParsedQuestion]] = {}
     for question in questions:
         if not question.name:
@@ -552,26 +563,25 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
                 label = f"{scope}.{missing}" if scope else str(missing)
                 report["gaps"].append(label)
-                report["warnings"].append(f"question {label} was not found (between {before.label} and {after.label})")
-                report["suspects"] += [before.label, after.label]
+                warn(f"question {label} was not found (between {before.label} and {after.label})", before, after)
         for question in members:
             if question.number in seen:
                 report["duplicates"].append(question.label)
-                report["warnings"].append(f"question number {question.label} appears twice")
-                report["suspects"].append(question.label)
+                warn(f"question number {question.label} appears twice", seen[question.number], question)
             seen[question.number] = question
     for section, (heading, count) in sorted(stated.items()):
         found = [q for q in questions if q.section == section]
         report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
         if count is not None and found and count != len(found):
-            report["warnings"].append(f"the section “{heading}” states {count} questions, {len(found)} were found")
-            report["suspects"] += [found[0].label, found[-1].label]
-    for (page, column), chars in sorted(leftover.items()):
+            warn(f"the section “{heading}” states {count} questions, {len(found)} were found", found[0], found[-1])
+    position = {id(q): i for i, q in enumerate(questions)}
+    for (page, column), (chars, before) in sorted(leftover.items(), key=lambda item: item[0]):
         if chars >= LEFTOVER_CHARS:
             report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
-            message = f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question"
-            report["warnings"].append(message)
-    report["suspects"] = sorted(set(report["suspects"]))
+            at = position.get(id(before))
+            near = [] if at is None else questions[at : at + 2]
+            warn(f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question", *near)
+    report["suspects"] = sorted(report["reasons"])
     return report
 
 
