@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pymupdf
 from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -45,9 +44,15 @@ from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.lazy import lazy_module
 from k12vista.models import Job
 from k12vista.text import storable
 from k12vista.vocabulary import Subject
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 JOB_KIND = "annotation.import_pdf"
 CHUNK = 1024 * 1024

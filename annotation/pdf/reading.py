@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymupdf
 from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
 from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
+from k12vista.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 PAGE_DPI = 110  # page images are for people to compare against; figures are cropped sharper
 OCR_DPI = 120  # 10.5 pt characters come out ~17 px high, enough for PP-OCR; 150 dpi costs 1.5x the time
