@@ -17,6 +17,7 @@ import os
 import socket
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -213,8 +214,7 @@ class Completion:
 
 def image_data_url(content: bytes, *, max_side: int) -> str:
     """A figure as a JPEG data URL, shrunk on our side to the endpoint's largest side."""
-    image = Image.open(io.BytesIO(content))
-    image = image.convert("RGB")
+    image = Image.open(io.BytesIO(content)).convert("RGB")
     if max(image.size) > max_side:
         image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
@@ -222,7 +222,7 @@ def image_data_url(content: bytes, *, max_side: int) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def build_messages(*, system: str, user: str, image_urls: list[str] = ()) -> list[dict[str, Any]]:
+def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -274,9 +274,10 @@ CONNECTION_CAUSES = {
 
 def _causes(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
-    while exc is not None and exc not in chain and len(chain) < 20:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
     return chain
 
 
