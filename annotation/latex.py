@@ -97,20 +97,37 @@ def latex_problems(text: str) -> tuple[list[LatexProblem], bool]:
 
 def latex_problems_in(texts: dict[str, str]) -> tuple[dict[str, list[LatexProblem]], bool]:
     """Problems per named text, checked in one KaTeX round trip for them all."""
-    found: dict[str, list[LatexProblem]] = {}
-    formulas: list[tuple[str, Formula]] = []
-    for where, text in texts.items():
-        these, found[where] = split_formulas(text)
-        formulas += [(where, f) for f in these]
+    found, checked = latex_problems_of_many([texts])
+    return found[0], checked
+
+
+def latex_problems_of_many(
+    many: list[dict[str, str]],
+) -> tuple[list[dict[str, list[LatexProblem]]], bool]:
+    """:func:`latex_problems_in` for many questions' texts in one KaTeX round trip
+    (a bulk import checks a batch of questions at once)."""
+    found: list[dict[str, list[LatexProblem]]] = []
+    formulas: list[tuple[int, str, Formula]] = []
+    for index, texts in enumerate(many):
+        found.append({})
+        for where, text in texts.items():
+            these, found[index][where] = split_formulas(text)
+            formulas += [(index, where, f) for f in these]
     if not formulas:
         return found, True
-    results = _katex.check([f for _where, f in formulas])
+    results = _katex.check([f for _index, _where, f in formulas])
     if results is None:
         return found, False
-    for (where, formula), error in zip(formulas, results, strict=True):
+    for (index, where, formula), error in zip(formulas, results, strict=True):
         if error:
-            found[where].append(LatexProblem(storable(error), formula.tex))
+            found[index][where].append(LatexProblem(storable(error), formula.tex))
     return found, True
+
+
+def restart_checker() -> None:
+    """A fresh checker for a forked process: the parent's pipes are not this process's to use."""
+    global _katex
+    _katex = _KatexProcess()
 
 
 BLANK = re.compile(r"_{3,}|\\underline\{\s*(?:\\quad|\\qquad|\s|~)*\}|（\s*）|\(\s{2,}\)")
