@@ -115,19 +115,32 @@ def latex_problems_of_many(
             formulas += [(index, where, f) for f in these]
     if not formulas:
         return found, True
-    results = _katex.check([f for _index, _where, f in formulas])
-    if results is None:
-        return found, False
-    for (index, where, formula), error in zip(formulas, results, strict=True):
+    # Exam formulas repeat ($x$, $\\frac{1}{2}$): each distinct one goes to KaTeX once per process.
+    unknown = list(dict.fromkeys(f for _index, _where, f in formulas if f not in _verdicts))
+    if unknown:
+        results = _katex.check(unknown)
+        if results is None:
+            return found, False
+        if len(_verdicts) + len(unknown) > VERDICTS_KEPT:
+            _verdicts.clear()
+        _verdicts.update(zip(unknown, results, strict=True))
+    for index, where, formula in formulas:
+        error = _verdicts[formula]
         if error:
             found[index][where].append(LatexProblem(storable(error), formula.tex))
     return found, True
+
+
+# KaTeX's verdict on formulas already checked by this process (its build never changes while it runs).
+VERDICTS_KEPT = 100_000
+_verdicts: dict[Formula, str | None] = {}
 
 
 def restart_checker() -> None:
     """A fresh checker for a forked process: the parent's pipes are not this process's to use."""
     global _katex
     _katex = _KatexProcess()
+    _verdicts.clear()
 
 
 BLANK = re.compile(r"_{3,}|\\underline\{\s*(?:\\quad|\\qquad|\s|~)*\}|（\s*）|\(\s{2,}\)")
