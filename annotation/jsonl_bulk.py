@@ -46,7 +46,7 @@ from k12vista.text import BadLine, parse_record_line, storable
 from k12vista.vocabulary import stage_of_grade
 
 # Lines a worker prepares in one task (and checks with KaTeX in one round trip).
-CHUNK_LINES = 32
+CHUNK_LINES = 64
 # Questions written per transaction.
 WRITE_BATCH = 500
 # Below this many lines a pool costs more than it saves: prepared in this process.
