@@ -23,6 +23,7 @@ CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
 
 # Same delimiters as static/js/app.js, longest first.
 _DELIMITERS = [("$$", "$$", True), ("\\[", "\\]", True), ("\\(", "\\)", False), ("$", "$", False)]
+_OPENER = re.compile(r"[$\\]")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
     formulas: list[Formula] = []
     problems: list[LatexProblem] = []
     i = 0
-    while i < len(text):
+    # Only a dollar sign or a backslash can open a formula: jump from one to the next.
+    while (found := _OPENER.search(text, i)) is not None:
+        i = found.start()
         if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "$":
             i += 2  # an escaped dollar sign is text
             continue
