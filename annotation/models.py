@@ -149,11 +149,6 @@ class QuestionQuerySet(models.QuerySet["Question"]):
         """The questions a release holds (as they are now; the release keeps their content then)."""
         return self.filter(release_items__release=release)
 
-    def after(self, last_id: int | None) -> QuestionQuerySet:
-        """Keyset pagination by id: constant time however deep the page."""
-        qs = self.order_by("id")
-        return qs.filter(id__gt=last_id) if last_id else qs
-
 
 class Question(models.Model):
     class Status(models.TextChoices):

@@ -20,9 +20,9 @@ from annotation.forms import (
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
 from k12vista.jobs import start_job
+from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
 
-PAGE_SIZE = 50
 BROWSERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
 
 
@@ -225,18 +225,7 @@ def question_list(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *BROWSERS)
     form = QuestionFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
-    rows = list(
-        Question.objects.matching(filters)
-        .after(filters.get("after"))
-        .select_related("source_document")[: PAGE_SIZE + 1]
-    )
-    has_next = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
-    next_query = None
-    if has_next:
-        query = request.GET.copy()
-        query["after"] = rows[-1].pk
-        next_query = query.urlencode()
+    rows, next_query = keyset_page(Question.objects.matching(filters).select_related("source_document"), request)
     ctx = {"form": form, "controls": filter_controls(form), "questions": rows, "next_query": next_query}
     if request.htmx:
         return render(request, "annotation/question_list.html#rows", ctx)

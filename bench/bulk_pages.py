@@ -8,7 +8,7 @@
 - the labelling queue of an annotator holding 500 open tasks (keyset pages of
   50); the baseline is reading all 500 open tasks, as the page did before;
 - the difficulty-filter confirm over 10,000 questions (two small-model filter
-  runs that answered all of them right), through ``assist.confirm_filters``,
+  runs that answered all of them right), through ``inference.difficulty.confirm_filters``,
   the job's service (set-based ``reject_many``); the baseline is one
   ``annotation.services.reject`` per question, timed on 500 other questions
   and multiplied out.
@@ -154,7 +154,7 @@ def label_queue(args) -> None:
 def difficulty_confirm(args) -> None:
     from annotation import services as bank
     from annotation.models import Question
-    from inference import assist
+    from inference import assist, difficulty
     from inference.models import AssistResult, AssistRun, ModelEndpoint
     from k12vista import bulk
     from k12vista.models import Job
@@ -185,10 +185,12 @@ def difficulty_confirm(args) -> None:
     print(f"  baseline: one reject() per question: {1000 * per_question:.2f} ms each (on {len(sample)}), "
           f"so {per_question * args.reject:.1f} s for {args.reject:,}", flush=True)  # fmt: skip
     start = time.perf_counter()
-    preview = assist.preview_filters(runs, None)
+    preview = difficulty.preview_filters(runs, None)
     previewed = time.perf_counter() - start
     start = time.perf_counter()
-    rejected = assist.confirm_filters(small_runs=runs, text_only_run=None, fingerprint=preview.fingerprint, user=user)
+    rejected = difficulty.confirm_filters(
+        small_runs=runs, text_only_run=None, fingerprint=preview.fingerprint, user=user
+    )
     confirmed = time.perf_counter() - start
     print(f"  preview {previewed:.2f} s; confirm_filters (the job's work): {confirmed:.2f} s for {rejected:,} "
           f"rejected ({per_question * args.reject / confirmed:.0f}x the baseline)")  # fmt: skip

@@ -20,7 +20,7 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
+from pem import build, chains, export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
 from pem.models import PEBenchBuild
 
 IMPORT = "pem.import_pebench"
@@ -101,13 +101,13 @@ def export_job(job: Job, progress: Progress) -> dict:
 @job_handler(COTS_FROM_RUN, queue=Job.Queue.CPU)
 def cots_from_run_job(job: Job, progress: Progress) -> dict:
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["inference_run_id"])
-    return services.cots_from_run(inference_run=run, progress=progress)
+    return chains.cots_from_run(inference_run=run, progress=progress)
 
 
 @job_handler(LABELS_FROM_SCORING, queue=Job.Queue.CPU)
 def labels_from_scoring_run_job(job: Job, progress: Progress) -> dict:
     scoring_run = ScoringRun.objects.select_related("judge").get(pk=job.params["scoring_run_id"])
-    return services.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
+    return chains.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
 
 
 def build_summary(build: PEBenchBuild) -> dict:
@@ -121,7 +121,7 @@ def build_job(job: Job, progress: Progress) -> dict:
     made = PEBenchBuild.objects.filter(job=job).first()
     if made is None:
         progress(0, 1)
-        made = services.build_pebench(**job.params, user=job.started_by, job=job)
+        made = build.build_pebench(**job.params, user=job.started_by, job=job)
     progress(1, 1)
     return build_summary(made)
 

@@ -14,9 +14,10 @@ from annotation.pdf.layout import Line, Span, find_gutters
 from annotation.pdf.segment import segment
 from bench import real_papers
 from tests import fixtures_pdf
+from tests.ci import needs
 
 REAL = real_papers.default_folder()
-needs_real = pytest.mark.skipif(not (REAL / "expected.json").exists(), reason="../shared/realdata is not here")
+needs_real = needs((REAL / "expected.json").exists(), "../shared/realdata is not here")
 
 
 def _expected() -> list[dict]:
