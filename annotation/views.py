@@ -349,6 +349,19 @@ def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+def import_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    """Runs a stopped PDF import again on the same document: it continues where the last run stopped."""
+    require_role(request.user, *UPLOADERS)
+    document = get_object_or_404(documents_for(request.user).filter(kind=SourceDocument.Kind.PDF), pk=pk)
+    try:
+        pdf.retry_pdf_import(document=document, user=request.user)
+    except pdf.PdfImportError as exc:
+        messages.error(request, str(exc))
+    return redirect("annotation:import_detail", pk=document.pk)
+
+
+@login_required
+@require_POST
 def export(request: HttpRequest) -> HttpResponse:
     """Starts an export of the filtered questions; the file appears on the job's page."""
     require_role(request.user, Role.RESEARCHER, Role.ADMIN)

@@ -152,6 +152,23 @@ class EndpointList(generics.ListAPIView):
         return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
 
 
+class ProbeOutput(serializers.Serializer):
+    ok = serializers.BooleanField(allow_null=True, help_text="null: no call is possible from here (offline engines)")
+    message = serializers.CharField(help_text="What the test found, in the caller's language")
+    latency_ms = serializers.IntegerField(allow_null=True)
+    model = serializers.CharField(help_text="The model name the server answered with")
+    model_path_exists = serializers.BooleanField(allow_null=True, help_text="Offline engines: the model path exists")
+
+
+@extend_schema(request=None, responses=ProbeOutput)
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def endpoint_test(request: Request, pk: int) -> Response:
+    """Test connection: one tiny request through the client every run uses; the result and its latency."""
+    endpoint = generics.get_object_or_404(models.ModelEndpoint, pk=pk)
+    return Response(ProbeOutput(client.probe_endpoint(endpoint)).data)
+
+
 class RunList(generics.ListAPIView):
     serializer_class = RunOutput
     permission_classes = [MANAGERS]

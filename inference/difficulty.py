@@ -162,8 +162,7 @@ def rejection_reason(preview: FilterPreview, question_id: int) -> str:
     if question_id in preview.small_ids:
         names = ", ".join(f"{r.endpoint.model_name} (run {r.pk})" for r in preview.small_runs)
         parts.append(f"difficulty filter: every small model answered correctly: {names}")
-    if question_id in preview.text_only_ids:
-        run = preview.text_only_run
+    if (run := preview.text_only_run) is not None and question_id in preview.text_only_ids:
         parts.append(f"image-dependence filter: {run.endpoint.model_name} (run {run.pk}) answered correctly "
                      "without the image")  # fmt: skip
     return "; ".join(parts)

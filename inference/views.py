@@ -153,6 +153,21 @@ def endpoint_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("inference:endpoints")
 
 
+@login_required
+@require_POST
+def endpoint_test(request: HttpRequest, pk: int) -> HttpResponse:
+    """Test connection: one tiny request through the client every run uses (a POST: it calls out)."""
+    endpoint = get_endpoint_for_user(request.user, pk)
+    probe = client.probe_endpoint(endpoint)
+    if request.htmx:
+        return render(request, "inference/_endpoint_test.html", {"endpoint": endpoint, "probe": probe})
+    shown = f"{endpoint.name}: {probe.message}"
+    (messages.success if probe.ok else messages.warning if probe.ok is None else messages.error)(request, shown)
+    if request.POST.get("next") == "edit":
+        return redirect("inference:endpoint_edit", pk=endpoint.pk)
+    return redirect("inference:endpoints")
+
+
 # --- prompts ----------------------------------------------------------------
 
 
