@@ -146,7 +146,7 @@ def store_figure(hash_id: str, position: int, content: bytes, extension: str) ->
     """Stores a figure's file under the name its Figure row will hold (as attach_figure does)."""
     image = Figure._meta.get_field("image")
     unsaved = SimpleNamespace(question=SimpleNamespace(hash_id=hash_id), position=position)  # what upload_to reads
-    name = image.generate_filename(unsaved, f"{hash_id}-{position}.{extension}")
+    name = image.generate_filename(unsaved, f"{hash_id}-{position}.{extension}")  # type: ignore[arg-type]
     return image.storage.save(name, ContentFile(content), max_length=image.max_length)
 
 

@@ -24,7 +24,7 @@ def model_rows(model: type[models.Model], values: list[dict]) -> tuple[list[str]
     given = values[0]
     fields = [f for f in model._meta.concrete_fields if not (f.primary_key and f.attname not in given)]
     defaults = {f.attname: _default(f) for f in fields if f.attname not in given}
-    columns = [f.column for f in fields]
+    columns = [f.column or f.attname for f in fields]
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
     rows = []
     for value in values:
@@ -32,7 +32,7 @@ def model_rows(model: type[models.Model], values: list[dict]) -> tuple[list[str]
         for f in fields:
             item = value[f.attname] if f.attname in value else defaults[f.attname]
             if f.attname in json_fields and item is not None:
-                item = json.dumps(item, ensure_ascii=False, cls=f.encoder)
+                item = json.dumps(item, ensure_ascii=False, cls=getattr(f, "encoder", None))
             row.append(item)
         rows.append(tuple(row))
     return columns, rows
@@ -88,7 +88,7 @@ def insert_rows(model: type[models.Model], values: list[dict], *, ids: bool = Fa
             values = [{"id": pk, **value} for pk, value in zip(new_ids, values, strict=True)]
         copy_rows(model, values)
         return new_ids
-    objects = model.objects.bulk_create([model(**value) for value in values], batch_size=500)
+    objects = model._default_manager.bulk_create([model(**value) for value in values], batch_size=500)
     return [obj.pk for obj in objects] if ids else []
 
 
