@@ -222,7 +222,8 @@ class MathpixBackend(OCRBackend):
         url = getattr(settings, "MATHPIX_API_URL", "") or self.default_url
         try:
             # Never follow a redirect: it would carry the app key to an address nobody chose.
-            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds, follow_redirects=False)
+            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds, follow_redirects=False,
+                                  trust_env=False, proxy=settings.MODEL_HTTP_PROXY)  # fmt: skip
         except httpx.TransportError as exc:
             raise OCRServiceError(f"Mathpix could not be reached: {exc}") from exc
         if response.is_redirect:

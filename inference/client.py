@@ -180,11 +180,14 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
 
 def build_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
     """The one way to get a client for an endpoint: checked URL, declared key, no redirects,
-    and no retries inside the SDK (inference.calls retries and counts attempts)."""
+    no proxy but ``MODEL_HTTP_PROXY`` (the environment's HTTP_PROXY would send prompts and
+    keys to a host no setting named), and no retries inside the SDK (inference.calls retries and
+    counts attempts)."""
     check_endpoint(endpoint)
     return openai.AsyncOpenAI(
         base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0, http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False),
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY),
     )  # fmt: skip
 
 
@@ -193,7 +196,8 @@ def build_sync_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     check_endpoint(endpoint)
     return openai.OpenAI(
         base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0, http_client=openai.DefaultHttpxClient(follow_redirects=False),
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY),
     )  # fmt: skip
 
 

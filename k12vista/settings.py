@@ -397,6 +397,10 @@ ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
 # The default admits the ports vllm serve / transformers serve use on this host,
 # not Redis' or PostgreSQL's. Add your vLLM hosts and API providers.
 MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:8000-8010", "http://localhost:8000-8010"])
+# The one HTTP proxy model calls may use (e.g. a lab's way out to closed APIs). The
+# environment's HTTP_PROXY/ALL_PROXY are never read: they would carry prompts and keys
+# to a host no setting named.
+MODEL_HTTP_PROXY = env_str("MODEL_HTTP_PROXY") or None
 # The only environment variables an endpoint may name for its API key: exact
 # names, or a prefix ending in *. Anything else (SECRET_KEY, DATABASE_URL) is
 # never read, sent or reported as set.
