@@ -187,7 +187,9 @@ def build_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
         base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
         max_retries=0,
-        http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY),
+        http_client=openai.DefaultAsyncHttpxClient(
+            follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY
+        ),
     )  # fmt: skip
 
 
