@@ -60,6 +60,7 @@ from django import db
 from django.conf import settings
 from django.core.files import File
 from django.db import DataError, IntegrityError, OperationalError, transaction
+from django.utils.translation import gettext
 from PIL import Image
 
 from annotation.images import BadImage
@@ -754,7 +755,7 @@ def start_import(*, document: SourceDocument, user: Any) -> Job:
         kind="annotation.import_questions",
         user=user,
         params={"source_document_id": document.pk},
-        title=f"Import {document.original_name}",
+        title=gettext("Import %(file)s") % {"file": document.original_name},
     )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     document.job = job

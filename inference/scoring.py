@@ -25,6 +25,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from inference import calls, client, default_prompts, parsing, prompts, standings
 from inference.models import (
@@ -152,7 +153,7 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
         Q(status__in=FAILED_STATUSES) | Q(status=Judgment.Status.NO_RESPONSE, response__status=Response.Status.OK)
     )
     judgments.update(status=Judgment.Status.PENDING, error="", score=None)
-    return _start_job(scoring_run, user=user, title=f"{scoring_run.name} (rescore)")
+    return _start_job(scoring_run, user=user, title=gettext("%(name)s (rescore)") % {"name": scoring_run.name})
 
 
 def _start_job(run: ScoringRun, *, user: Any, title: str) -> Job:

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.models import Question
 from inference import calls, client, prompts
@@ -164,7 +165,12 @@ def job_kind(endpoint: ModelEndpoint) -> str:
 def retry_failed(*, run: InferenceRun, user: Any) -> Job:
     """Sends failed answers back to pending and runs the job again for them only."""
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
-    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
+    run.job = start_job(
+        kind=job_kind(run.endpoint),
+        user=user,
+        params={"run_id": run.pk},
+        title=gettext("%(name)s (retry)") % {"name": run.name},
+    )
     run.save(update_fields=["job"])
     return run.job
 

@@ -26,6 +26,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import services as bank
 from annotation.models import Assignment, Question, QuestionEdit
@@ -171,7 +172,7 @@ def draw(
         ids = sorted(by_stratum[key])
         plan = None
         if not ids:
-            draws.append(StratumDraw(key, 0, 0, [], note="empty stratum: nothing to sample"))
+            draws.append(StratumDraw(key, 0, 0, [], note=gettext("empty stratum: nothing to sample")))
             continue
         if aql is not None and len(ids) < 2:
             size = len(ids)  # Table I starts at lots of 2: a lot of one is inspected whole
@@ -182,7 +183,9 @@ def draw(
             size = per_stratum or 0
         note = ""
         if size >= len(ids):
-            note = f"the stratum has {len(ids)} items, not more than the {size} asked for: all of it is taken"
+            note = gettext(
+                "the stratum has %(available)d items, not more than the %(size)d asked for: all of it is taken"
+            ) % {"available": len(ids), "size": size}
             taken = ids
         else:
             taken = sorted(random.Random(f"{seed}:{key}").sample(ids, size))  # noqa: S311 - reproducible, not secret
@@ -377,7 +380,8 @@ def suggested_note(item: AuditItem, stage: str) -> str:
     names = failed_stages(item).get(stage, [])
     lines = []
     for rating in item.ratings.filter(submitted__isnull=False).select_related("inspector"):
-        lines += [f"{name}: {rating.notes[name]}" for name in names if rating.notes.get(name)]
+        labels = dict(DIMENSIONS[item.kind])
+        lines += [f"{labels.get(name, name)}: {rating.notes[name]}" for name in names if rating.notes.get(name)]
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -469,6 +473,7 @@ def close_audit(*, audit: Audit, by: Any) -> Audit:
 
 def audit_note(audit: Audit, stratum: str, decision: str) -> str:
     """How the question history names the audit that moved a question (``audit #12``)."""
+    # Kept in this form whatever the language: releases read the audit's id back from it (releases.AUDIT_NOTE).
     return f"audit #{audit.pk} {audit.name}: lot {stratum} {decision}"
 
 
@@ -529,7 +534,9 @@ def _rework_lot(audit: Audit, stratum: str, ids: Sequence[int], by: Any) -> int:
 
     people = get_user_model().objects.in_bulk(list(counts))
     fallback = people.get(max(counts, key=counts.__getitem__)) if counts else None
-    note = f"{audit_note(audit, stratum, 'reject')}: the lot failed its sampling plan; check this question again"
+    note = gettext("%(audit)s: the lot failed its sampling plan; check this question again") % {
+        "audit": audit_note(audit, stratum, "reject")
+    }
     for question in Question.objects.filter(pk__in=rest, status=Question.Status.SOLUTION_CORRECTED).order_by("id"):
         annotator = people.get((workers.get(question.pk, {}).get(stage) or [None])[0]) or fallback
         if annotator is None:

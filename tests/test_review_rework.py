@@ -62,7 +62,7 @@ def test_the_annotator_sees_the_note_in_the_queue_and_on_the_work_screen(failed_
 def test_the_item_page_prefills_the_note_and_sends_it_back(failed_item, inspector, login):
     client = login(inspector)
     page = client.get(reverse("review:item", args=[failed_item.pk]))
-    assert page.context["form"].initial == {"stage": "step_correction", "note": "solution: wrong"}
+    assert page.context["form"].initial == {"stage": "step_correction", "note": "参考解析: wrong"}  # by its name
     assert "annotator" not in page.context["form"].fields  # only admins choose someone else
     url = reverse("review:item", args=[failed_item.pk])
     response = client.post(url, {"stage": "step_correction", "note": "再看看"})
