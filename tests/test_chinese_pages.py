@@ -1,18 +1,21 @@
 """Every page each role can reach, rendered in Chinese, carries no English UI words.
 
 A populated studio is built through the services (demo questions and PEBench chains, flags, an import
-with a bad line, an endpoint, runs, scoring, a leaderboard, an audit rated and decided, labelling tasks,
-a release, knowledge units, failed and finished jobs). Each role then visits its home, every link of the
-menu and, one level further, every link those pages show (two pages per URL pattern), plus the named URL
-patterns it may open with ids filled in from the objects built, and the forms posted empty (validation
-errors). Visible text and the attributes people read are searched for English words.
+with bad lines, an endpoint, runs, scoring, a leaderboard, an audit rated and decided, labelling tasks,
+a release, knowledge units, failed and finished jobs, default prompts). Each role then visits its home and
+every link the pages show, three levels deep (two pages per URL pattern), plus the named URL patterns with
+ids filled in from the objects built, and the forms posted empty (validation errors); REQUIRED lists the
+pages the crawl must reach. Visible text, the attributes people read (placeholder, title, aria-label, alt,
+button values, data-*-text messages the scripts show) and chart specs are searched for English words.
 
-What is not searched: <script>, <style>, <code>, <pre>, <textarea> contents and anything inside an element
-marked ``translate="no"`` or with a ``lang`` other than the page's (user content, and the English names the
-label reference shows on purpose); LaTeX between math delimiters; tokens holding a digit, a slash or an
-@ (ids, hash ids, versions, paths, URLs, addresses).
+What is not searched: <script>, <style>, <code>, <pre>, <kbd>, <textarea> contents and anything inside an
+element marked ``translate="no"`` or with a ``lang`` other than the page's (user content, and the English
+names the label reference shows on purpose); LaTeX between math delimiters; names in Chinese quotation
+marks (“type”); tokens holding a digit, a slash or an @ (ids, hash ids, versions, paths, URLs). Inside an
+element marked ``data-format-help`` (a file format's description) the format's field names are allowed.
 """
 
+import json
 import os
 import re
 from collections import defaultdict
@@ -73,6 +76,8 @@ ALLOWED_TOKENS = {
 # A word of at least two letters, within a token of letters, digits and the characters ids and codes use.
 TOKEN = re.compile(r"[A-Za-z0-9_.\-/:@=#]+")
 MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]", re.S)
+# Text in Chinese quotation marks names what a person typed or a file holds (“sideways” 不是合法选项, “type”：应为文本).
+QUOTED = re.compile(r"“[^”]*”")
 READ_ATTRIBUTES = ("placeholder", "title", "aria-label", "alt", "data-confirm")
 SKIPPED_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "math"}
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -80,7 +85,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 def english_words(text: str) -> set[str]:
     words = set()
-    for token in TOKEN.findall(MATH.sub(" ", text)):
+    for token in TOKEN.findall(QUOTED.sub(" ", MATH.sub(" ", text))):
         if any(c.isdigit() for c in token) or "/" in token or "@" in token or token.strip(".:=#") in ALLOWED_TOKENS:
             continue  # ids, hash ids, versions, paths, URLs
         for word in re.split(r"[._\-:=#]+", token):
@@ -98,6 +103,7 @@ class Reader(HTMLParser):
         self.stack: list[tuple[str, bool, bool]] = []  # (tag, skipped, format help)
         self.found: list[str] = []
         self.links: list[str] = []
+        self.chart_data = False
 
     def skipping(self) -> bool:
         return bool(self.stack) and self.stack[-1][1]
@@ -129,6 +135,7 @@ class Reader(HTMLParser):
                 texts.append(attrs.get("value") or "")
             for text in texts:
                 self.found += [f"{tag}[attr] {word}" for word in english_words(text)]
+        self.chart_data = tag == "script" and attrs.get("type") == "application/json"
         if tag not in VOID:
             self.stack.append((tag, skipped, self.format_help() or "data-format-help" in attrs))
 
@@ -144,9 +151,24 @@ class Reader(HTMLParser):
                 return
 
     def handle_data(self, data):
+        if self.stack and self.stack[-1][0] == "script" and self.chart_data:
+            # A chart's spec (json_script): its categories and series names are drawn as text.
+            self.found += [f"chart {word}" for text in chart_texts(json.loads(data)) for word in english_words(text)]
+            return
         if not self.skipping():
             tag = self.stack[-1][0] if self.stack else ""
             self.found += [f"{tag} {word}" for word in self.words(data)]
+
+
+def chart_texts(spec) -> list[str]:
+    """The strings a chart spec shows: category labels, series names, titles."""
+    if isinstance(spec, list):
+        return [text for value in spec for text in chart_texts(value)]
+    if not isinstance(spec, dict):
+        return []
+    texts = [str(c) for c in spec.get("categories", []) if isinstance(c, str)]
+    texts += [spec[key] for key in ("name", "title") if isinstance(spec.get(key), str)]
+    return texts + [text for value in spec.values() if isinstance(value, dict | list) for text in chart_texts(value)]
 
 
 def read(html: str) -> Reader:
@@ -252,6 +274,15 @@ def studio(settings, tmp_path):
     for name in ("勾股定理", "勾股定理的应用", "一元二次方程"):
         KnowledgePoint.objects.get_or_create(subject="math", name=name)
     knowledge.cluster_subject("math", knowledge.ClusterParams(points_per_unit=2))
+    # An import with bad lines: its report lists them.
+    from annotation.jsonl_import import register_upload, start_import
+    from inference import prompts
+
+    bad = tmp_path / "坏行.jsonl"
+    bad.write_bytes(jsonl('{"hash_id": "x1", "question": "题目", "subject": "math-g9"}', "not json", "[1, 2]"))
+    document = register_upload(path=bad, user=admin)
+    execute_job(start_import(document=document, user=admin).pk)
+    prompts.ensure_default_prompts()
     # Jobs that failed and finished.
     failed = start_job(kind="k12vista.worker_check", user=admin, params={"queue": "cpu"}, title="")
     Job.objects.filter(pk=failed.pk).update(status=Job.Status.FAILED)
@@ -382,9 +413,25 @@ FORMS = [
 ]  # fmt: skip
 
 
+# Pages the crawl must reach, so that a broken link or a fixture change cannot make the test pass by seeing less.
+REQUIRED = {
+    "annotation:queue", "annotation:review", "annotation:steps", "annotation:question_detail", "annotation:questions",
+    "annotation:imports", "annotation:import_detail", "annotation:team", "annotation:benchmark",
+    "annotation:candidate_set", "annotation:release", "annotation:units", "k12vista:job_list", "k12vista:job_detail",
+    "k12vista:users", "k12vista:user_edit", "k12vista:settings", "k12vista:account", "k12vista:taxonomy",
+    "inference:endpoints", "inference:endpoint_create", "inference:endpoint_edit", "inference:runs", "inference:run",
+    "inference:run_create", "inference:scoring", "inference:leaderboard", "inference:published",
+    "inference:campaign_create", "inference:prompts", "inference:prompt", "inference:difficulty",
+    "pem:label_queue", "pem:label_task", "pem:adjudication_queue", "pem:expert_runs", "pem:data_home",
+    "pem:data_chains", "pem:agreement", "pem:training_home", "review:home", "review:audit", "review:audit_create",
+    "review:report", "review:item", "review:rate",
+}  # fmt: skip
+
+
 def test_every_page_of_every_role_reads_in_chinese(studio, client):
     problems: dict[str, list[str]] = {}
     visited: dict[str, int] = {}
+    seen_names: set[str] = set()
     pages = named_pages(studio)
     for role, person in studio["people"].items():
         client.force_login(person, backend="django.contrib.auth.backends.ModelBackend")
@@ -399,8 +446,11 @@ def test_every_page_of_every_role_reads_in_chinese(studio, client):
             visit.post(reverse("annotation:imports"), {"file": upload})
         problems.update(visit.problems)
         visited[role.value] = len(visit.visited)
+        seen_names |= {name for path in visit.visited if (name := pattern_of(path.removeprefix("POST ")))}
         client.logout()
     assert all(n >= 20 for n in visited.values()), visited
+    missing = REQUIRED - seen_names
+    assert not missing, f"pages the test should have reached: {sorted(missing)}"
     report = "\n".join(f"{page}: {', '.join(words)}" for page, words in sorted(problems.items()))
     assert not problems, f"English UI words on {len(problems)} pages:\n{report}"
 
@@ -428,7 +478,11 @@ def test_the_reader_finds_english_and_ignores_what_it_should():
     html = (
         '<html lang="zh-hans"><body><h1>题目 Questions</h1><p translate="no">张三 typed this</p>'
         '<span lang="en">Correct step</span><code>kind=status</code><p>$\\frac{a}{b}$ q000123 v2 /x/y</p>'
-        '<input type="submit" value="Save"><input placeholder="Search"><p>annotation.export_questions</p></body></html>'
+        '<input type="submit" value="Save"><input placeholder="Search"><p>annotation.export_questions</p>'
+        "<p data-format-help>hash_id, question</p><p>question</p>"
+        '<script type="application/json" id="c">'
+        '{"categories": ["biology", "数学"], "series": [{"name": "Rate"}]}</script>'
+        "</body></html>"
     )
     found = {entry.split()[-1] for entry in read(html).found}
-    assert found == {"Questions", "Save", "Search", "annotation", "export", "questions"}
+    assert found == {"Questions", "Save", "Search", "annotation", "export", "questions", "question", "biology", "Rate"}

@@ -30,7 +30,10 @@ KEY_NAMES |= {
     "inference_run_id": _("Run"), "filter_run_id": _("Filter run"), "export_id": _("Export"), "release": _("Release"),
     "candidate_set": _("Candidate set"), "subjects": _("Subjects"), "params": _("Parameters"), "line": _("Line"),
     "fmt": _("Format"), "file": _("File"), "version": _("Version"), "short_cells": _("Cells short of their target"),
-    "id": _("Id"),
+    "id": _("Id"), "conflict": _("Conflicts"), "lines": _("Lines"), "truncated": _("Cut short"),
+    "hash_id": _("Hash id"), "reason": _("Reason"), "number": _("Line"), "failed_lines": _("Failed lines"),
+    "conflict_lines": _("Lines in conflict"), "failed_lines_truncated": _("Failed lines not all listed"),
+    "conflict_lines_truncated": _("Lines in conflict not all listed"),
 }  # fmt: skip
 LIST_SHOWN = 12
 TEXT_SHOWN = 300
