@@ -18,6 +18,11 @@ from tests.review_factories import audit_of, bulk_questions, three_inspectors
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _english(english):
+    """Audit refusals are written in the reader's language; these tests read them in English."""
+
+
 def sampled_ids(audit):
     return set(audit.items.values_list("question_id", flat=True))
 
