@@ -37,6 +37,7 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import checks, images, latex
 from annotation.images import BadImage
@@ -84,7 +85,13 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
     fresh: list[tuple[Prepared, Question, list[Any]]] = []
     for number, line in items:
         if line is None:
-            out.append(Prepared(number, "failed", reason=f"the line is longer than {MAX_LINE_BYTES:,} bytes"))
+            out.append(
+                Prepared(
+                    number,
+                    "failed",
+                    reason=gettext("the line is longer than %(n)s bytes") % {"n": f"{MAX_LINE_BYTES:,}"},
+                )
+            )
             continue
         if not line.strip():
             out.append(Prepared(number, "skip"))
@@ -343,10 +350,20 @@ class Writer:
             except IntegrityError as exc:
                 if not Question.objects.filter(hash_id=p.hash_id).exists():  # not a race: a refused value
                     delete_figures(p)
-                    return ("failed", p.number, p.hash_id, f"the database refused the line: {exc}")
+                    return (
+                        "failed",
+                        p.number,
+                        p.hash_id,
+                        gettext("the database refused the line: %(error)s") % {"error": exc},
+                    )
             except DataError as exc:  # a value this database cannot hold; others stop the job
                 delete_figures(p)
-                return ("failed", p.number, p.hash_id, f"the database refused the line: {exc}")
+                return (
+                    "failed",
+                    p.number,
+                    p.hash_id,
+                    gettext("the database refused the line: %(error)s") % {"error": exc},
+                )
         return ("failed", p.number, p.hash_id, "the question was created and removed while importing")
 
     @staticmethod

@@ -57,6 +57,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.files import File
 from django.db import OperationalError
+from django.utils.translation import gettext
 from PIL import Image
 
 from annotation.models import Figure, Question, SourceDocument
@@ -98,7 +99,9 @@ class RecordError(ValueError):
     """One line cannot be imported; the message starts with the field at fault."""
 
     def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
+        # The field is the file's own key: the Chinese text quotes it (“type”：应为文本).
+        named = gettext("%(field)s: %(message)s") % {"field": field_name, "message": message}
+        super().__init__(named if field_name else message)
 
 
 # --- the report -----------------------------------------------------------------
@@ -278,10 +281,10 @@ class ImportSource:
 
     def _read_image(self, path: str, field_name: str) -> bytes:
         if self.archive is None:
-            raise RecordError(field_name, "a figure given by path needs a zip archive holding the image")
+            raise RecordError(field_name, gettext("a figure given by path needs a zip archive holding the image"))
         info = self.members.get(path.replace("\\", "/").removeprefix("./"))
         if info is None or info.is_dir():
-            raise RecordError(field_name, f"{path!r} is not in the archive")
+            raise RecordError(field_name, gettext("%(path)s is not in the archive") % {"path": repr(path)})
         try:
             with open_member(self.archive, info) as stream:
                 return stream.read()
@@ -316,7 +319,7 @@ def string(value: Any, field_name: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        raise RecordError(field_name, "expected text" if required else "expected a string")
+        raise RecordError(field_name, gettext("expected text") if required else gettext("expected a string"))
     return value
 
 
@@ -326,7 +329,7 @@ def string_list(value: Any, field_name: str) -> list[str]:
         return []
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
-        raise RecordError(field_name, "expected a list of strings")
+        raise RecordError(field_name, gettext("expected a list of strings"))
     return [item if isinstance(item, str) else str(item) for item in items]
 
 
@@ -339,7 +342,7 @@ def difficulty(value: Any) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError("difficulty", f"expected a number, got {value!r}")
+        raise RecordError("difficulty", gettext("expected a number, got %(value)s") % {"value": repr(value)})
     return float(value)  # 1 and 1.0 must hash alike
 
 
@@ -355,7 +358,7 @@ def options(value: Any) -> list[dict]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise RecordError("options", "expected a list")
+        raise RecordError("options", gettext("expected a list"))
     result = []
     for position, item in enumerate(value):
         if isinstance(item, str):
@@ -365,7 +368,7 @@ def options(value: Any) -> list[dict]:
             or not isinstance(item.get("label"), str)
             or not isinstance(item.get("text"), str)
         ):
-            raise RecordError("options", "expected a list of {label, text} or of strings")
+            raise RecordError("options", gettext("expected a list of {label, text} or of strings"))
         result.append({"label": item["label"], "text": item["text"]})
     return result
 
@@ -438,7 +441,7 @@ def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
         path = value["path"]
         extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
         if extension and extension not in FORMAT_OF_EXTENSION:
-            raise RecordError(field_name, f"{path!r} is not an image file name")
+            raise RecordError(field_name, gettext("%(path)s is not an image file name") % {"path": repr(path)})
         content = source.read_image(path, field_name)
         claimed = FORMAT_OF_EXTENSION.get(extension)
     elif isinstance(value, str):
@@ -450,7 +453,7 @@ def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
         try:
             content = base64.b64decode("".join(value.split()), validate=True)
         except (binascii.Error, ValueError):
-            raise RecordError(field_name, "not valid base64") from None
+            raise RecordError(field_name, gettext("not valid base64")) from None
     else:
         raise RecordError(field_name, 'expected a base64 string or {"path": ...}')
     if claimed:
@@ -524,7 +527,7 @@ def from_studio(record: dict, source: ImportSource) -> QuestionData:
         raise RecordError("subject", f"unknown subject {subject!r} (expected one of {', '.join(Subject.values)})")
     grade = record.get("grade")
     if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
-        raise RecordError("grade", f"expected a grade 1-12, got {grade!r}")
+        raise RecordError("grade", gettext("expected a grade 1-12, got %(value)s") % {"value": repr(grade)})
     return QuestionData(
         hash_id=hash_id(record),
         subject=subject,
@@ -548,7 +551,7 @@ def is_reference(record: dict) -> bool:
 
 def record_to_data(record: Any, source: ImportSource) -> QuestionData:
     if not isinstance(record, dict):
-        raise RecordError("line", "expected a JSON object")
+        raise RecordError("", gettext("the line is not a JSON object"))
     return from_reference(record, source) if is_reference(record) else from_studio(record, source)
 
 
@@ -657,7 +660,7 @@ def start_import(*, document: SourceDocument, user: Any) -> Job:
         kind="annotation.import_questions",
         user=user,
         params={"source_document_id": document.pk},
-        title=f"Import {document.original_name}",
+        title=gettext("Import %(file)s") % {"file": document.original_name},
     )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     document.job = job

@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.utils.translation import gettext
+
 from k12vista.text import storable
 
 CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
@@ -53,7 +55,11 @@ def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
             if text.startswith(left, i):
                 end = text.find(right, i + len(left))
                 if end < 0:
-                    problems.append(LatexProblem(f"{left} opened at character {i + 1} is never closed"))
+                    problems.append(
+                        LatexProblem(
+                            gettext("%(left)s opened at character %(n)d is never closed") % {"left": left, "n": i + 1}
+                        )
+                    )
                     return formulas, problems
                 formulas.append(Formula(text[i + len(left) : end], display))
                 i = end + len(right)

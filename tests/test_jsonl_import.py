@@ -32,6 +32,11 @@ SCALE = 0.0003  # ten questions
 
 
 @pytest.fixture(autouse=True)
+def _english(english):
+    """Line reasons are written in the team's language; these tests read them in English."""
+
+
+@pytest.fixture(autouse=True)
 def _media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
