@@ -15,10 +15,22 @@ from k12vista.vocabulary import QuestionType
 Code = Flag.Code
 
 
-def rule_findings(question: Question, figures: list | None = None) -> list[tuple[str, str, dict]]:
+def latex_texts(question: Question) -> dict[str, str]:
+    """The question's texts whose LaTeX is checked, by where they are."""
+    texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
+    texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
+    texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
+    return texts
+
+
+def rule_findings(
+    question: Question, figures: list | None = None, latex: dict[str, list] | None = None
+) -> list[tuple[str, str, dict]]:
     """(code, message, detail) for every rule the question breaks.
 
-    ``figures`` lets a caller check a question before it is saved."""
+    ``figures`` lets a caller check a question before it is saved; ``latex``
+    gives the KaTeX problems of its ``latex_texts`` already found (a bulk
+    import checks a batch of questions in one round trip)."""
     found: list[tuple[str, str, dict]] = []
     if not question.text.strip():
         found.append((Code.EMPTY_TEXT, "The question has no text.", {}))
@@ -42,10 +54,7 @@ def rule_findings(question: Question, figures: list | None = None) -> list[tuple
                     {"blanks": blanks, "answers": len(question.answers)},
                 )
             )
-    texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
-    texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
-    texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
-    problems, _checked = latex_problems_in(texts)
+    problems = latex_problems_in(latex_texts(question))[0] if latex is None else latex
     for where, found_here in problems.items():
         found += [(Code.LATEX_ERROR, f"{where}: {p.message}", {"where": where, "tex": p.tex}) for p in found_here]
     figures = list(question.figures.all()) if figures is None else figures

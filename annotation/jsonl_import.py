@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import io
-import queue
 import re
 import threading
 import zipfile
@@ -56,26 +54,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from django import db
 from django.conf import settings
 from django.core.files import File
-from django.db import DataError, IntegrityError, OperationalError, transaction
+from django.db import OperationalError
 from PIL import Image
 
-from annotation.images import BadImage
 from annotation.models import Figure, Question, SourceDocument
 from annotation.services import (
     FigureData,
     QuestionData,
-    QuestionDataError,
-    content_of,
-    create_question,
-    hash_content,
-    validate,
 )
+from k12vista.bulk import analyze
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from k12vista.text import BadLine, parse_record_line, storable
+from k12vista.text import storable
 from k12vista.vocabulary import (
     STAGE_LAST_GRADE,
     QuestionType,
@@ -563,60 +555,7 @@ def record_to_data(record: Any, source: ImportSource) -> QuestionData:
 # --- saving -------------------------------------------------------------------------
 
 
-def differing_fields(question: Question, data: QuestionData) -> list[str]:
-    stored, incoming = content_of(question), content_of(data)
-    return sorted(name for name in stored if stored[name] != incoming[name])
-
-
-def save_question(*, data: QuestionData, user: Any) -> tuple[str, list[str]]:
-    """("created" | "unchanged" | "conflict", differing fields). Never overwrites."""
-    validate(data)
-    existing = Question.objects.filter(hash_id=data.hash_id).first()
-    if existing is None:
-        try:
-            create_question(data=data, user=user, note="imported from JSONL")
-            return "created", []
-        except IntegrityError:
-            # Another import created it between the lookup and the insert.
-            existing = Question.objects.filter(hash_id=data.hash_id).first()
-            if existing is None:
-                raise
-    if existing.content_hash == hash_content(content_of(data)):
-        return "unchanged", []
-    fields = differing_fields(existing, data)
-    return ("conflict", fields) if fields else ("unchanged", [])
-
-
-Outcome = tuple[str, int, str, Any]  # (created|unchanged|conflict|failed|skip, line, hash_id, detail)
-
-
-def import_line(
-    number: int, line: bytes | None, *, source: ImportSource, user: Any, source_document: SourceDocument | None,
-) -> Outcome:  # fmt: skip
-    """Imports one line in its own transaction and says what happened; never raises for a bad line."""
-    if line is None:
-        return "failed", number, "", f"the line is longer than {MAX_LINE_BYTES:,} bytes"
-    if not line.strip():
-        return "skip", number, "", None
-    try:
-        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
-    except BadLine as exc:
-        return "failed", number, "", str(exc)
-    found_id = record.get("hash_id") if isinstance(record, dict) else None
-    found_id = found_id if isinstance(found_id, str) else ""
-    try:
-        data = record_to_data(record, source)
-        data.source_document = source_document
-        with transaction.atomic():  # a savepoint: a refused line leaves the rest of the file going
-            outcome, fields = save_question(data=data, user=user)
-    except (RecordError, QuestionDataError, BadImage) as exc:
-        return "failed", number, found_id, str(exc)
-    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
-        return "failed", number, found_id, f"the database refused the line: {exc}"
-    return outcome, number, data.hash_id, fields
-
-
-def tally(report: ImportReport, outcome: Outcome) -> None:
+def tally(report: ImportReport, outcome: tuple[str, int, str, Any]) -> None:
     kind, number, hash_id, detail = outcome
     if kind == "created":
         report.created += 1
@@ -634,73 +573,37 @@ def import_questions_file(
 ) -> ImportReport:  # fmt: skip
     """Imports every line of a JSONL or zip file; see the module docstring.
 
-    With ``workers`` > 1, lines are imported by that many threads, each with
-    its own database connection: decoding figures (Pillow), the sharpness
-    measure (numpy), the KaTeX process and the database all release the GIL,
-    so threads overlap on several cores. Memory stays flat: the reader waits
-    while a bounded queue of lines is full.
+    Lines are prepared (figures, checks, KaTeX) outside any transaction, by
+    ``workers`` processes for a large file, and written a batch per
+    transaction (annotation.jsonl_bulk). Memory stays flat: a bounded window
+    of lines is in flight.
 
     Raises ImportFileError when the file as a whole is unusable (not JSONL or
     zip, an unsafe archive); problems with single lines go in the report.
     """
+    from annotation.jsonl_bulk import import_lines  # the bulk path builds on this module's records
+
     report = ImportReport()
     with open_source(path) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)
-        run = functools.partial(import_line, source=source, user=user, source_document=source_document)
-        outcomes = _run_serially(source, run) if workers <= 1 else _run_in_threads(source, run, workers)
-        for done, outcome in enumerate(outcomes, start=1):
+        done = 0
+
+        def count(outcome: tuple[str, int, str, Any]) -> None:
+            nonlocal done
             tally(report, outcome)
+            done += 1
             if progress and done % PROGRESS_EVERY == 0:
                 progress(done, total)
+
+        created = import_lines(source, path=path, user=user, source_document=source_document, workers=workers,
+                               total=total, tally=count)  # fmt: skip
         if progress:
             progress(total, total)
+    if created:
+        analyze(Question, Figure, Question.knowledge_points.through)
     return report
-
-
-def _run_serially(source: ImportSource, run: Callable[..., Outcome]) -> Iterator[Outcome]:
-    for number, line in source.lines():
-        yield run(number, line)
-
-
-def _run_in_threads(source: ImportSource, run: Callable[..., Outcome], workers: int) -> Iterator[Outcome]:
-    lines: queue.Queue = queue.Queue(maxsize=4 * workers)
-    outcomes: queue.Queue = queue.Queue()
-    failures: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            while (item := lines.get()) is not None:
-                try:
-                    outcomes.put(run(*item))
-                except BaseException as exc:  # a database error: stop, and let the job decide
-                    failures.append(exc)
-                    outcomes.put(("skip", item[0], "", None))
-        finally:
-            db.connection.close()  # each thread has its own connection
-
-    threads = [threading.Thread(target=work, name=f"import-{i}", daemon=True) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    sent = 0
-    for item in source.lines():
-        if failures:
-            break
-        lines.put(item)
-        sent += 1
-        while not outcomes.empty():
-            sent -= 1
-            yield outcomes.get()
-    for _thread in threads:
-        lines.put(None)
-    for thread in threads:
-        thread.join()
-    while sent > 0:
-        sent -= 1
-        yield outcomes.get()
-    if failures:
-        raise failures[0]
 
 
 # --- uploads and the job --------------------------------------------------------------

@@ -274,9 +274,10 @@ CONNECTION_CAUSES = {
 
 def _causes(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
-    while exc is not None and exc not in chain and len(chain) < 20:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
     return chain
 
 

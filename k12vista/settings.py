@@ -387,7 +387,7 @@ RELEASE_PARQUET_ROWS_PER_SHARD = env_int("RELEASE_PARQUET_ROWS_PER_SHARD", 5000,
 # Zip imports: refuse archives that would unpack past these (zip bombs).
 ZIP_MAX_UNCOMPRESSED_BYTES = env_int("ZIP_MAX_UNCOMPRESSED_BYTES", 4 * 1024**3, minimum=1)
 ZIP_MAX_RATIO = env_int("ZIP_MAX_RATIO", 200, minimum=1)
-# Threads a JSONL import job uses (each with its own database connection).
+# Processes that prepare a large JSONL import's questions (figures, checks, KaTeX) while the job writes them.
 IMPORT_WORKERS = env_int("IMPORT_WORKERS", 3, minimum=1)
 # How long an annotator holds a question before it can go to someone else.
 ASSIGNMENT_LOCK_MINUTES = env_int("ASSIGNMENT_LOCK_MINUTES", 120, minimum=1)
