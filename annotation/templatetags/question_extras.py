@@ -14,7 +14,7 @@ register = template.Library()
 def field_label(name: str) -> str:
     """``raw_solution`` -> 原始解析: the field's verbose name, else the name as stored."""
     try:
-        return str(Question._meta.get_field(name).verbose_name)
+        return str(getattr(Question._meta.get_field(name), "verbose_name", name))
     except FieldDoesNotExist:
         return name
 
@@ -23,7 +23,7 @@ def field_label(name: str) -> str:
 def field_value(value: object, name: str) -> object:
     """A stored value of field ``name``: coded choices (status, subject, type) by their label."""
     try:
-        choices = dict(Question._meta.get_field(name).choices or ())
+        choices = dict(getattr(Question._meta.get_field(name), "choices", None) or ())
     except FieldDoesNotExist:
         return value
     return choices.get(value, value) if isinstance(value, str) else value

@@ -33,7 +33,7 @@ def excerpt(text: str | None, length: int = 80) -> str:
 def _code_names() -> dict[str, str]:
     from k12vista.vocabulary import QuestionType, Stage, Subject
 
-    return {str(code): label for choices in (Subject, Stage, QuestionType) for code, label in choices.choices}
+    return {str(code): str(label) for choices in (Subject, Stage, QuestionType) for code, label in choices.choices}
 
 
 @register.filter

@@ -66,7 +66,8 @@ def population(spec: dict | None) -> str:
     spec = spec or {}
     kind = spec.get("kind")
     if kind == Audit.Population.STATUS:
-        status = dict(Question.Status.choices).get(spec.get("status"), spec.get("status"))
+        code = str(spec.get("status"))
+        status = dict(Question.Status.choices).get(code, code)
         return gettext("Questions with status “%(status)s”") % {"status": status}
     if kind == Audit.Population.BATCH:
         return gettext("A batch of %(n)d questions listed by hash id") % {"n": len(spec.get("hash_ids") or [])}
