@@ -195,3 +195,34 @@ def test_every_reader_follows_the_systems_computation_on_the_page(login, researc
     done = login(researcher).get(progress, HTTP_HX_REQUEST="true")
     assert done.status_code == 200 and "job-finished" in done["HX-Trigger"]
     assert 'data-fresh="1"' in login(researcher).get(URL).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_triggers_at_the_same_moment_start_one_job_per_scope(large):
+    import threading
+
+    from django.db import connection
+
+    from tests.test_pem_reports import chain as make_chain
+    from tests.test_pem_reports import labels as add_labels
+
+    add_labels(make_chain("c1", 2), PERSON, "alice", ["CS", "CS"])
+    start = threading.Barrier(6)
+    errors = []
+
+    def trigger():
+        try:
+            start.wait()
+            agreement_store.refresh_after_change()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=trigger) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert_one_refresh_per_scope()
