@@ -423,6 +423,9 @@ TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
 # How many annotators label each PEBench item before it can be adjudicated.
 PEM_ANNOTATORS_PER_ITEM = env_int("PEM_ANNOTATORS_PER_ITEM", 2, minimum=1)
 # The labelling guideline the team works to; recorded on every label.
+# Labelling submissions refresh the stored agreement report (pem.agreement_store)
+# at most this often; imports, labels from scoring and judge panels refresh it at once.
+AGREEMENT_REFRESH_SECONDS = env_int("AGREEMENT_REFRESH_SECONDS", 300, minimum=0)
 PEM_GUIDELINE_VERSION = env_str("PEM_GUIDELINE_VERSION", "guideline.v1")
 # How many inspectors rate each sampled item of an audit.
 AUDIT_INSPECTORS_PER_ITEM = env_int("AUDIT_INSPECTORS_PER_ITEM", 3, minimum=1)

@@ -87,10 +87,11 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "k12vista/job_detail.html", {"job": job})
 
 
-def job_fragment(request: HttpRequest, job: Job) -> HttpResponse:
+def job_fragment(request: HttpRequest, job: Job, context: dict | None = None) -> HttpResponse:
     """The progress fragment; once the job is over it also tells the page (the "job-finished"
-    event), which then refreshes what the job produced: results, downloads, imported questions."""
-    response = render(request, "k12vista/_job_progress.html", {"job": job})
+    event), which then refreshes what the job produced: results, downloads, imported questions.
+    ``context`` may name another ``poll_url`` (a page's own view of its job) or hide the cancel."""
+    response = render(request, "k12vista/_job_progress.html", {"job": job} | (context or {}))
     if job.is_finished:
         trigger_client_event(response, "job-finished", {"job": job.pk})
     return response

@@ -6,18 +6,26 @@ labels that is seconds of work and hundreds of MiB. A job (``pem.agreement``)
 computes it and keeps it in ``StoredAgreement``; the page reads the stored JSON
 (flat memory whatever the label count) and says when it was computed, whether
 the labels changed since (a cheap fingerprint: counts and last ids), and lets a
-reader start a new computation. Below ``AGREEMENT_INLINE_LABELS`` labels the
+reader start a new computation. The things that change labels (a PEBench
+import, labels from scoring, a judge panel, labelling submissions and
+adjudications) call ``refresh_after_change``, which starts the job itself,
+debounced: at most one queued or running per scope, none while the stored report
+is fresh, and for submissions none while it is younger than
+``AGREEMENT_REFRESH_SECONDS``. Below ``AGREEMENT_INLINE_LABELS`` labels the
 page may still compute a stale or missing report in the request (a test
 database, a small lab): it is quick there, and nothing is written by a GET.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
@@ -27,6 +35,8 @@ from pem.models import ChainOfThought, PEBenchItem, Step, StepLabel, StoredAgree
 
 KIND = "pem.agreement"
 SCOPES = StoredAgreement.Scope.values
+LOCK_KEY = 1_512_770_401  # the PostgreSQL advisory lock that serialises starting the job
+log = logging.getLogger(__name__)
 
 
 def inline_limit() -> int:
@@ -95,13 +105,58 @@ def running_job(scope: str) -> Job | None:
     return Job.objects.unfinished().filter(kind=KIND, params__scope=scope).order_by("-created").first()
 
 
+def _lock_starting() -> None:
+    """Inside a transaction: one starter at a time, so two triggers never both find no job
+    and both start one. SQLite needs nothing: its transactions are IMMEDIATE (settings)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+
+
+def _start(scope: str, user: Any) -> Job:
+    return start_job(kind=KIND, user=user, params={"scope": scope}, title=f"Agreement report ({scope})")
+
+
 def start_agreement(*, scope: str, user: Any) -> Job:
     """Starts the computation, or returns the one already queued or running for the scope."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
-    return running_job(scope) or start_job(
-        kind=KIND, user=user, params={"scope": scope}, title=f"Agreement report ({scope})"
-    )
+    with transaction.atomic():
+        _lock_starting()
+        return running_job(scope) or _start(scope, user)
+
+
+def refresh_after_change(*, min_age_seconds: int = 0) -> list[Job]:
+    """Called by what changes labels, once it is done: starts (as the system, no user)
+    the computation of each scope whose stored report is out of date. Starts none for a
+    scope with one queued or running (it reads the labels when it runs, so it covers this
+    change), none when the stored report is fresh or younger than ``min_age_seconds``, and
+    none where the page computes the report in the request anyway (few labels)."""
+    started: list[Job] = []
+    with transaction.atomic():
+        _lock_starting()
+        now = fingerprint()
+        if now["labels"] <= inline_limit():
+            return started
+        stored = {s.scope: s for s in StoredAgreement.objects.only("scope", "fingerprint", "computed")}
+        recent = timezone.now() - timedelta(seconds=min_age_seconds)
+        for scope in SCOPES:
+            old = stored.get(scope)
+            if old is not None and (old.fingerprint == now or (min_age_seconds and old.computed > recent)):
+                continue
+            if running_job(scope) is None:
+                started.append(_start(scope, None))
+    return started
+
+
+def refresh_quietly(*, min_age_seconds: int = 0) -> list[Job]:
+    """For a request whose own work is already saved: a failure to start the refresh is
+    logged, never the user's error (the page still offers "Compute again")."""
+    try:
+        return refresh_after_change(min_age_seconds=min_age_seconds)
+    except DatabaseError:
+        log.exception("the agreement report's refresh could not be started")
+        return []
 
 
 def report_for_page(scope: str) -> dict:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from k12vista.models import Job
 from k12vista.roles import Role, role_required
+from k12vista.views import job_fragment
 from k12vista.vocabulary import LABEL_CODES, LABELS_BY_CODE
 from pem import agreement_store
 from pem.reports import checker_report
@@ -72,7 +74,9 @@ def agreement_page(request: HttpRequest) -> HttpResponse:
         scope = "all"
     page = agreement_store.report_for_page(scope)
     report = page["report"]
-    ctx = {"scope": scope, "page": page, "job": page["job"], "report": report, "checkers": checker_report()}
+    ctx = {"scope": scope, "page": page, "report": report, "checkers": checker_report()} | progress_context(
+        request, page["job"]
+    )
     if report is not None:
         ctx |= report_context(report)
     return render(request, "pem/agreement.html", ctx)
@@ -88,6 +92,23 @@ def agreement_compute(request: HttpRequest) -> HttpResponse:
     agreement_store.start_agreement(scope=scope, user=request.user)
     messages.info(request, _("Computing the agreement report; this page shows its progress."))
     return redirect(f"{reverse('pem:agreement')}?scope={scope}")
+
+
+def progress_context(request: HttpRequest, job: Job | None) -> dict:
+    """The job computing the report, polled through this page's own view: it may have been
+    started by the system or by another reader, whose jobs the generic job view hides."""
+    if job is None:
+        return {"job": None}
+    mine = Job.objects.visible_to(request.user).filter(pk=job.pk).exists()
+    return {"job": job, "poll_url": reverse("pem:agreement_progress", args=[job.pk]), "cancel_hidden": not mine}
+
+
+@role_required(*READERS)
+@require_GET
+def agreement_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The progress fragment of an agreement computation, for every reader of the page."""
+    job = get_object_or_404(Job, pk=pk, kind=agreement_store.KIND)
+    return job_fragment(request, job, progress_context(request, job))
 
 
 def report_context(report: dict) -> dict:

@@ -93,6 +93,7 @@ def import_job(job: Job, progress: Progress) -> dict:
         )
     except OperationalError as exc:  # a locked or restarting database: worth another try
         raise TransientJobError(str(exc)) from exc
+    agreement_store.refresh_after_change()
     return report.as_dict()
 
 
@@ -114,7 +115,9 @@ def cots_from_run_job(job: Job, progress: Progress) -> dict:
 @job_handler(LABELS_FROM_SCORING, queue=Job.Queue.CPU)
 def labels_from_scoring_run_job(job: Job, progress: Progress) -> dict:
     scoring_run = ScoringRun.objects.select_related("judge").get(pk=job.params["scoring_run_id"])
-    return chains.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
+    result = chains.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
+    agreement_store.refresh_after_change()
+    return result
 
 
 @job_handler(agreement_store.KIND, queue=Job.Queue.CPU)

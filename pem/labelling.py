@@ -34,6 +34,7 @@ from django.utils.translation import gettext as _
 
 from k12vista.roles import Role, has_role
 from k12vista.vocabulary import LABELS_BY_CODE
+from pem import agreement_store
 from pem.models import Adjudication, ChainOfThought, ExpertScore, LabellingTask, Step, StepLabel
 
 # Long enough for a careful reason, short enough that a pasted essay is refused.
@@ -259,7 +260,14 @@ def submit(task: LabellingTask) -> LabellingTask:
         task.version += 1
         task.save(update_fields=["submitted", "rework_note", "version"])
         _decide_if_complete(cot)
+    refresh_agreement()
     return task
+
+
+def refresh_agreement() -> None:
+    """Submissions come in storms: the stored agreement report is refreshed at most every
+    AGREEMENT_REFRESH_SECONDS (and never twice at once), not once per submission."""
+    agreement_store.refresh_quietly(min_age_seconds=settings.AGREEMENT_REFRESH_SECONDS)
 
 
 def _decide_if_complete(cot: ChainOfThought) -> None:
@@ -348,6 +356,7 @@ def adjudicate(*, cot: ChainOfThought, gold_by_position: dict, by: Any, note: st
         adjudication.save()
         cot.status = ChainOfThought.Status.GOLD
         cot.save(update_fields=["status"])
+    refresh_agreement()
     return adjudication
 
 
@@ -376,6 +385,7 @@ def return_for_rework(*, cot: ChainOfThought, annotator: Any, note: str, by: Any
         StepLabel.objects.gold().filter(step__cot=cot).delete()
         cot.status = ChainOfThought.Status.LABELLING
         cot.save(update_fields=["status"])
+    refresh_agreement()
     return task
 
 

@@ -41,7 +41,7 @@ from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
-from pem import chains
+from pem import agreement_store, chains
 from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
 
 JOB_KIND = "pem.panel"
@@ -152,6 +152,7 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
         raise group_error.exceptions[0] from None
     labelled = {run.judge.name: chains.labels_from_scoring_run(scoring_run=run) for run in runs}
     counts = vote(panel)
+    agreement_store.refresh_after_change()
     return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}
 
 

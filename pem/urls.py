@@ -23,6 +23,7 @@ urlpatterns: list = [
     path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
     path("agreement/", agreement_views.agreement_page, name="agreement"),
     path("agreement/compute/", agreement_views.agreement_compute, name="agreement_compute"),
+    path("agreement/progress/<int:pk>/", agreement_views.agreement_progress, name="agreement_progress"),
     path("releases/", release_views.release_list, name="pebench_releases"),
     path("releases/compare/", release_views.release_compare, name="pebench_release_compare"),
     path("releases/v<int:version>/", release_views.release_detail, name="pebench_release"),

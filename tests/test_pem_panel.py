@@ -114,6 +114,23 @@ def test_without_an_explainer_the_first_majority_judge_explains(judges, research
 
 
 @pytest.mark.django_db
+def test_a_panel_refreshes_the_stored_agreement_report_once(judges, researcher, sent, settings):
+    from k12vista.models import Job
+    from pem import agreement_store
+
+    settings.AGREEMENT_INLINE_LABELS = 0  # "large": the report is only ever computed by its job
+    started = panel.start_panel(name="p", inference_runs=[answered_run()], judges=judges, user=researcher)
+    execute_job(started.job_id)
+    refreshes = Job.objects.filter(kind=agreement_store.KIND)
+    assert sorted(refreshes.values_list("params__scope", "started_by")) == [("all", None), ("pebench", None)]
+    started.refresh_from_db()
+    started.job.refresh_from_db()
+    again = panel.restart_panel(panel=started, user=researcher)
+    execute_job(again.pk)
+    assert refreshes.count() == 2  # the first ones are still queued: they will read these labels too
+
+
+@pytest.mark.django_db
 def test_it_refuses_a_panel_that_cannot_reach_its_threshold_or_is_no_majority(judges, researcher, sent):
     run = answered_run()
     with pytest.raises(panel.PanelError, match="needs at least 3 judges"):
