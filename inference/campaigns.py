@@ -221,6 +221,9 @@ def summary(campaign: Campaign) -> Summary:
         rows.append(RunRow(run=run, job=run.job, ok=run.n_ok, failed=run.n_failed,
                            pending=total - run.n_ok - run.n_failed, total=total,
                            prompt_tokens=run.n_prompt or 0, completion_tokens=run.n_completion or 0))  # fmt: skip
+    # Read afresh: the campaign object may have been loaded before its job ran.
+    job = Job.objects.filter(pk=campaign.job_id).first() if campaign.job_id else None
+    campaign_job_finished = job is None or job.is_finished
     return Summary(
         rows=rows,
         ok=sum(r.ok for r in rows),
@@ -230,6 +233,5 @@ def summary(campaign: Campaign) -> Summary:
         prompt_tokens=sum(r.prompt_tokens for r in rows),
         completion_tokens=sum(r.completion_tokens for r in rows),
         # An engine run has no job until the campaign's job starts it.
-        finished=(campaign.job is None or campaign.job.is_finished)
-        and all(r.job is None or r.job.is_finished for r in rows),
+        finished=campaign_job_finished and all(r.job is None or r.job.is_finished for r in rows),
     )
