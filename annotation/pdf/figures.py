@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pymupdf
 from django.conf import settings
 from PIL import Image
 
 from annotation.pdf.layout import Box, PageText, union
+from k12vista.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 MIN_SIDE_PT = 20  # smaller than this is a bullet, a rule or a blank line, not a figure
 MAX_PAGE_SHARE = 0.6  # an image covering most of the page is the scan itself
