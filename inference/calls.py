@@ -12,6 +12,10 @@ through here.
   dies stops renewing, and its slots come free when the lease expires
   (``CALL_LEASE_SECONDS``). Slots are leased in blocks, not per request, so the
   limit costs almost nothing on the hot path (bench/inference_overhead.py).
+* **A fair share.** A run with work keeps a ``CallDemand`` row fresh; each run
+  holds at most ``ceil(max_concurrency / runs wanting slots)``. A run over its
+  share gives slots back as its calls finish (not mid-call), so two busy runs
+  on one server end up with half the slots each, whichever came first.
 * **Retries** with tenacity: timeouts, connection errors, 408/409/429/5xx are
   retried with exponential backoff and jitter, waiting at least what a 429 or
   503's ``Retry-After`` asks; anything else fails at once. A slot is held for
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import email.utils
+import math
 import random
 import time
 import uuid
@@ -45,7 +50,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from inference import client
-from inference.models import CallLease, ModelEndpoint
+from inference.models import CallDemand, CallLease, ModelEndpoint
 
 # Seconds a lease lasts without renewal: how long a crashed run's slots stay taken.
 LEASE_SECONDS = 60
@@ -57,6 +62,8 @@ MAX_RETRY_WAIT = 300.0
 KEEP_SECONDS = 1.0
 # Seconds between two saves and progress reports of a fan-out.
 SAVE_SECONDS = 0.5
+# Seconds a run's demand counts without renewal (renewed every KEEP_SECONDS while it has work).
+DEMAND_SECONDS = 5.0
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
 _FREE = datetime(2000, 1, 1, tzinfo=UTC)  # an expiry long past: the slot is free
@@ -93,6 +100,20 @@ def take_slots(*, endpoint_id: int, limit: int, holder: str, want: int) -> list[
     return taken
 
 
+def fair_share(*, endpoint_id: int, limit: int, holder: str) -> int:
+    """Records that ``holder`` wants slots, and returns how many it may hold:
+    the endpoint's limit split evenly over the runs that want slots now."""
+    now = timezone.now()
+    CallDemand.objects.update_or_create(endpoint_id=endpoint_id, holder=holder,
+                                        defaults={"expires": now + timedelta(seconds=DEMAND_SECONDS)})  # fmt: skip
+    wanting = CallDemand.objects.filter(endpoint_id=endpoint_id, expires__gte=now).count()
+    return max(1, math.ceil(limit / max(wanting, 1)))
+
+
+def drop_demand(*, endpoint_id: int, holder: str) -> None:
+    CallDemand.objects.filter(endpoint_id=endpoint_id, holder=holder).delete()
+
+
 def renew_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> set[int]:
     """Extends the holder's leases; returns the slots it still holds (a lease
     that ran out while the process stalled may have gone to someone else)."""
@@ -127,6 +148,8 @@ class SharedSlots:
         self.holder = uuid.uuid4().hex
         self.held: set[int] = set()
         self.busy = 0
+        self.share = self.limit  # at most this many held: the limit over the runs wanting slots
+        self.returning: set[int] = set()  # given back by finished calls, freed in the database next round
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._leaser: asyncio.Task | None = None
         self._keeper: asyncio.Task | None = None
@@ -154,6 +177,11 @@ class SharedSlots:
 
     def _release(self) -> None:
         self.busy -= 1
+        if len(self.held) > self.share:
+            # Over our fair share (another run wants slots): this one goes back, not to our next call.
+            slot = next(iter(self.held))
+            self.held.discard(slot)
+            self.returning.add(slot)
         self._hand_over()
 
     def _hand_over(self) -> None:
@@ -168,20 +196,44 @@ class SharedSlots:
 
     async def _lease_while_waited_for(self) -> None:
         while self.waiters and len(self.held) < self.limit:
-            want = min(len(self.waiters) - (len(self.held) - self.busy), self.limit - len(self.held))
-            got = await sync_to_async(take_slots, thread_sensitive=True)(
-                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder, want=want
+            self.share = await sync_to_async(fair_share, thread_sensitive=True)(
+                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
             )
+            want = min(len(self.waiters) - (len(self.held) - self.busy), self.share - len(self.held))
+            got = []
+            if want > 0:
+                got = await sync_to_async(take_slots, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder, want=want
+                )
             self.held.update(got)
             self._hand_over()
             if self.waiters and not got:
-                await asyncio.sleep(LEASE_POLL_SECONDS)  # every slot is leased by other runs
+                # Every slot is leased by other runs, or we hold our share already.
+                await asyncio.sleep(LEASE_POLL_SECONDS if want > 0 else KEEP_SECONDS)
 
     async def _keep(self) -> None:
         renewed = time.monotonic()
         idle_before: set[int] = set()
         while True:
             await asyncio.sleep(KEEP_SECONDS)
+            if self.waiters or self.busy:
+                # Still wanting slots: keep our demand fresh and learn our share.
+                self.share = await sync_to_async(fair_share, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
+                )
+            else:
+                await sync_to_async(drop_demand, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, holder=self.holder
+                )
+            if len(self.held) > self.share and self.busy < len(self.held):
+                spare = set(list(self.held)[: min(len(self.held) - self.share, len(self.held) - self.busy)])
+                self.held -= spare
+                self.returning |= spare
+            if self.returning:
+                back, self.returning = self.returning, set()
+                await sync_to_async(free_slots, thread_sensitive=True)(
+                    endpoint_id=self.endpoint_id, holder=self.holder, slots=back
+                )
             idle = len(self.held) - self.busy if not self.waiters else 0
             if idle > 0 and idle_before:
                 # Idle for a whole round: another run on this server may need them.
@@ -204,11 +256,12 @@ class SharedSlots:
             if task is not None:
                 task.cancel()
         self._leaser = self._keeper = None
-        if self.held:
+        if self.held or self.returning:
             await sync_to_async(free_slots, thread_sensitive=True)(
-                endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held
+                endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held | self.returning
             )
-            self.held = set()
+            self.held, self.returning = set(), set()
+        await sync_to_async(drop_demand, thread_sensitive=True)(endpoint_id=self.endpoint_id, holder=self.holder)
 
 
 class one_slot:  # noqa: N801 (used as a context manager, like open())

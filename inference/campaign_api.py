@@ -30,7 +30,7 @@ class CampaignOutput(serializers.ModelSerializer):
 
     class Meta:
         model = models.Campaign
-        fields = ["id", "name", "mode", "input_form", "filters", "params", "seed", "created", "summary"]
+        fields = ["id", "name", "mode", "input_form", "filters", "params", "seed", "created", "job", "summary"]
         read_only_fields = fields
 
     def get_summary(self, campaign) -> dict:

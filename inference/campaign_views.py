@@ -63,6 +63,10 @@ def campaign_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def campaign_retry(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = get_campaign_for_user(request.user, pk)
-    restarted = campaigns.retry_failures(campaign=campaign, user=request.user)
-    messages.success(request, _("%(n)d runs ask their failed questions again.") % {"n": restarted})
+    try:
+        restarted = campaigns.retry_failures(campaign=campaign, user=request.user)
+    except campaigns.CampaignError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("%(n)d runs ask their failed questions again.") % {"n": restarted})
     return redirect("inference:campaign", pk=campaign.pk)

@@ -2,24 +2,35 @@
 
 A researcher picks a question set (a run's filters), the endpoints (the paper
 used about forty models), the mode and the sampling, and starts one campaign:
-one inference run per endpoint, each its own job, all with the same frozen
-question set, mode, sampling and seed. The campaign shows them together:
-progress, failures and tokens spent, per model and in total. The per-endpoint
-limit holds across the runs (inference.calls), so two endpoints on one server
-never get more than its max_concurrency between them.
+one inference run per endpoint, all with the same frozen question set, mode,
+sampling and seed. Starting it is **one job** (``inference.campaign``, on the
+io queue) with progress over all its runs: it answers every HTTP run in one
+event loop, each with its own caller, and starts the engine runs (vLLM
+offline, transformers) as jobs on their GPU or CPU queues, since those need
+that worker. Run again after a crash it resumes (answered questions are
+skipped; an engine run with a job keeps it); cancelling it stops its HTTP runs
+and cancels the engine runs' jobs. The campaign shows the runs together:
+progress, failures and tokens spent, per model and in total. The
+per-endpoint limit holds across the runs (inference.calls), shared fairly
+between runs on one endpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from inference import services
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Response
+from k12vista.jobs import JobCancelled, Progress, cancel_job, job_handler, start_job
 from k12vista.models import Job
+
+JOB_KIND = "inference.campaign"
 
 
 class CampaignError(ValueError):
@@ -45,23 +56,94 @@ def start_campaign(
         raise CampaignError(f"unknown mode {mode!r}")
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
                                        params=params or {}, seed=seed, created_by=user)  # fmt: skip
+    campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=f"Campaign {name}")
+    campaign.save(update_fields=["job"])
     for endpoint in endpoints:
-        run = services.start_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
-                                           input_form=input_form, params=params, seed=seed,
-                                           name=f"{name} · {endpoint.name}")  # fmt: skip
+        run = services.create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
+                                            input_form=input_form, params=params, seed=seed,
+                                            name=f"{name} · {endpoint.name}")  # fmt: skip
         run.campaign = campaign
-        run.save(update_fields=["campaign"])
+        # An HTTP run is answered by the campaign's job, so its page follows that job.
+        run.job = campaign.job if answered_in_campaign_job(endpoint) else None
+        run.save(update_fields=["campaign", "job"])
     return campaign
 
 
+def answered_in_campaign_job(endpoint: ModelEndpoint) -> bool:
+    return endpoint.kind == ModelEndpoint.Kind.OPENAI
+
+
+@job_handler(JOB_KIND, queue=Job.Queue.IO)
+def run_campaign_job(job: Job, progress: Progress) -> dict:
+    """Starts the engine runs' jobs (once), then answers every HTTP run at once,
+    reporting the sum of their progress. Safe to run again."""
+    campaign = Campaign.objects.get(pk=job.params["campaign_id"])
+    runs = list(campaign.runs.select_related("endpoint", "job").order_by("id"))
+    mine = [run for run in runs if answered_in_campaign_job(run.endpoint)]
+    for run in runs:
+        if run not in mine and run.job_id is None:
+            services.start_run_job(run, user=campaign.created_by)
+    prepared = [services.prepare_answering(run) for run in mine]
+    parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
+
+    def report() -> None:
+        progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
+
+    def part(n: int):
+        def report_part(done: int, total: int | None = None) -> None:
+            parts[n] = (done, total or 0)
+            report()
+
+        return report_part
+
+    async def answer_all() -> None:
+        async with asyncio.TaskGroup() as group:
+            for n, (run, (pending, done, total)) in enumerate(zip(mine, prepared, strict=True)):
+                group.create_task(services.answer_pending(run, pending, part(n), done, total))
+
+    try:
+        report()
+        async_to_sync(answer_all)()
+    except* Exception as group_error:
+        first = group_error.exceptions[0]
+        if isinstance(first, JobCancelled):
+            cancel_engine_runs(campaign)  # the cancel reaches every run of the campaign
+        raise first from None
+    totals = summary(campaign)
+    return {"runs": len(runs), "answered": totals.ok, "failed": totals.failed, "engine_runs": len(runs) - len(mine)}
+
+
+def cancel_engine_runs(campaign: Campaign) -> int:
+    """Cancels the unfinished jobs of the campaign's engine runs; returns how many."""
+    cancelled = 0
+    for run in campaign.runs.select_related("job").exclude(job=campaign.job).exclude(job=None):
+        if run.job is not None and not run.job.is_finished:
+            cancel_job(job=run.job)
+            cancelled += 1
+    return cancelled
+
+
 def retry_failures(*, campaign: Campaign, user: Any) -> int:
-    """Asks the failed questions of every finished run again; returns how many runs restarted."""
-    restarted = 0
+    """Asks the failed questions of every finished run again: the HTTP runs in a
+    new campaign job, each engine run in its own. Returns how many runs restarted."""
+    if campaign.job is not None and not campaign.job.is_finished:
+        raise CampaignError(f"{campaign} is still running")
+    restarted, again = 0, []
     for run in campaign.runs.select_related("job", "endpoint"):
-        finished = run.job is None or run.job.is_finished
-        if finished and run.responses.filter(status=Response.Status.FAILED).exists():
+        if not run.responses.filter(status=Response.Status.FAILED).exists():
+            continue
+        if answered_in_campaign_job(run.endpoint):
+            run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
+            again.append(run.pk)
+            restarted += 1
+        elif run.job is None or run.job.is_finished:
             services.retry_failed(run=run, user=user)
             restarted += 1
+    if again:
+        campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk},
+                                 title=f"Campaign {campaign.name} (retry)")  # fmt: skip
+        campaign.save(update_fields=["job"])
+        campaign.runs.filter(pk__in=again).update(job=campaign.job)
     return restarted
 
 
@@ -139,6 +221,9 @@ def summary(campaign: Campaign) -> Summary:
         rows.append(RunRow(run=run, job=run.job, ok=run.n_ok, failed=run.n_failed,
                            pending=total - run.n_ok - run.n_failed, total=total,
                            prompt_tokens=run.n_prompt or 0, completion_tokens=run.n_completion or 0))  # fmt: skip
+    # Read afresh: the campaign object may have been loaded before its job ran.
+    job = Job.objects.filter(pk=campaign.job_id).first() if campaign.job_id else None
+    campaign_job_finished = job is None or job.is_finished
     return Summary(
         rows=rows,
         ok=sum(r.ok for r in rows),
@@ -147,5 +232,6 @@ def summary(campaign: Campaign) -> Summary:
         total=sum(r.total for r in rows),
         prompt_tokens=sum(r.prompt_tokens for r in rows),
         completion_tokens=sum(r.completion_tokens for r in rows),
-        finished=all(r.job is None or r.job.is_finished for r in rows),
+        # An engine run has no job until the campaign's job starts it.
+        finished=campaign_job_finished and all(r.job is None or r.job.is_finished for r in rows),
     )

@@ -170,6 +170,8 @@ class Campaign(models.Model):
     seed = models.BigIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    # The campaign's one job: it answers the HTTP runs together and starts the engine runs' jobs.
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     objects = CampaignQuerySet.as_manager()
 
@@ -452,3 +454,19 @@ class CallLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint_id}#{self.slot} {self.holder or 'free'}"
+
+
+class CallDemand(models.Model):
+    """A run that wants slots of an endpoint, renewed while it has work: the
+    runs with a row share the endpoint's slots evenly (inference.calls), so a
+    busy run cannot keep every slot from a second one."""
+
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="+")
+    holder = models.CharField(max_length=64)
+    expires = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "holder"], name="inference_call_demand_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id} {self.holder}"

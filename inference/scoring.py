@@ -70,7 +70,7 @@ class ScoringError(ValueError):
     """A scoring run that cannot start; the message says why."""
 
 
-def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str) -> None:
+def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str, local_ok: bool = False) -> None:
     if method not in ScoringRun.Method.values:
         raise ScoringError(gettext("unknown scoring method %(method)s") % {"method": repr(method)})
     expected = METHOD_OF_MODE[InferenceRun.Mode(inference_run.mode)]
@@ -87,9 +87,12 @@ def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method
     if not judge.active:
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": judge})
     require_api_key(judge)
-    if judge.kind != ModelEndpoint.Kind.OPENAI:
+    # A transformers endpoint (a trained PEM on CPU) judges in a scoring run of its own; a panel's
+    # one job calls its judges over HTTP.
+    judges_here = {ModelEndpoint.Kind.OPENAI} | ({ModelEndpoint.Kind.TRANSFORMERS} if local_ok else set())
+    if judge.kind not in judges_here:
         raise EndpointError(
-            gettext("%(kind)s endpoints cannot judge yet; choose an OpenAI-compatible one")
+            gettext("%(kind)s endpoints cannot judge here; choose an OpenAI-compatible one")
             % {"kind": judge.get_kind_display()}
         )
     # A partial run would score the answers that happened to arrive first.
@@ -109,17 +112,17 @@ def start_scoring_run(
     """Freezes what will produce the scores (judge prompts, judge, structured
     output, parser) and starts the scoring as a job on the io queue."""
     run = create_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user, params=params,
-                             name=name)  # fmt: skip
+                             name=name, local_ok=True)  # fmt: skip
     _start_job(run, user=user, title=run.name)
     return run
 
 
 def create_scoring_run(
     *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
-    name: str = "",
+    name: str = "", local_ok: bool = False,
 ) -> ScoringRun:  # fmt: skip
     """The scoring run's record, without a job: a judge panel runs several in its own job."""
-    check_can_score(inference_run=inference_run, judge=judge, method=method)
+    check_can_score(inference_run=inference_run, judge=judge, method=method, local_ok=local_ok)
     kind = PROMPT_KIND[ScoringRun.Method(method)]
     prompts.ensure_default_prompts()
     chosen = {qtype: prompts.current(kind, qtype) for qtype in prompts.QUESTION_TYPES}
@@ -168,7 +171,8 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
 
 
 def _start_job(run: ScoringRun, *, user: Any, title: str) -> Job:
-    run.job = start_job(kind="inference.score", user=user, params={"scoring_run_id": run.pk}, title=title)
+    kind = "inference.score_local" if run.judge.kind == ModelEndpoint.Kind.TRANSFORMERS else "inference.score"
+    run.job = start_job(kind=kind, user=user, params={"scoring_run_id": run.pk}, title=title)
     run.save(update_fields=["job"])
     return run.job
 
@@ -218,6 +222,54 @@ def run_scoring_job(job: Job, progress: Progress) -> dict:
     progress(done_before, total)
     async_to_sync(judge_pending)(run, pending, progress, done_before, total)
     standings.take_snapshot(run, job=job)  # the leaderboard reads these slices, never the rows
+    return coverage(run)
+
+
+LOCAL_BATCH = 16  # judgments per batch on a CPU judge: minutes at most, so progress stays live
+
+
+@job_handler("inference.score_local", queue=Job.Queue.CPU)
+def run_local_scoring_job(job: Job, progress: Progress) -> dict:
+    """The same scoring with a transformers judge on this worker's CPU (a trained
+    PEM), a batch at a time: each batch is saved before the next. Outputs that
+    cannot be read are asked again, at most PARSE_RETRIES times, in the next
+    round of the batch."""
+    from inference import engines
+
+    run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
+    pending, done, total = prepare_judging(run)
+    progress(done, total)
+    # Structured output is an HTTP server's feature; the local engine generates freely.
+    params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
+    for start in range(0, len(pending), LOCAL_BATCH):
+        batch = pending[start : start + LOCAL_BATCH]
+        verdicts = {judgment.pk: Verdict() for judgment in batch}
+        asking = list(batch)
+        for _ in range(1 + PARSE_RETRIES):
+            if not asking:
+                break
+            conversations = [judge_messages(run, judgment) for judgment in asking]
+            try:
+                completions = engines.local_chat_batch(run.judge, conversations, params)
+            except engines.EngineUnavailable as exc:
+                for judgment in asking:
+                    verdicts[judgment.pk].call_error, verdicts[judgment.pk].call_attempts = str(exc), 1
+                break
+            still = []
+            for judgment, completion in zip(asking, completions, strict=True):
+                verdict = verdicts[judgment.pk]
+                verdict.completions.append(completion)
+                result = PARSERS[run.method](completion.text)
+                if result.usable:
+                    verdict.result = result
+                else:
+                    verdict.parse_errors.append(result.error)
+                    still.append(judgment)
+            asking = still
+        save_judgments([(j, *judgment_fields(run.method, verdicts[j.pk])) for j in batch])
+        done += len(batch)
+        progress(done, total)
+    standings.take_snapshot(run, job=job)
     return coverage(run)
 
 

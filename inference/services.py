@@ -67,6 +67,23 @@ def start_inference_run(
 ) -> InferenceRun:  # fmt: skip
     """Freezes what will produce the numbers (prompts, endpoint, question set)
     and starts the run as a job on the io queue."""
+    run = create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user, input_form=input_form,
+                               params=params, seed=seed, name=name)  # fmt: skip
+    start_run_job(run, user=user)
+    return run
+
+
+def start_run_job(run: InferenceRun, *, user: Any) -> Job:
+    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=run.name)
+    run.save(update_fields=["job"])
+    return run.job
+
+
+def create_inference_run(
+    *, endpoint: ModelEndpoint, mode: str, filters: dict, user: Any, input_form: str = InferenceRun.InputForm.IMAGES,
+    params: dict | None = None, seed: int | None = None, name: str = "",
+) -> InferenceRun:  # fmt: skip
+    """The run's frozen record, without a job: a campaign answers its HTTP runs in its own job."""
     if not endpoint.active:
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
@@ -95,8 +112,6 @@ def start_inference_run(
             "studio_version": studio_version(),
         },
     )  # fmt: skip
-    run.job = start_job(kind=job_kind(endpoint), user=user, params={"run_id": run.pk}, title=run.name)
-    run.save(update_fields=["job"])
     return run
 
 
@@ -261,10 +276,19 @@ def run_inference_job(job: Job, progress: Progress) -> dict:
     """Answers every pending question of the run with at most the endpoint's
     max_concurrency requests in flight. Safe to run again: answered rows are skipped."""
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
+    pending, done_before, total = prepare_answering(run)
+    progress(done_before, total)
+    # async_to_sync, not asyncio.run: the database calls inside then run in this
+    # thread, on this job's connection.
+    async_to_sync(answer_pending)(run, pending, progress, done_before, total)
+    return run.counts()
+
+
+def prepare_answering(run: InferenceRun) -> tuple[list[Response], int, int]:
+    """Rows for every question (idempotent); (pending answers, answers done, total)."""
     create_missing_responses(run)
     total = run.responses.count()
     done_before = run.responses.exclude(status=Response.Status.PENDING).count()
-    progress(done_before, total)
     pending = list(
         run.responses.filter(status=Response.Status.PENDING)
         .select_related("question")
@@ -273,13 +297,10 @@ def run_inference_job(job: Job, progress: Progress) -> dict:
     )
     for qtype in run.provenance["prompts"]:
         prompt_of(run, qtype)  # loaded here, so building requests inside the loop needs no query
-    # async_to_sync, not asyncio.run: the database calls inside then run in this
-    # thread, on this job's connection.
-    async_to_sync(_answer_all)(run, pending, progress, done_before, total)
-    return run.counts()
+    return pending, done_before, total
 
 
-async def _answer_all(run: InferenceRun, pending: list[Response], progress: Progress, done: int, total: int):
+async def answer_pending(run: InferenceRun, pending: list[Response], progress: Progress, done: int, total: int):
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.seed is not None:
         params["seed"] = run.seed

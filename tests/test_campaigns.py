@@ -7,12 +7,13 @@ from django.urls import reverse
 
 from inference import campaigns, services
 from inference.models import Campaign, InferenceRun, ModelEndpoint
-from k12vista.jobs import execute_job
+from k12vista.jobs import cancel_job, execute_job
+from k12vista.models import Job
 from k12vista.roles import Role
 from tests.annotation_factories import make_question
 from tests.conftest import make_person
 from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
-from tests.scripted_models import Servers
+from tests.scripted_models import Models, Servers
 
 ANSWER = "步骤1：由题意 $x=2$。\n最终答案：B"
 
@@ -44,7 +45,10 @@ def make_endpoint(name, base_url, **fields) -> ModelEndpoint:
 
 
 def run_all(campaign: Campaign) -> None:
-    for run in campaign.runs.all():
+    """The campaign's one job, then the engine runs' jobs it started."""
+    campaign.refresh_from_db()
+    execute_job(campaign.job_id)
+    for run in campaign.runs.exclude(job=campaign.job).exclude(job=None):
         execute_job(run.job_id)
 
 
@@ -68,7 +72,11 @@ def test_it_runs_a_campaign_over_three_endpoints_one_real(
     campaign = campaigns.start_campaign(name="c1", endpoints=endpoints, mode="step_by_step",
                                         filters={"subject": "math"}, user=researcher, seed=3)  # fmt: skip
     assert campaign.runs.count() == 3 and sent.call_count == 0  # queued when the transaction commits
+    # One job for the campaign; its HTTP runs follow it.
+    assert set(campaign.runs.values_list("job", flat=True)) == {campaign.job_id}
     run_all(campaign)
+    campaign.job.refresh_from_db()
+    assert (campaign.job.status, campaign.job.done, campaign.job.total) == (Job.Status.SUCCEEDED, 6, 6)
     summary = campaigns.summary(campaign)
     by_endpoint = {row.run.endpoint.name: row for row in summary.rows}
     assert {name: (r.ok, r.failed, r.total) for name, r in by_endpoint.items()} == {
@@ -151,3 +159,65 @@ def test_the_api_starts_a_campaign_and_refuses_bad_input(scripted_models, resear
     assert bad.status_code == 400
     listed = client.get(reverse("inference_api:campaigns")).json()
     assert [c["name"] for c in listed["results"]] == ["api"]
+
+
+@pytest.mark.django_db
+def test_the_campaign_job_starts_engine_runs_once_resumes_and_shows_on_the_job_page(
+    scripted_models, researcher, sent, login, settings
+):
+    url = scripted_models({"good": lambda body: (200, ANSWER)})
+    make_question()
+    make_question()
+    good = make_endpoint("good", url)
+    local = services.save_endpoint(endpoint=ModelEndpoint(name="local", kind=ModelEndpoint.Kind.TRANSFORMERS,
+                                                           model_name="/nowhere"), user=None)  # fmt: skip
+    campaign = campaigns.start_campaign(name="mixed", endpoints=[good, local], mode="direct", filters={},
+                                        user=researcher)  # fmt: skip
+    engine_run = campaign.runs.get(endpoint=local)
+    assert engine_run.job is None  # the campaign's job starts it, on its own queue
+    # Half answered before a crash: the job, run again, asks only the rest.
+    http_run = campaign.runs.get(endpoint=good)
+    services.create_missing_responses(http_run)
+    first = http_run.responses.order_by("id").first()
+    services.save_answer(first, completion=None, error="earlier")
+    assert execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+    engine_run.refresh_from_db()
+    assert engine_run.job.kind == "inference.run_local" and engine_run.job.queue == Job.Queue.CPU
+    first.refresh_from_db()
+    assert first.error == "earlier" and http_run.counts()["ok"] == 1
+    # Run once more (a second delivery after a takeover): no second engine job, nothing asked again.
+    Job.objects.filter(pk=campaign.job_id).update(status=Job.Status.QUEUED)
+    asked = len(Models.seen)
+    execute_job(campaign.job_id)
+    engine_run.refresh_from_db()
+    assert Job.objects.filter(kind="inference.run_local").count() == 1
+    assert len(Models.seen) == asked
+    page = login(researcher).get(reverse("k12vista:job_detail", args=[campaign.job_id]))
+    assert page.status_code == 200 and "Campaign mixed" in page.content.decode()
+    detail = login(researcher).get(reverse("inference:campaign", args=[campaign.pk])).content.decode()
+    assert f'id="job-{campaign.job_id}"' in detail
+
+
+@pytest.mark.django_db
+def test_cancelling_the_campaign_job_stops_its_runs_and_cancels_the_engine_runs(scripted_models, researcher, sent):
+    url = scripted_models({"good": lambda body: (200, ANSWER)})
+    for _ in range(3):
+        make_question()
+    good = make_endpoint("good", url, max_concurrency=1)
+    local = services.save_endpoint(endpoint=ModelEndpoint(name="local", kind=ModelEndpoint.Kind.TRANSFORMERS,
+                                                           model_name="/nowhere"), user=None)  # fmt: skip
+    campaign = campaigns.start_campaign(name="c", endpoints=[good, local], mode="direct", filters={},
+                                        user=researcher)  # fmt: skip
+    real_save = services.save_answers
+
+    def save_then_cancel(batch):
+        real_save(batch)
+        cancel_job(job=Job.objects.get(pk=campaign.job_id))  # someone presses Cancel mid-campaign
+
+    with mock.patch.object(services, "save_answers", save_then_cancel), \
+            mock.patch("inference.calls.SAVE_SECONDS", 0):  # fmt: skip
+        assert execute_job(campaign.job_id) == Job.Status.CANCELLED
+    engine_run = campaign.runs.get(endpoint=local)
+    assert engine_run.job.status == Job.Status.CANCELLED
+    http_run = campaign.runs.get(endpoint=good)
+    assert 1 <= http_run.counts()["ok"] < 3  # stopped, what was answered kept

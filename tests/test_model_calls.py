@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from inference import calls, services
-from inference.models import CallLease, InferenceRun, ModelEndpoint
+from inference.models import CallDemand, CallLease, InferenceRun, ModelEndpoint
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
 from tests.scripted_models import ScriptedHandler, completion, serve
@@ -24,6 +24,7 @@ class Counting(ScriptedHandler):
     in_flight = 0
     most = 0
     seen: list[float] = []
+    calls: list[tuple[float | None, float, float]] = []
     script: list[tuple[int, dict]] = []  # (status, headers) before the 200s
     delay = 0.0
 
@@ -35,20 +36,25 @@ class Counting(ScriptedHandler):
             cls.most = max(cls.most, cls.in_flight)
             cls.seen.append(time.monotonic())
             status, headers = cls.script.pop(0) if cls.script else (200, {})
+            started = time.monotonic()
         try:
             time.sleep(cls.delay)
-            if status != 200:
-                self.send_error_status(status, headers=headers)
-            else:
-                self.send_json(200, completion(body["model"], "步骤1：$x=2$。\n答案：B", usage=(5, 3)), headers)
         finally:
+            # Counted out before the answer goes: once the client has it, it may send its next call.
             with cls.lock:
                 cls.in_flight -= 1
+                # Which run asked (its temperature tells), and when: concurrency per run.
+                cls.calls.append((body.get("temperature"), started, time.monotonic()))
+        if status != 200:
+            self.send_error_status(status, headers=headers)
+        else:
+            self.send_json(200, completion(body["model"], "步骤1：$x=2$。\n答案：B", usage=(5, 3)), headers)
 
 
 @pytest.fixture
 def counting_server():
     Counting.in_flight, Counting.most, Counting.seen, Counting.script, Counting.delay = 0, 0, [], [], 0.0
+    Counting.calls = []
     with serve(Counting) as base_url:
         yield base_url
 
@@ -61,9 +67,14 @@ def make_endpoint(base_url, **fields) -> ModelEndpoint:
     )  # fmt: skip
 
 
-def start_run(endpoint, user, **filters) -> InferenceRun:
+def start_run(endpoint, user, params=None, **filters) -> InferenceRun:
     with mock.patch("k12vista.tasks.run_job.apply_async"):
-        return services.start_inference_run(endpoint=endpoint, mode="direct", filters=filters, user=user)
+        return services.start_inference_run(endpoint=endpoint, mode="direct", filters=filters, user=user,
+                                            params=params)  # fmt: skip
+
+
+def in_flight_at(moment: float, run_key: float) -> int:
+    return sum(1 for key, start, end in Counting.calls if key == run_key and start <= moment < end)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -95,6 +106,51 @@ def test_it_never_lets_two_runs_on_one_endpoint_exceed_its_limit(counting_server
     # Each run alone would have used 3; together they never had more than 3 in flight.
     assert Counting.most == 3
     assert not CallLease.objects.exclude(holder="").exists()  # every slot given back
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_busy_runs_on_one_endpoint_share_its_slots_evenly(counting_server, researcher, settings):
+    """The first run takes every slot while alone; once a second busy run wants
+    slots, each holds half, instead of the second waiting for the first to end."""
+    settings.MODEL_CALL_RETRIES = 0
+    Counting.delay = 0.2
+    for _ in range(100):
+        make_question()
+    endpoint = make_endpoint(counting_server, max_concurrency=4)
+    first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
+    errors = []
+
+    def work(run, after):
+        time.sleep(after)
+        try:
+            execute_job(run.job_id)
+        except Exception as exc:  # pragma: no cover - shown in the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(first, 0)), threading.Thread(target=work, args=(second, 0.6))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and Counting.most <= 4
+    assert [InferenceRun.objects.get(pk=r.pk).counts()["ok"] for r in (first, second)] == [100, 100]
+    starts = {key: min(s for k, s, _ in Counting.calls if k == key) for key in (0.1, 0.2)}
+    ends = {key: max(e for k, _, e in Counting.calls if k == key) for key in (0.1, 0.2)}
+    # Alone at first, the first run used all four slots.
+    assert max(in_flight_at(starts[0.1] + n * 0.02, 0.1) for n in range(25)) == 4
+    # The second got slots long before the first ended (100 calls over 4 slots take 5 s alone) ...
+    assert starts[0.2] < ends[0.1] - 2
+    # ... and from a settling time on, while both were busy, they split the slots evenly.
+    both = [starts[0.2] + 2.0 + n * 0.05 for n in range(200)]
+    both = [t for t in both if t < min(ends.values()) - 0.3]
+    assert len(both) >= 10
+    shares = [(in_flight_at(t, 0.1), in_flight_at(t, 0.2)) for t in both]
+    assert all(a <= 2 and b <= 2 for a, b in shares), shares  # neither above its share ...
+    # ... and each close to it (a call's end and the next's start leave short gaps).
+    assert sum(a for a, _ in shares) >= 1.5 * len(shares) and sum(b for _, b in shares) >= 1.5 * len(shares), shares
+    assert not CallLease.objects.exclude(holder="").exists() and not CallDemand.objects.exists()
 
 
 @pytest.mark.django_db

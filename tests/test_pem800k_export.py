@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from inference import parsing
 from pem import build, services
 from pem.models import ChainOfThought, PEBenchItem, StepLabel, TrainingExport
 from pem.training import exports, filters, formats
@@ -61,11 +62,10 @@ def test_it_writes_all_four_formats_that_pass_their_rules_and_marks_the_chains(m
     assert "template: qwen2_vl" in (root / "llamafactory-qwen2_5vl-lora.yaml").read_text()
     trl = json.loads((root / "trl.jsonl").read_text().splitlines()[0])
     assert trl["images"] == [f"images/{cots[0].question.figures.get().pk}.png"]
-    assert json.loads(trl["messages"][2]["content"][0]["text"])[1] == {
-        "step": 2,
-        "label": "CE",
-        "explanation": "计算错误",
-    }
+    # The target is the judge's structured output, so a scoring run reads the trained PEM's answers.
+    target = trl["messages"][2]["content"][0]["text"]
+    assert json.loads(target)["steps"][1] == {"step": STEPS[1], "label": "CE", "reason": "计算错误"}
+    assert parsing.parse_step_judgment(target).value["steps"][1]["label"] == "CE"
     assert "[image]" in trl["messages"][1]["content"][1]["text"]  # a literal <image> in the text is not an image
     assert set(ChainOfThought.objects.filter(in_training_data=True)) == set(cots)
     with pytest.raises(services.PEBenchError):  # PEBench builds refuse training data

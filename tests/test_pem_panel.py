@@ -194,3 +194,47 @@ def test_a_real_model_that_answers_garbage_casts_no_votes(tiny_model_server, jud
     assert started.counts["missing_votes"]["tiny"] == 5
     assert (started.counts["decided"], started.counts["no_majority"]) == (3, 2)
     assert Judgment.objects.filter(scoring_run__judge=real).exclude(status="ok").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_judge_that_times_out_or_answers_garbage_casts_no_vote_and_the_format_filter_counts_it(researcher, sent):
+    """j3 answers garbage and j4 times out on the three-step chain: two votes of four cannot reach three,
+    so its steps stay undecided (never guessed) and the format filter removes the chain, counted."""
+    import time
+
+    from pem.training import filters
+
+    def slow_on_three(name):
+        reply = judge_reply(name)
+
+        def slow(body):
+            if "甲。" in user_text(body):
+                time.sleep(1.5)  # past the endpoint's 1 s timeout
+            return reply(body)
+
+        return slow
+
+    replies = {name: judge_reply(name) for name in ("j1", "j2")}
+    replies["j3"] = lambda body: (200, "乱码") if "甲。" in user_text(body) else judge_reply("j3")(body)
+    replies["j4"] = slow_on_three("j4")
+    servers = Servers()
+    url = servers.start(replies)
+    try:
+        judges = [services.save_endpoint(endpoint=ModelEndpoint(name=name, base_url=url, model_name=name,
+                                                                timeout_seconds=1), user=None)
+                  for name in replies]  # fmt: skip
+        started = panel.start_panel(name="timeouts", inference_runs=[answered_run()], judges=judges, user=researcher)
+        assert execute_job(started.job_id) == "succeeded"
+    finally:
+        servers.stop()
+    started.refresh_from_db()
+    assert started.counts["missing_votes"] == {"j1": 0, "j2": 0, "j3": 3, "j4": 3}
+    assert (started.counts["no_majority"], started.counts["chains_with_no_majority"]) == (3, 1)
+    timed_out = Judgment.objects.get(scoring_run__judge__name="j4", response__raw_output=THREE)
+    assert timed_out.status == "call_failed" and "tim" in timed_out.error.lower()
+    one_model = {"coverage": {"min_models": 1}, "consistency": {"check_final_answer": False}}
+    run = filters.start_filter_run(source=StepLabel.Source.PANEL, rater="timeouts", params=one_model, user=researcher)
+    filters.run_filters(run)
+    run.refresh_from_db()
+    assert run.funnel["format"]["chains"] == 1 and dict(run.funnel["format"]["reasons"]) == {"unlabelled_steps": 1}
+    assert run.kept == 1

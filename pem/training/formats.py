@@ -31,7 +31,7 @@ DATASET_NAME = "pem800k"
 SYSTEM_PROMPT = (
     "你是一个过程评估模型。给定题目、参考答案和学生的分步解答，逐步判断每一步是否正确；"
     "错误的步骤给出错误类型（ICE、QM、LRK、KAE、LRE、HE、CE、IAE 之一）和简短理由，正确的步骤标为 CS。"
-    '以 JSON 数组作答：[{"step": 1, "label": "CS", "explanation": "..."}]。'
+    '以 JSON 作答：{"steps": [{"step": "该步原文", "label": "CS", "reason": "..."}]}。'
 )
 
 
@@ -51,10 +51,11 @@ def user_text(example: dict) -> str:
 
 
 def assistant_text(example: dict) -> str:
-    return json.dumps(
-        [{"step": n, "label": label, "explanation": why} for n, (label, why) in enumerate(example["labels"], 1)],
-        ensure_ascii=False,
-    )
+    """The judge's structured output (inference.parsing's ``step_judgment``): a trained PEM then
+    answers exactly what a step-by-step scoring run reads and aligns onto the chain's steps."""
+    steps = [{"step": text, "label": label, "reason": why}
+             for text, (label, why) in zip(example["steps"], example["labels"], strict=True)]  # fmt: skip
+    return json.dumps({"steps": steps}, ensure_ascii=False)
 
 
 def render(name: str, example: dict) -> dict:
