@@ -444,3 +444,78 @@ class PanelVote(models.Model):
 
 # PEM-800K filter runs, training exports and training runs (pem/training/models.py).
 from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401
+
+
+class StoredAgreement(models.Model):
+    """The agreement report over one scope of chains, computed by a job
+    (``pem.agreement_store``) so that the page reads it instead of working it
+    out over every label in the request. ``fingerprint`` is what the labels
+    looked like when it was computed; a page finding other labels says so."""
+
+    class Scope(models.TextChoices):
+        ALL = "all", _("All chains of thought")
+        PEBENCH = "pebench", "PEBench"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices, unique=True)
+    report = models.JSONField(default=dict)
+    fingerprint = models.JSONField(default=dict)
+    computed = models.DateTimeField(default=timezone.now)
+    seconds = models.FloatField(default=0)  # how long the computation took
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return f"agreement report ({self.scope}) of {self.computed:%Y-%m-%d %H:%M}"
+
+
+class PEBenchRelease(models.Model):
+    """An immutable, versioned snapshot of PEBench: its items with their gold labels and the
+    agreement report, written to one checksummed zip (``pem.releases``). Published, it never
+    changes; later labels go into the next version."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", _("Building")
+        DRAFT = "draft", _("Draft")
+        PUBLISHED = "published", _("Published")
+        FAILED = "failed", _("Failed")
+
+    version = models.PositiveIntegerField(unique=True)
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
+    error = models.TextField(blank=True)
+    studio_commit = models.CharField(max_length=64, blank=True)
+    summary = models.JSONField(default=dict, blank=True)  # counts, labels per code, agreement headline
+    agreement = models.JSONField(default=dict, blank=True)  # the full agreement report over its items
+    fingerprint = models.JSONField(default=dict, blank=True)  # PEBench's labels when it was built
+    path = models.CharField(max_length=300, blank=True)  # the zip, under MEDIA_ROOT
+    sha256 = models.CharField(max_length=64, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    published = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"PEBench v{self.version}"
+
+
+class PEBenchReleaseItem(models.Model):
+    """One PEBench item as its release holds it: steps, gold labels and every label then."""
+
+    release = models.ForeignKey(PEBenchRelease, on_delete=models.CASCADE, related_name="items")
+    cot = models.ForeignKey(ChainOfThought, null=True, on_delete=models.SET_NULL, related_name="+")
+    key = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    content = models.JSONField()  # {"studio": record, "reference": record or null}
+
+    class Meta:
+        ordering = ["release", "key"]
+        constraints = [models.UniqueConstraint(fields=["release", "key"], name="pebench_release_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} in {self.release}"
