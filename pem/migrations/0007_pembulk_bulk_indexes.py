@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("annotation", "0006_pdf_import_gap_flag_ocr_lines"),
         ("inference", "0004_pem_campaign_call_lease"),
-        ("pem", "0005_scale_open_task_index"),
+        ("pem", "0006_stored_agreement_pebench_release"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
