@@ -7,8 +7,10 @@
 is given (and migrates it): use a throwaway database. Each phase runs in its own child process,
 so the peak RSS printed is that phase's own:
 
-1. ``copy``: the baseline, a raw streaming COPY of the same rows (chains, steps, labels: parsed
-   from the same file, no checks) into plain tables without indexes or constraints;
+0. ``setup``: a bare ``django.setup()``, the floor of every phase's peak RSS;
+1. ``copy``: the baseline (run again after the import: the ratio is against the mean), a raw
+   streaming COPY of the same rows (chains, steps, labels: parsed from the same file, no checks)
+   into plain tables without indexes or constraints;
 2. ``import``: ``pem.training.importer.import_pem800k`` (checks every line, keys, links to the
    bank, COPY into the real tables with their indexes and constraints);
 3. ``reimport``: the same file again (every record unchanged);
@@ -157,7 +159,9 @@ def phase_export(filter_run: int, wanted: list[str]) -> dict:
     from pem.models import ChainOfThought, FilterRun
     from pem.training import exports
 
-    ChainOfThought.objects.update(in_training_data=False)  # each measured export starts from the same state
+    # Each measured export starts from the same state; only the marked rows are reset (an UPDATE of
+    # every chain would leave the table with a dead copy of each row for the export to read past).
+    ChainOfThought.objects.filter(in_training_data=True).update(in_training_data=False)
     export = exports.start_export(filter_run=FilterRun.objects.get(pk=filter_run), user=None, formats_wanted=wanted)
     started = time.perf_counter()
     result = exports.write_export(export)
