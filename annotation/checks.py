@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext
 
 from annotation.latex import count_blanks, latex_problems_in
 from annotation.models import Flag, Question
@@ -15,20 +16,43 @@ from k12vista.vocabulary import QuestionType
 Code = Flag.Code
 
 
-def rule_findings(question: Question, figures: list | None = None) -> list[tuple[str, str, dict]]:
+def place_name(where: str) -> str:
+    """Where in the question a formula sits, in the team's language ("option A", "answer 2")."""
+    kind, _sep, which = where.partition(" ")
+    names = {"text": gettext("question text"), "solution": gettext("solution")}
+    if kind == "option":
+        return gettext("option %(label)s") % {"label": which}
+    if kind == "answer":
+        return gettext("answer %(n)s") % {"n": which}
+    return names.get(kind, where)
+
+
+def latex_texts(question: Question) -> dict[str, str]:
+    """The question's texts whose LaTeX is checked, by where they are."""
+    texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
+    texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
+    texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
+    return texts
+
+
+def rule_findings(
+    question: Question, figures: list | None = None, latex: dict[str, list] | None = None
+) -> list[tuple[str, str, dict]]:
     """(code, message, detail) for every rule the question breaks.
 
-    ``figures`` lets a caller check a question before it is saved."""
+    ``figures`` lets a caller check a question before it is saved; ``latex``
+    gives the KaTeX problems of its ``latex_texts`` already found (a bulk
+    import checks a batch of questions in one round trip)."""
     found: list[tuple[str, str, dict]] = []
     if not question.text.strip():
-        found.append((Code.EMPTY_TEXT, "The question has no text.", {}))
+        found.append((Code.EMPTY_TEXT, gettext("The question has no text."), {}))
     if not question.answers or any(not str(a).strip() for a in question.answers):
-        found.append((Code.MISSING_ANSWER, "An answer is missing.", {"answers": len(question.answers)}))
+        found.append((Code.MISSING_ANSWER, gettext("An answer is missing."), {"answers": len(question.answers)}))
     if question.qtype == QuestionType.MULTIPLE_CHOICE and len(question.options) != 4:
         found.append(
             (
                 Code.OPTION_COUNT,
-                f"Multiple choice has {len(question.options)} options, not 4.",
+                gettext("Multiple choice has %(n)d options, not 4.") % {"n": len(question.options)},
                 {"options": len(question.options)},
             )
         )
@@ -38,26 +62,30 @@ def rule_findings(question: Question, figures: list | None = None) -> list[tuple
             found.append(
                 (
                     Code.BLANK_MISMATCH,
-                    f"{blanks} blanks but {len(question.answers)} answers.",
+                    gettext("%(blanks)d blanks but %(answers)d answers.")
+                    % {"blanks": blanks, "answers": len(question.answers)},
                     {"blanks": blanks, "answers": len(question.answers)},
                 )
             )
-    texts = {"text": question.text, "solution": "\n".join(question.solution_steps) or question.raw_solution}
-    texts |= {f"option {o.get('label', i)}": o.get("text", "") for i, o in enumerate(question.options)}
-    texts |= {f"answer {i + 1}": a for i, a in enumerate(question.answers)}
-    problems, _checked = latex_problems_in(texts)
+    problems = latex_problems_in(latex_texts(question))[0] if latex is None else latex
     for where, found_here in problems.items():
-        found += [(Code.LATEX_ERROR, f"{where}: {p.message}", {"where": where, "tex": p.tex}) for p in found_here]
+        found += [(Code.LATEX_ERROR, gettext("%(where)s: %(error)s") % {"where": place_name(where), "error": p.message},
+                   {"where": where, "tex": p.tex}) for p in found_here]  # fmt: skip
     figures = list(question.figures.all()) if figures is None else figures
     if not figures:
-        found.append((Code.FIGURE_MISSING, "The question has no figure.", {}))
+        found.append((Code.FIGURE_MISSING, gettext("The question has no figure."), {}))
     for figure in figures:
         if min(figure.width, figure.height) < settings.FIGURE_MIN_SIDE_PX:
             found.append(
                 (
                     Code.LOW_RESOLUTION,
-                    f"Figure {figure.position + 1} is {figure.width}×{figure.height} px, "
-                    f"below {settings.FIGURE_MIN_SIDE_PX} px.",
+                    gettext("Figure %(n)d is %(width)d×%(height)d px, below %(min)d px.")
+                    % {
+                        "n": figure.position + 1,
+                        "width": figure.width,
+                        "height": figure.height,
+                        "min": settings.FIGURE_MIN_SIDE_PX,
+                    },  # fmt: skip
                     {"figure": figure.position},
                 )
             )
@@ -65,8 +93,12 @@ def rule_findings(question: Question, figures: list | None = None) -> list[tuple
             found.append(
                 (
                     Code.BLURRED_FIGURE,
-                    f"Figure {figure.position + 1} looks blurred (sharpness {figure.sharpness:.0f}, "
-                    f"threshold {settings.FIGURE_BLUR_THRESHOLD:.0f}).",
+                    gettext("Figure %(n)d looks blurred (sharpness %(sharpness).0f, threshold %(threshold).0f).")
+                    % {
+                        "n": figure.position + 1,
+                        "sharpness": figure.sharpness,
+                        "threshold": settings.FIGURE_BLUR_THRESHOLD,
+                    },  # fmt: skip
                     {"figure": figure.position},
                 )
             )

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count
+from django.utils.translation import gettext
 
 from annotation.models import CandidateSet, KnowledgePoint, Question
 from k12vista.jobs import Progress, job_handler, start_job
@@ -187,10 +188,11 @@ def start_draw(*, targets: Targets, by: Any, name: str = "", seed: int | None = 
     """Records the draw (targets, seed) and starts the job that fills it."""
     seed = new_seed() if seed is None else seed
     with transaction.atomic():
-        candidate = CandidateSet.objects.create(name=name.strip() or f"draw seed {seed}", targets=targets.as_dict(),
+        name = name.strip() or gettext("Draw with seed %(seed)s") % {"seed": seed}
+        candidate = CandidateSet.objects.create(name=name, targets=targets.as_dict(),
                                                 seed=seed, bank_fingerprint="", created_by=by)  # fmt: skip
         candidate.job = start_job(kind="annotation.draw_candidates", user=by, params={"candidate_set": candidate.pk},
-                                  title=f"draw {candidate.name}")  # fmt: skip
+                                  title=gettext("Draw %(name)s") % {"name": candidate.name})  # fmt: skip
         candidate.save(update_fields=["job"])
     return candidate
 

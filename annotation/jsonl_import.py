@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import io
-import queue
 import re
 import threading
 import zipfile
@@ -56,26 +54,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from django import db
 from django.conf import settings
 from django.core.files import File
-from django.db import DataError, IntegrityError, OperationalError, transaction
+from django.db import OperationalError
+from django.utils.translation import gettext
 from PIL import Image
 
-from annotation.images import BadImage
 from annotation.models import Figure, Question, SourceDocument
 from annotation.services import (
     FigureData,
     QuestionData,
-    QuestionDataError,
-    content_of,
-    create_question,
-    hash_content,
-    validate,
 )
+from k12vista.bulk import analyze
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from k12vista.text import BadLine, parse_record_line, storable
+from k12vista.text import storable
 from k12vista.vocabulary import (
     STAGE_LAST_GRADE,
     QuestionType,
@@ -106,7 +99,9 @@ class RecordError(ValueError):
     """One line cannot be imported; the message starts with the field at fault."""
 
     def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
+        # The field is the file's own key: the Chinese text quotes it (“type”：应为文本).
+        named = gettext("%(field)s: %(message)s") % {"field": field_name, "message": message}
+        super().__init__(named if field_name else message)
 
 
 # --- the report -----------------------------------------------------------------
@@ -286,10 +281,10 @@ class ImportSource:
 
     def _read_image(self, path: str, field_name: str) -> bytes:
         if self.archive is None:
-            raise RecordError(field_name, "a figure given by path needs a zip archive holding the image")
+            raise RecordError(field_name, gettext("a figure given by path needs a zip archive holding the image"))
         info = self.members.get(path.replace("\\", "/").removeprefix("./"))
         if info is None or info.is_dir():
-            raise RecordError(field_name, f"{path!r} is not in the archive")
+            raise RecordError(field_name, gettext("%(path)s is not in the archive") % {"path": repr(path)})
         try:
             with open_member(self.archive, info) as stream:
                 return stream.read()
@@ -324,7 +319,7 @@ def string(value: Any, field_name: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        raise RecordError(field_name, "expected text" if required else "expected a string")
+        raise RecordError(field_name, gettext("expected text") if required else gettext("expected a string"))
     return value
 
 
@@ -334,7 +329,7 @@ def string_list(value: Any, field_name: str) -> list[str]:
         return []
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
-        raise RecordError(field_name, "expected a list of strings")
+        raise RecordError(field_name, gettext("expected a list of strings"))
     return [item if isinstance(item, str) else str(item) for item in items]
 
 
@@ -347,7 +342,7 @@ def difficulty(value: Any) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError("difficulty", f"expected a number, got {value!r}")
+        raise RecordError("difficulty", gettext("expected a number, got %(value)s") % {"value": repr(value)})
     return float(value)  # 1 and 1.0 must hash alike
 
 
@@ -363,7 +358,7 @@ def options(value: Any) -> list[dict]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise RecordError("options", "expected a list")
+        raise RecordError("options", gettext("expected a list"))
     result = []
     for position, item in enumerate(value):
         if isinstance(item, str):
@@ -373,7 +368,7 @@ def options(value: Any) -> list[dict]:
             or not isinstance(item.get("label"), str)
             or not isinstance(item.get("text"), str)
         ):
-            raise RecordError("options", "expected a list of {label, text} or of strings")
+            raise RecordError("options", gettext("expected a list of {label, text} or of strings"))
         result.append({"label": item["label"], "text": item["text"]})
     return result
 
@@ -446,7 +441,7 @@ def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
         path = value["path"]
         extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
         if extension and extension not in FORMAT_OF_EXTENSION:
-            raise RecordError(field_name, f"{path!r} is not an image file name")
+            raise RecordError(field_name, gettext("%(path)s is not an image file name") % {"path": repr(path)})
         content = source.read_image(path, field_name)
         claimed = FORMAT_OF_EXTENSION.get(extension)
     elif isinstance(value, str):
@@ -458,7 +453,7 @@ def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
         try:
             content = base64.b64decode("".join(value.split()), validate=True)
         except (binascii.Error, ValueError):
-            raise RecordError(field_name, "not valid base64") from None
+            raise RecordError(field_name, gettext("not valid base64")) from None
     else:
         raise RecordError(field_name, 'expected a base64 string or {"path": ...}')
     if claimed:
@@ -532,7 +527,7 @@ def from_studio(record: dict, source: ImportSource) -> QuestionData:
         raise RecordError("subject", f"unknown subject {subject!r} (expected one of {', '.join(Subject.values)})")
     grade = record.get("grade")
     if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
-        raise RecordError("grade", f"expected a grade 1-12, got {grade!r}")
+        raise RecordError("grade", gettext("expected a grade 1-12, got %(value)s") % {"value": repr(grade)})
     return QuestionData(
         hash_id=hash_id(record),
         subject=subject,
@@ -556,67 +551,14 @@ def is_reference(record: dict) -> bool:
 
 def record_to_data(record: Any, source: ImportSource) -> QuestionData:
     if not isinstance(record, dict):
-        raise RecordError("line", "expected a JSON object")
+        raise RecordError("", gettext("the line is not a JSON object"))
     return from_reference(record, source) if is_reference(record) else from_studio(record, source)
 
 
 # --- saving -------------------------------------------------------------------------
 
 
-def differing_fields(question: Question, data: QuestionData) -> list[str]:
-    stored, incoming = content_of(question), content_of(data)
-    return sorted(name for name in stored if stored[name] != incoming[name])
-
-
-def save_question(*, data: QuestionData, user: Any) -> tuple[str, list[str]]:
-    """("created" | "unchanged" | "conflict", differing fields). Never overwrites."""
-    validate(data)
-    existing = Question.objects.filter(hash_id=data.hash_id).first()
-    if existing is None:
-        try:
-            create_question(data=data, user=user, note="imported from JSONL")
-            return "created", []
-        except IntegrityError:
-            # Another import created it between the lookup and the insert.
-            existing = Question.objects.filter(hash_id=data.hash_id).first()
-            if existing is None:
-                raise
-    if existing.content_hash == hash_content(content_of(data)):
-        return "unchanged", []
-    fields = differing_fields(existing, data)
-    return ("conflict", fields) if fields else ("unchanged", [])
-
-
-Outcome = tuple[str, int, str, Any]  # (created|unchanged|conflict|failed|skip, line, hash_id, detail)
-
-
-def import_line(
-    number: int, line: bytes | None, *, source: ImportSource, user: Any, source_document: SourceDocument | None,
-) -> Outcome:  # fmt: skip
-    """Imports one line in its own transaction and says what happened; never raises for a bad line."""
-    if line is None:
-        return "failed", number, "", f"the line is longer than {MAX_LINE_BYTES:,} bytes"
-    if not line.strip():
-        return "skip", number, "", None
-    try:
-        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
-    except BadLine as exc:
-        return "failed", number, "", str(exc)
-    found_id = record.get("hash_id") if isinstance(record, dict) else None
-    found_id = found_id if isinstance(found_id, str) else ""
-    try:
-        data = record_to_data(record, source)
-        data.source_document = source_document
-        with transaction.atomic():  # a savepoint: a refused line leaves the rest of the file going
-            outcome, fields = save_question(data=data, user=user)
-    except (RecordError, QuestionDataError, BadImage) as exc:
-        return "failed", number, found_id, str(exc)
-    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
-        return "failed", number, found_id, f"the database refused the line: {exc}"
-    return outcome, number, data.hash_id, fields
-
-
-def tally(report: ImportReport, outcome: Outcome) -> None:
+def tally(report: ImportReport, outcome: tuple[str, int, str, Any]) -> None:
     kind, number, hash_id, detail = outcome
     if kind == "created":
         report.created += 1
@@ -634,73 +576,37 @@ def import_questions_file(
 ) -> ImportReport:  # fmt: skip
     """Imports every line of a JSONL or zip file; see the module docstring.
 
-    With ``workers`` > 1, lines are imported by that many threads, each with
-    its own database connection: decoding figures (Pillow), the sharpness
-    measure (numpy), the KaTeX process and the database all release the GIL,
-    so threads overlap on several cores. Memory stays flat: the reader waits
-    while a bounded queue of lines is full.
+    Lines are prepared (figures, checks, KaTeX) outside any transaction, by
+    ``workers`` processes for a large file, and written a batch per
+    transaction (annotation.jsonl_bulk). Memory stays flat: a bounded window
+    of lines is in flight.
 
     Raises ImportFileError when the file as a whole is unusable (not JSONL or
     zip, an unsafe archive); problems with single lines go in the report.
     """
+    from annotation.jsonl_bulk import import_lines  # the bulk path builds on this module's records
+
     report = ImportReport()
     with open_source(path) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)
-        run = functools.partial(import_line, source=source, user=user, source_document=source_document)
-        outcomes = _run_serially(source, run) if workers <= 1 else _run_in_threads(source, run, workers)
-        for done, outcome in enumerate(outcomes, start=1):
+        done = 0
+
+        def count(outcome: tuple[str, int, str, Any]) -> None:
+            nonlocal done
             tally(report, outcome)
+            done += 1
             if progress and done % PROGRESS_EVERY == 0:
                 progress(done, total)
+
+        created = import_lines(source, path=path, user=user, source_document=source_document, workers=workers,
+                               total=total, tally=count)  # fmt: skip
         if progress:
             progress(total, total)
+    if created:
+        analyze(Question, Figure, Question.knowledge_points.through)
     return report
-
-
-def _run_serially(source: ImportSource, run: Callable[..., Outcome]) -> Iterator[Outcome]:
-    for number, line in source.lines():
-        yield run(number, line)
-
-
-def _run_in_threads(source: ImportSource, run: Callable[..., Outcome], workers: int) -> Iterator[Outcome]:
-    lines: queue.Queue = queue.Queue(maxsize=4 * workers)
-    outcomes: queue.Queue = queue.Queue()
-    failures: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            while (item := lines.get()) is not None:
-                try:
-                    outcomes.put(run(*item))
-                except BaseException as exc:  # a database error: stop, and let the job decide
-                    failures.append(exc)
-                    outcomes.put(("skip", item[0], "", None))
-        finally:
-            db.connection.close()  # each thread has its own connection
-
-    threads = [threading.Thread(target=work, name=f"import-{i}", daemon=True) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    sent = 0
-    for item in source.lines():
-        if failures:
-            break
-        lines.put(item)
-        sent += 1
-        while not outcomes.empty():
-            sent -= 1
-            yield outcomes.get()
-    for _thread in threads:
-        lines.put(None)
-    for thread in threads:
-        thread.join()
-    while sent > 0:
-        sent -= 1
-        yield outcomes.get()
-    if failures:
-        raise failures[0]
 
 
 # --- uploads and the job --------------------------------------------------------------
@@ -754,7 +660,7 @@ def start_import(*, document: SourceDocument, user: Any) -> Job:
         kind="annotation.import_questions",
         user=user,
         params={"source_document_id": document.pk},
-        title=f"Import {document.original_name}",
+        title=gettext("Import %(file)s") % {"file": document.original_name},
     )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     document.job = job

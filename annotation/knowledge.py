@@ -29,6 +29,7 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Count, Q
 from django.db.models.functions import Substr
+from django.utils.translation import gettext
 
 from annotation.models import CoreUnit, KnowledgePoint, Question
 from k12vista.jobs import Progress, job_handler, start_job
@@ -197,7 +198,8 @@ def start_clustering(*, by: Any, subjects: list[str] | None = None, params: Clus
     params = params or ClusterParams()
     return start_job(kind="annotation.cluster_knowledge", user=by,
                      params={"subjects": subjects, "params": asdict(params)},
-                     title=f"cluster knowledge points: {', '.join(subjects)}")  # fmt: skip
+                     title=gettext("Cluster knowledge points: %(subjects)s")
+                     % {"subjects": ", ".join(subjects)})  # fmt: skip
 
 
 @job_handler("annotation.cluster_knowledge", queue=Job.Queue.CPU)

@@ -17,12 +17,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.utils.translation import gettext
+
 from k12vista.text import storable
 
 CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
 
 # Same delimiters as static/js/app.js, longest first.
 _DELIMITERS = [("$$", "$$", True), ("\\[", "\\]", True), ("\\(", "\\)", False), ("$", "$", False)]
+_OPENER = re.compile(r"[$\\]")
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,9 @@ def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
     formulas: list[Formula] = []
     problems: list[LatexProblem] = []
     i = 0
-    while i < len(text):
+    # Only a dollar sign or a backslash can open a formula: jump from one to the next.
+    while (found := _OPENER.search(text, i)) is not None:
+        i = found.start()
         if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "$":
             i += 2  # an escaped dollar sign is text
             continue
@@ -50,7 +55,11 @@ def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
             if text.startswith(left, i):
                 end = text.find(right, i + len(left))
                 if end < 0:
-                    problems.append(LatexProblem(f"{left} opened at character {i + 1} is never closed"))
+                    problems.append(
+                        LatexProblem(
+                            gettext("%(left)s opened at character %(n)d is never closed") % {"left": left, "n": i + 1}
+                        )
+                    )
                     return formulas, problems
                 formulas.append(Formula(text[i + len(left) : end], display))
                 i = end + len(right)
@@ -97,20 +106,50 @@ def latex_problems(text: str) -> tuple[list[LatexProblem], bool]:
 
 def latex_problems_in(texts: dict[str, str]) -> tuple[dict[str, list[LatexProblem]], bool]:
     """Problems per named text, checked in one KaTeX round trip for them all."""
-    found: dict[str, list[LatexProblem]] = {}
-    formulas: list[tuple[str, Formula]] = []
-    for where, text in texts.items():
-        these, found[where] = split_formulas(text)
-        formulas += [(where, f) for f in these]
+    found, checked = latex_problems_of_many([texts])
+    return found[0], checked
+
+
+def latex_problems_of_many(
+    many: list[dict[str, str]],
+) -> tuple[list[dict[str, list[LatexProblem]]], bool]:
+    """:func:`latex_problems_in` for many questions' texts in one KaTeX round trip
+    (a bulk import checks a batch of questions at once)."""
+    found: list[dict[str, list[LatexProblem]]] = []
+    formulas: list[tuple[int, str, Formula]] = []
+    for index, texts in enumerate(many):
+        found.append({})
+        for where, text in texts.items():
+            these, found[index][where] = split_formulas(text)
+            formulas += [(index, where, f) for f in these]
     if not formulas:
         return found, True
-    results = _katex.check([f for _where, f in formulas])
-    if results is None:
-        return found, False
-    for (where, formula), error in zip(formulas, results, strict=True):
+    # Exam formulas repeat ($x$, $\\frac{1}{2}$): each distinct one goes to KaTeX once per process.
+    unknown = list(dict.fromkeys(f for _index, _where, f in formulas if f not in _verdicts))
+    if unknown:
+        results = _katex.check(unknown)
+        if results is None:
+            return found, False
+        if len(_verdicts) + len(unknown) > VERDICTS_KEPT:
+            _verdicts.clear()
+        _verdicts.update(zip(unknown, results, strict=True))
+    for index, where, formula in formulas:
+        error = _verdicts[formula]
         if error:
-            found[where].append(LatexProblem(storable(error), formula.tex))
+            found[index][where].append(LatexProblem(storable(error), formula.tex))
     return found, True
+
+
+# KaTeX's verdict on formulas already checked by this process (its build never changes while it runs).
+VERDICTS_KEPT = 100_000
+_verdicts: dict[Formula, str | None] = {}
+
+
+def restart_checker() -> None:
+    """A fresh checker for a forked process: the parent's pipes are not this process's to use."""
+    global _katex
+    _katex = _KatexProcess()
+    _verdicts.clear()
 
 
 BLANK = re.compile(r"_{3,}|\\underline\{\s*(?:\\quad|\\qquad|\s|~)*\}|（\s*）|\(\s{2,}\)")

@@ -179,28 +179,28 @@ class Question(models.Model):
     )
 
     hash_id = models.CharField(max_length=64, unique=True)
-    subject = models.CharField(max_length=20, choices=Subject.choices)
-    grade = models.PositiveSmallIntegerField()
-    stage = models.CharField(max_length=10, choices=Stage.choices, editable=False)
-    qtype = models.CharField(max_length=20, choices=QuestionType.choices)
-    text = models.TextField(blank=True)
+    subject = models.CharField(_("subject"), max_length=20, choices=Subject.choices)
+    grade = models.PositiveSmallIntegerField(_("grade"))
+    stage = models.CharField(_("stage"), max_length=10, choices=Stage.choices, editable=False)
+    qtype = models.CharField(_("question type"), max_length=20, choices=QuestionType.choices)
+    text = models.TextField(_("question text"), blank=True)
     # [{"label": "A", "text": "..."}, ...]; four for multiple choice.
-    options = models.JSONField(default=list, blank=True)
+    options = models.JSONField(_("options"), default=list, blank=True)
     # Sub-answers, in order: one per blank or sub-question; one letter for multiple choice.
-    answers = models.JSONField(default=list, blank=True)
-    raw_solution = models.TextField(blank=True)
+    answers = models.JSONField(_("answers"), default=list, blank=True)
+    raw_solution = models.TextField(_("raw solution"), blank=True)
     # The corrected reference solution, one string per step, in order.
-    solution_steps = models.JSONField(default=list, blank=True)
+    solution_steps = models.JSONField(_("solution steps"), default=list, blank=True)
     knowledge_points = models.ManyToManyField(KnowledgePoint, blank=True, related_name="questions")
-    difficulty = models.FloatField(null=True, blank=True)
-    source = models.CharField(max_length=300, blank=True)  # exam name or release the question came from
+    difficulty = models.FloatField(_("difficulty"), null=True, blank=True)
+    source = models.CharField(_("source"), max_length=300, blank=True)  # exam name or release the question came from
     source_document = models.ForeignKey(
         SourceDocument, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions"
     )
     source_page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
     bbox = models.JSONField(null=True, blank=True)  # [x0, y0, x1, y1] in PDF points on source_page
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.IMPORTED)
-    reject_reason = models.TextField(blank=True)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.IMPORTED)
+    reject_reason = models.TextField(_("reason for rejection"), blank=True)
     # Optimistic concurrency: a save must name the version it started from.
     version = models.PositiveIntegerField(default=1)
     content_hash = models.CharField(max_length=64, blank=True)

@@ -114,8 +114,12 @@ class RapidOCRBackend(OCRBackend):
         # Pages are upright, so the orientation classifier costs time for nothing. Detection runs on
         # the page scaled to at most 1280 px (recognition still reads crops of the full image):
         # this halves detection time on an A4 page at 120 dpi without losing lines of 10.5 pt text.
+        # OCR_THREADS onnxruntime threads (1 by default): its pool spins while waiting, so on a busy
+        # two-core machine two threads cost twice the CPU and more wall time (per column strip, load 12:
+        # 1.25 s CPU and 4.8 s wall with one thread, 2.3 s and 7.5-12 s with two; docs/benchmarks.md).
         params = {"Global.use_cls": False, "Global.log_level": "warning",
-                  "Det.limit_type": "max", "Det.limit_side_len": 1280}  # fmt: skip
+                  "Det.limit_type": "max", "Det.limit_side_len": 1280,
+                  "EngineConfig.onnxruntime.intra_op_num_threads": settings.OCR_THREADS}  # fmt: skip
         return RapidOCR(params=params)
 
     def recognize(self, image: Image.Image) -> OCRResult:
@@ -222,7 +226,8 @@ class MathpixBackend(OCRBackend):
         url = getattr(settings, "MATHPIX_API_URL", "") or self.default_url
         try:
             # Never follow a redirect: it would carry the app key to an address nobody chose.
-            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds, follow_redirects=False)
+            response = httpx.post(url, json=body, headers=headers, timeout=self.timeout_seconds, follow_redirects=False,
+                                  trust_env=False, proxy=settings.MODEL_HTTP_PROXY)  # fmt: skip
         except httpx.TransportError as exc:
             raise OCRServiceError(f"Mathpix could not be reached: {exc}") from exc
         if response.is_redirect:

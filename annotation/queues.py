@@ -37,6 +37,16 @@ def queue_filter(choices: dict | None) -> Q:
     return Q(**{field: choices[key] for key, field in QUEUE_FILTERS.items() if choices.get(key)})
 
 
+def waiting_counts(within: Q, *, cap: int) -> dict[str, int]:
+    """Questions waiting per task within the annotator's choices, counted up to ``cap`` + 1:
+    a LIMITed count on the status index, cheap at any size, even right after a bulk load
+    (bench/bulk_pages.py)."""
+    return {
+        task: Question.objects.filter(within, status=status).values("id")[: cap + 1].count()
+        for task, status in TASK_INPUT.items()
+    }
+
+
 def next_assignment(*, annotator: Any, task: str, choices: dict | None = None) -> Assignment | None:
     """The question the annotator already holds for this task (the oldest first: work
     taken is finished before new work), else a claimed one within their choices."""

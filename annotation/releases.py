@@ -34,6 +34,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Prefetch, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext
 
 from annotation import services
 from annotation.models import (
@@ -213,7 +214,7 @@ def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licen
                     licence=licence.strip() or DEFAULT_LICENCE, studio_commit=studio_commit(), created_by=by,
                 )  # fmt: skip
                 release.job = start_job(kind="annotation.build_release", user=by, params={"release": release.pk},
-                                        title=f"release v{version}")  # fmt: skip
+                                        title=gettext("Build release v%(version)s") % {"version": version})  # fmt: skip
                 release.save(update_fields=["job"])
                 return release
         except IntegrityError:

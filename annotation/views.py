@@ -44,11 +44,8 @@ def queue(request: HttpRequest) -> HttpResponse:
     held = Assignment.objects.for_annotator(request.user).open().select_related("question")
     form = QueueChoiceForm(request.GET if request.GET else request.session.get(QUEUE_CHOICES) or None)
     within = queues.queue_filter(form.choices())
-    # Counted up to a cap (a LIMITed count on the status index): cheap at any size, even right after a bulk load.
-    waiting = {}
-    for task, status in queues.TASK_INPUT.items():
-        n = Question.objects.in_status(status).filter(within).values("id")[: WAITING_CAP + 1].count()
-        waiting[task] = f"{WAITING_CAP:,}+" if n > WAITING_CAP else str(n)
+    waiting = {task: f"{WAITING_CAP:,}+" if n > WAITING_CAP else str(n)
+               for task, n in queues.waiting_counts(within, cap=WAITING_CAP).items()}  # fmt: skip
     ctx = {"held": held, "waiting": waiting, "tasks": Assignment.Task, "choice_form": form}
     return render(request, "annotation/queue.html", ctx)
 

@@ -61,6 +61,10 @@ class PaperScore:
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
     ocr_cpu_seconds: float = 0.0  # CPU time of this process (all threads): on a shared machine wall time says less
+    # Baselines on the same text-layer pages, in the same run: PyMuPDF's get_text("dict") alone, and that
+    # plus rendering the page at the stored image's resolution (what any import that keeps page images pays).
+    raw_text_seconds: float = 0.0
+    raw_render_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
@@ -107,6 +111,11 @@ def score_paper(path: Path, expected: dict) -> PaperScore:
             if source == "text-layer":
                 score.text_pages, score.text_seconds = score.text_pages + 1, score.text_seconds + seconds
                 score.text_cpu_seconds += time.process_time() - cpu
+                started = time.perf_counter()
+                page.get_text("dict")
+                score.raw_text_seconds += time.perf_counter() - started
+                page.get_pixmap(dpi=reading.PAGE_DPI, alpha=False)
+                score.raw_render_seconds += time.perf_counter() - started
             else:
                 score.ocr_pages, score.ocr_seconds = score.ocr_pages + 1, score.ocr_seconds + seconds
                 score.ocr_cpu_seconds += time.process_time() - cpu
@@ -194,6 +203,9 @@ def print_table(scores: list[PaperScore]) -> None:
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"min precision {total['min_precision']:.2f}, min recall {total['min_recall']:.2f}; "
           f"text pages per CPU second {text_cpu:.1f}; OCR CPU s/page {cpu:.2f}; load average {load}")  # fmt: skip
+    print(f"baseline on the same text pages: PyMuPDF get_text('dict') {total['raw_text_pages_per_second'] or 0:.1f} "
+          f"pages/s, get_text + page render {total['raw_render_pages_per_second'] or 0:.1f} pages/s; the import "
+          f"reads at {total['text_vs_raw_render'] or 0:.2f}x the second")  # fmt: skip
 
 
 def totals(scores: list[PaperScore]) -> dict:
@@ -220,6 +232,9 @@ def totals(scores: list[PaperScore]) -> dict:
         "ocr_seconds_per_page": ratio(ocr_seconds, ocr_pages),
         "text_pages_per_cpu_second": ratio(text_pages, sum(s.text_cpu_seconds for s in scores)),
         "ocr_cpu_seconds_per_page": ratio(sum(s.ocr_cpu_seconds for s in scores), ocr_pages),
+        "raw_text_pages_per_second": ratio(text_pages, sum(s.raw_text_seconds for s in scores)),
+        "raw_render_pages_per_second": ratio(text_pages, sum(s.raw_render_seconds for s in scores)),
+        "text_vs_raw_render": ratio(sum(s.raw_render_seconds for s in scores), text_seconds),
         "errors": [s.file for s in scores if s.error],
     }
 

@@ -26,6 +26,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import checks
 from annotation import services as bank
@@ -111,7 +112,9 @@ def start_assist_run(
 def retry_failed(*, run: AssistRun, user: Any) -> Job:
     """Sends items whose call failed back to pending and runs the job again for them only."""
     run.results.filter(status=Status.CALL_FAILED).update(status=Status.PENDING, error="")
-    run.job = start_job(kind=JOB_KIND, user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
+    run.job = start_job(
+        kind=JOB_KIND, user=user, params={"run_id": run.pk}, title=gettext("%(name)s (retry)") % {"name": run.name}
+    )
     run.save(update_fields=["job"])
     return run.job
 

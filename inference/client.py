@@ -27,8 +27,8 @@ import httpx2
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext, gettext_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from PIL import Image
 
 from k12vista.job_text import JobFailure, failure_wording
@@ -110,18 +110,18 @@ def check_endpoint_url(url: str) -> str:
     malformed or no MODEL_URL_ALLOWLIST entry admits its scheme, host, port and path."""
     parts = urlsplit(url.strip())
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise EndpointError(f"{url!r} is not an http(s) URL")
+        raise EndpointError(gettext("%(url)s is not an http(s) URL") % {"url": repr(url)})
     if "@" in parts.netloc:
-        raise EndpointError("a model URL carries no user name or password; name the key's variable instead")
+        raise EndpointError(gettext("a model URL carries no user name or password; name the key's variable instead"))
     try:
         port = parts.port or DEFAULT_PORTS[parts.scheme]
     except ValueError:  # "Port out of range" or not a number
-        raise EndpointError(f"{url!r} has no valid port (1-65535)") from None
+        raise EndpointError(gettext("%(url)s has no valid port (1-65535)") % {"url": repr(url)}) from None
     path = parts.path.rstrip("/")
     if not any(prefix.admits(parts.scheme, parts.hostname, port, path) for prefix in allowed_prefixes()):
         raise EndpointError(
-            f"{parts.scheme}://{parts.hostname}:{port} is not in MODEL_URL_ALLOWLIST; "
-            "an administrator adds model servers there."
+            gettext("%(server)s is not in MODEL_URL_ALLOWLIST; an administrator adds model servers there.")
+            % {"server": f"{parts.scheme}://{parts.hostname}:{port}"}
         )
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     given_port = f":{parts.port}" if parts.port else ""
@@ -145,9 +145,11 @@ def key_variable_declared(name: str) -> bool:
 def check_key_variable(name: str) -> None:
     if name and not key_variable_declared(name):
         raise EndpointError(
-            f"the API key variable {name} is not one of MODEL_API_KEY_VARIABLES "
-            f"({', '.join(settings.MODEL_API_KEY_VARIABLES)}); it is never read. An administrator "
-            "declares key variables there."
+            gettext(
+                "the API key variable %(name)s is not one of MODEL_API_KEY_VARIABLES (%(declared)s); it is never "
+                "read. An administrator declares key variables there."
+            )
+            % {"name": name, "declared": ", ".join(settings.MODEL_API_KEY_VARIABLES)}
         )
 
 
@@ -180,11 +182,16 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
 
 def build_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
     """The one way to get a client for an endpoint: checked URL, declared key, no redirects,
-    and no retries inside the SDK (inference.calls retries and counts attempts)."""
+    no proxy but ``MODEL_HTTP_PROXY`` (the environment's HTTP_PROXY would send prompts and
+    keys to a host no setting named), and no retries inside the SDK (inference.calls retries and
+    counts attempts)."""
     check_endpoint(endpoint)
     return openai.AsyncOpenAI(
         base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0, http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False),
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(
+            follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY
+        ),
     )  # fmt: skip
 
 
@@ -193,7 +200,8 @@ def build_sync_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     check_endpoint(endpoint)
     return openai.OpenAI(
         base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
-        max_retries=0, http_client=openai.DefaultHttpxClient(follow_redirects=False),
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY),
     )  # fmt: skip
 
 
@@ -274,9 +282,10 @@ CONNECTION_CAUSES = {
 
 def _causes(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
-    while exc is not None and exc not in chain and len(chain) < 20:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
     return chain
 
 

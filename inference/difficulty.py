@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext
+
 from annotation import services as bank
 from annotation.models import Question
 from inference.assist import FILTER_KINDS, Kind, Status, counts
@@ -220,7 +222,8 @@ def start_confirm_filters(
     params = {"small": [run.pk for run in small_runs], "text_only": text_only_run.pk if text_only_run else None,
               "fingerprint": fingerprint}  # fmt: skip
     return start_job(kind=CONFIRM_JOB_KIND, user=user, params=params,
-                     title=f"Reject {len(preview.to_remove)} questions (filters)")  # fmt: skip
+                     title=gettext("Reject %(n)d questions (difficulty filters)")
+                     % {"n": len(preview.to_remove)})  # fmt: skip
 
 
 @job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU)

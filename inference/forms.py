@@ -24,7 +24,6 @@ class EndpointForm(forms.ModelForm):
             "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
             "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
         ]  # fmt: skip
-        labels = {"api_key_env": _("Environment variable holding the API key")}
         help_texts = {
             "api_key_env": _("Only the variable's name, such as OPENAI_API_KEY; the key itself is never stored."),
             "default_params": _('Sampling parameters as JSON, such as {"temperature": 0}.'),

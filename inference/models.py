@@ -21,18 +21,20 @@ class ModelEndpoint(models.Model):
         VLLM_OFFLINE = "vllm_offline", _("vLLM offline engine on a GPU worker")
         TRANSFORMERS = "transformers", _("transformers on CPU")
 
-    name = models.CharField(max_length=100, unique=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.OPENAI)
-    base_url = models.URLField(max_length=300, blank=True)  # for OPENAI
-    model_name = models.CharField(max_length=200)  # the served model name, or a local path for the engines
-    api_key_env = models.CharField(max_length=100, blank=True)
-    max_concurrency = models.PositiveSmallIntegerField(default=8)
-    timeout_seconds = models.PositiveIntegerField(default=120)
-    accepts_images = models.BooleanField(default=True)
-    max_image_side = models.PositiveIntegerField(default=1024)
-    supports_json_schema = models.BooleanField(default=True)
-    default_params = models.JSONField(default=dict, blank=True)  # temperature, max_tokens, top_p...
-    active = models.BooleanField(default=True)
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices, default=Kind.OPENAI)
+    base_url = models.URLField(_("base URL"), max_length=300, blank=True)  # for OPENAI
+    # The served model name, or a local path for the engines.
+    model_name = models.CharField(_("model name"), max_length=200)
+    api_key_env = models.CharField(_("environment variable holding the API key"), max_length=100, blank=True)
+    max_concurrency = models.PositiveSmallIntegerField(_("requests in flight at most"), default=8)
+    timeout_seconds = models.PositiveIntegerField(_("timeout (seconds)"), default=120)
+    accepts_images = models.BooleanField(_("accepts images"), default=True)
+    max_image_side = models.PositiveIntegerField(_("longest image side (px)"), default=1024)
+    supports_json_schema = models.BooleanField(_("supports JSON schema output"), default=True)
+    # temperature, max_tokens, top_p...
+    default_params = models.JSONField(_("default sampling parameters"), default=dict, blank=True)
+    active = models.BooleanField(_("active"), default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 

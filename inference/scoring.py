@@ -25,6 +25,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from inference import calls, client, default_prompts, parsing, prompts, standings
 from inference.models import (
@@ -71,22 +72,33 @@ class ScoringError(ValueError):
 
 def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str) -> None:
     if method not in ScoringRun.Method.values:
-        raise ScoringError(f"unknown scoring method {method!r}")
+        raise ScoringError(gettext("unknown scoring method %(method)s") % {"method": repr(method)})
     expected = METHOD_OF_MODE[InferenceRun.Mode(inference_run.mode)]
     if method != expected:
         raise ScoringError(
-            f"{inference_run} is a {inference_run.mode} run; "
-            f"score it with the {expected.value} method, not {ScoringRun.Method(method).value}"
+            gettext("%(run)s is a %(mode)s run; score it with the method “%(expected)s”, not “%(method)s”")
+            % {
+                "run": inference_run,
+                "mode": inference_run.get_mode_display(),
+                "expected": expected.label,
+                "method": ScoringRun.Method(method).label,
+            }  # fmt: skip
         )
     if not judge.active:
-        raise EndpointError(f"endpoint {judge} is switched off")
+        raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": judge})
     require_api_key(judge)
     if judge.kind != ModelEndpoint.Kind.OPENAI:
-        raise EndpointError(f"{judge.get_kind_display()} endpoints cannot judge yet; choose an OpenAI-compatible one")
+        raise EndpointError(
+            gettext("%(kind)s endpoints cannot judge yet; choose an OpenAI-compatible one")
+            % {"kind": judge.get_kind_display()}
+        )
     # A partial run would score the answers that happened to arrive first.
     answering = inference_run.job is not None and not inference_run.job.is_finished
     if answering or inference_run.responses.filter(status=Response.Status.PENDING).exists():
-        raise ScoringError(f"{inference_run} is still answering; score it once every question has an answer or failed")
+        raise ScoringError(
+            gettext("%(run)s is still answering; score it once every question has an answer or failed")
+            % {"run": inference_run}
+        )
 
 
 @transaction.atomic
@@ -147,12 +159,12 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
     to pending, and runs the job again for them only. Answers that arrived since
     (the inference run's failed items were retried) are judged too."""
     if scoring_run.job is not None and not scoring_run.job.is_finished:
-        raise ScoringError(f"{scoring_run} is still running")
+        raise ScoringError(gettext("%(run)s is still running") % {"run": scoring_run})
     judgments = scoring_run.judgments.filter(
         Q(status__in=FAILED_STATUSES) | Q(status=Judgment.Status.NO_RESPONSE, response__status=Response.Status.OK)
     )
     judgments.update(status=Judgment.Status.PENDING, error="", score=None)
-    return _start_job(scoring_run, user=user, title=f"{scoring_run.name} (rescore)")
+    return _start_job(scoring_run, user=user, title=gettext("%(name)s (rescore)") % {"name": scoring_run.name})
 
 
 def _start_job(run: ScoringRun, *, user: Any, title: str) -> Job:

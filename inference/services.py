@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.models import Question
 from inference import calls, client, prompts
@@ -29,7 +30,7 @@ def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
     if endpoint.kind == ModelEndpoint.Kind.OPENAI:
         endpoint.base_url = check_endpoint_url(endpoint.base_url)
     if endpoint.max_concurrency < 1:
-        raise EndpointError("max_concurrency must be at least 1")
+        raise EndpointError(gettext("max_concurrency must be at least 1"))
     if endpoint.pk is None:
         endpoint.created_by = user
     endpoint.save()
@@ -67,7 +68,7 @@ def start_inference_run(
     """Freezes what will produce the numbers (prompts, endpoint, question set)
     and starts the run as a job on the io queue."""
     if not endpoint.active:
-        raise EndpointError(f"endpoint {endpoint} is switched off")
+        raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
     prompts.ensure_default_prompts()
     chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
@@ -107,8 +108,11 @@ def require_api_key(endpoint: ModelEndpoint) -> None:
     client.check_key_variable(endpoint.api_key_env)
     if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
         raise EndpointError(
-            f"the API key variable {endpoint.api_key_env} is not set on this server; set it (on the web server "
-            "and the workers) or clear the field for a server that needs no key"
+            gettext(
+                "the API key variable %(name)s is not set on this server; set it (on the web server and the "
+                "workers) or clear the field for a server that needs no key"
+            )
+            % {"name": endpoint.api_key_env}
         )
 
 
@@ -164,7 +168,12 @@ def job_kind(endpoint: ModelEndpoint) -> str:
 def retry_failed(*, run: InferenceRun, user: Any) -> Job:
     """Sends failed answers back to pending and runs the job again for them only."""
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
-    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=f"{run.name} (retry)")
+    run.job = start_job(
+        kind=job_kind(run.endpoint),
+        user=user,
+        params={"run_id": run.pk},
+        title=gettext("%(name)s (retry)") % {"name": run.name},
+    )
     run.save(update_fields=["job"])
     return run.job
 

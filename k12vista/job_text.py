@@ -32,7 +32,9 @@ KIND_LABELS = {
     "inference.score": _("Scoring run"),
     "k12vista.worker_check": _("Worker check (cpu queue)"),
     "k12vista.worker_check_io": _("Worker check (io queue)"),
+    "pem.agreement": _("Compute the agreement report"),
     "pem.build_pebench": _("Build PEBench"),
+    "pem.build_pebench_release": _("Build a PEBench release"),
     "pem.cots_from_run": _("Chains of thought from an inference run"),
     "pem.export_pebench": _("Export PEBench"),
     "pem.export_training": _("Export training data"),
@@ -43,6 +45,7 @@ KIND_LABELS = {
     "pem.panel": _("Judge panel"),
     "pem.split": _("Split chains of thought into steps"),
     "pem.train_pem": _("Train a PEM"),
+    "review.create_audit": _("Create an audit"),
 }
 
 

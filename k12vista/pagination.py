@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
+from django.utils.translation import gettext_lazy
 from rest_framework import pagination
 from rest_framework.exceptions import NotFound, ValidationError
 
-INVALID_CURSOR = "not a cursor this list gave out; start again from the first page"
+INVALID_CURSOR = gettext_lazy("not a cursor this list gave out; start again from the first page")
 INT64 = range(-(2**63), 2**63)
 
 

@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from django.utils.translation import gettext
+
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 #: Deeper than any record we read; deeper nesting is refused before anything recurses over it.
 MAX_DEPTH = 64
@@ -32,16 +34,19 @@ def unstorable_reason(value: Any) -> str | None:
     while stack:
         item, where, depth = stack.pop()
         if depth > MAX_DEPTH:
-            return f"nested deeper than {MAX_DEPTH} levels"
+            return gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}
         if isinstance(item, str):
             found = UNSTORABLE.search(item)
             if found:
-                what = "a NUL character (\\u0000)" if found.group() == "\x00" else "an unpaired surrogate"
-                return f"{where or 'the record'}: {what} at character {found.start() + 1}, which cannot be stored"
+                nul = found.group() == "\x00"
+                what = gettext("a NUL character (\\u0000)") if nul else gettext("an unpaired surrogate")
+                return gettext("%(where)s: %(what)s at character %(n)d, which cannot be stored") % {
+                    "where": where or gettext("the record"), "what": what, "n": found.start() + 1,
+                }  # fmt: skip
         elif isinstance(item, dict):
             for key, child in item.items():
                 label = f"{where}.{storable(key)[:50]}" if where else storable(key)[:50]
-                stack.append((key, f"the name {label!r}", depth + 1))
+                stack.append((key, gettext("the name %(name)s") % {"name": repr(label)}, depth + 1))
                 stack.append((child, label, depth + 1))
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{n}]", depth + 1) for n, child in enumerate(item))
@@ -55,13 +60,16 @@ def parse_record_line(line: bytes) -> Any:
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadLine(f"not valid UTF-8 (byte {exc.start + 1} of the line)") from None
+        raise BadLine(gettext("not valid UTF-8 (byte %(n)d of the line)") % {"n": exc.start + 1}) from None
     try:
         record = json.loads(text)
     except RecursionError:
-        raise BadLine(f"nested deeper than {MAX_DEPTH} levels") from None
+        raise BadLine(gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}) from None
+    except json.JSONDecodeError as exc:
+        # Where it broke, in the reader's words; Python's own wording ("Expecting value") stays out.
+        raise BadLine(gettext("not valid JSON: it breaks at character %(n)d") % {"n": exc.pos + 1}) from None
     except ValueError as exc:
-        raise BadLine(f"not valid JSON: {exc}") from None
+        raise BadLine(gettext("not valid JSON: %(error)s") % {"error": exc}) from None
     reason = unstorable_reason(record)
     if reason:
         raise BadLine(reason)

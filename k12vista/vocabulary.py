@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from django.db import models
+from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 
@@ -123,6 +124,16 @@ class StepLabel:
     @property
     def is_error(self) -> bool:
         return self.code != "CS"
+
+    @property
+    def name(self) -> str:
+        """The name in the reader's language: Chinese unless English is chosen."""
+        return self.english if (translation.get_language() or "").startswith("en") else self.chinese
+
+    @property
+    def explanation(self) -> str:
+        """The definition in the reader's language."""
+        return self.definition if (translation.get_language() or "").startswith("en") else self.definition_zh
 
     def __str__(self) -> str:
         return f"{self.code} {self.chinese} / {self.english}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from django.utils.translation import gettext_noop  # the reasons are stored in English, shown translated
 
 from k12vista.stats import Z_95, proportion
 
@@ -30,9 +31,9 @@ STEP_LABEL_CATEGORIES = 9
 # Below this many units a leave-one-out standard error says little; none is given.
 MIN_JACKKNIFE_UNITS = 10
 
-NO_PAIRS = "no unit was rated by two or more raters"
-ONE_CATEGORY = "every rating is in the same category, so chance agreement is 1 and the ratio is 0/0"
-NO_VARIATION = "the values do not vary, so the expected disagreement is 0"
+NO_PAIRS = gettext_noop("no unit was rated by two or more raters")
+ONE_CATEGORY = gettext_noop("every rating is in the same category, so chance agreement is 1 and the ratio is 0/0")
+NO_VARIATION = gettext_noop("the values do not vary, so the expected disagreement is 0")
 
 
 def estimate(
@@ -49,7 +50,7 @@ def estimate(
     """An estimate with a normal 95% interval from its standard error, clipped to [low, high]."""
     if value is None or not np.isfinite(value):
         value, se = None, None
-        undefined = undefined or "not computable"
+        undefined = undefined or gettext_noop("not computable")
     else:
         undefined = None
     if se is not None and not np.isfinite(se):

@@ -23,11 +23,18 @@ class ImportForm(forms.Form):
     )
 
 
+# The fields a build may stratify on, as people read them.
+STRATUM_NAMES = {
+    "subject": _("Subject"), "qtype": _("Question type"), "stage": _("Stage"), "grade": _("Grade"),
+    "model_name": _("Model"), "origin": _("Origin"),
+}  # fmt: skip
+
+
 class BuildForm(forms.Form):
     target_size = forms.IntegerField(min_value=1, max_value=1_000_000, initial=3000, label=_("Target size"))
     min_steps = forms.IntegerField(min_value=1, max_value=1000, initial=3, label=_("Minimum steps"))
     strata = forms.MultipleChoiceField(
-        choices=[(name, name) for name in STRATUM_FIELDS], initial=list(DEFAULT_STRATA),
+        choices=[(name, STRATUM_NAMES.get(name, name)) for name in STRATUM_FIELDS], initial=list(DEFAULT_STRATA),
         widget=forms.CheckboxSelectMultiple, label=_("Stratify on"),
     )  # fmt: skip
     seed = forms.IntegerField(min_value=0, max_value=2**62, initial=0, label=_("Seed"))

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import OperationalError
+from django.utils.translation import gettext
 
 from annotation.jsonl_import import ImportFileError
 from annotation.uploads import check_import_file
@@ -49,30 +50,35 @@ def store_upload(uploaded_file: Any) -> str:
 def start_import(*, stored_name: str, name: str, user: Any) -> Job:
     """``stored_name`` is the file's name in default storage; ``name`` the rater of its labels."""
     return start_job(kind=IMPORT, user=user, params={"file": stored_name, "name": name},
-                     title=f"Import PEBench {name}")  # fmt: skip
+                     title=gettext("Import PEBench %(name)s") % {"name": name})  # fmt: skip
 
 
 def start_build(*, target_size: int, min_steps: int, strata: list[str], seed: int, user: Any) -> Job:
     """Opening labelling for thousands of chains takes a while: the build runs as a job."""
     params = {"target_size": target_size, "min_steps": min_steps, "strata": list(strata), "seed": seed}
-    return start_job(kind=BUILD, user=user, params=params, title=f"Build PEBench ({target_size}, seed {seed})")
+    return start_job(
+        kind=BUILD,
+        user=user,
+        params=params,
+        title=gettext("Build PEBench (%(size)s items, seed %(seed)s)") % {"size": target_size, "seed": seed},
+    )
 
 
 def start_export(*, user: Any, build: PEBenchBuild | None = None) -> Job:
     params = {"build_id": build.pk if build else None}
-    return start_job(kind=EXPORT, user=user, params=params, title="Export PEBench")
+    return start_job(kind=EXPORT, user=user, params=params, title=gettext("Export PEBench"))
 
 
 def start_cots_from_run(*, inference_run: InferenceRun, user: Any) -> Job:
     return start_job(kind=COTS_FROM_RUN, user=user, params={"inference_run_id": inference_run.pk},
-                     title=f"Chains of thought from {inference_run.name}")  # fmt: skip
+                     title=gettext("Chains of thought from %(run)s") % {"run": inference_run.name})  # fmt: skip
 
 
 def start_labels_from_scoring_run(*, scoring_run: ScoringRun, user: Any) -> Job:
     if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
         raise services.PEBenchError(f"{scoring_run} judged final answers only; step labels need step-by-step scoring")
     return start_job(kind=LABELS_FROM_SCORING, user=user, params={"scoring_run_id": scoring_run.pk},
-                     title=f"Step labels from {scoring_run.name}")  # fmt: skip
+                     title=gettext("Step labels from %(run)s") % {"run": scoring_run.name})  # fmt: skip
 
 
 # --- handlers -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
@@ -223,7 +224,14 @@ class PEBenchBuild(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"PEBench build {self.pk}"
+        return gettext("PEBench build %(id)s") % {"id": self.pk}
+
+    @property
+    def strata_names(self) -> str:
+        """The fields stratified on, as people read them."""
+        names = {"subject": _("Subject"), "qtype": _("Question type"), "stage": _("Stage"), "grade": _("Grade"),
+                 "model_name": _("Model"), "origin": _("Origin")}  # fmt: skip
+        return gettext(", ").join(str(names.get(field, field)) for field in self.strata)
 
 
 class LabellingTaskQuerySet(models.QuerySet["LabellingTask"]):

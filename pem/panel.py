@@ -34,6 +34,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from django.utils.translation import gettext
 
 from inference import scoring
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
@@ -113,7 +114,9 @@ def restart_panel(*, panel: PanelRun, user: Any) -> Job:
     Judgment.objects.filter(scoring_run__in=panel.scoring_runs.all(), status__in=scoring.FAILED_STATUSES).update(
         status=Judgment.Status.PENDING, error="", score=None
     )
-    panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{panel} (again)")
+    panel.job = start_job(
+        kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=gettext("%(name)s (again)") % {"name": panel}
+    )
     panel.save(update_fields=["job"])
     return panel.job
 

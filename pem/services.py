@@ -23,18 +23,17 @@ spaces or letters forgiven; anything else fails its line, never guessed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Count, Q
 
-from annotation.jsonl_import import REPORT_LIMIT, RecordError, open_source
+from annotation.jsonl_import import REPORT_LIMIT, RecordError
 from annotation.models import Question
-from k12vista.text import BadLine, parse_record_line, storable
+from k12vista.text import storable
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
     Stage,
@@ -443,35 +442,6 @@ def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
     return "updated", ""
 
 
-def import_line(number: int, line: bytes | None, *, import_name: str, seen: dict[str, tuple[int, str]]) -> Outcome:
-    """Imports one line in its own transaction; never raises for a bad line."""
-    if line is None:
-        return "failed", number, "", "the line is too long to be a record", []
-    if not line.strip():
-        return "skip", number, "", "", []
-    try:
-        record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
-    except BadLine as exc:
-        return "failed", number, "", str(exc), []
-    found = record.get("key") or record.get("hash_id") if isinstance(record, dict) else None
-    found = found if isinstance(found, str) else ""
-    try:
-        data = record_to_chain(record)
-    except RecordError as exc:
-        return "failed", number, found, str(exc), []
-    signature = json.dumps(record, sort_keys=True, ensure_ascii=False)
-    if data.key in seen and seen[data.key][1] != signature:
-        reason = (f"key {data.key!r} was already used on line {seen[data.key][0]} for a different chain; "
-                  "give each chain its own key")  # fmt: skip
-        return "failed", number, data.key, reason, data.warnings
-    try:
-        outcome, detail = save_chain(data, import_name=import_name)  # atomic: a savepoint when nested
-    except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
-        return "failed", number, data.key, f"the database refused the line: {exc}", data.warnings
-    seen.setdefault(data.key, (number, signature))
-    return outcome, number, data.key, detail, data.warnings
-
-
 def import_records(
     *, path: str | Path, name: str = "", progress: Callable[[int, int | None], None] | None = None
 ) -> ImportReport:
@@ -479,22 +449,12 @@ def import_records(
 
     ``name`` is the rater of the imported labels (the file's name when empty).
     Raises annotation.jsonl_import.ImportFileError when the file as a whole is
-    unusable; problems of single lines go in the report.
+    unusable; problems of single lines go in the report. New chains are
+    written a batch at a time (pem.pebench_import).
     """
-    import_name = (name or Path(path).name).strip()[:200]
-    report = ImportReport()
-    seen: dict[str, tuple[int, str]] = {}
-    with open_source(path) as source:
-        total = source.count_lines()
-        if progress:
-            progress(0, total)
-        for done, (number, line) in enumerate(source.lines(), start=1):
-            report.tally(import_line(number, line, import_name=import_name, seen=seen))
-            if progress and done % PROGRESS_EVERY == 0:
-                progress(done, total)
-        if progress:
-            progress(total, total)
-    return report
+    from pem import pebench_import  # the bulk path builds on this module's records and save_chain
+
+    return pebench_import.import_records(path=path, name=name, progress=progress)
 
 
 def status_counts(queryset=None) -> dict[str, int]:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 
@@ -137,7 +138,7 @@ class AuditItem(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.label} (round {self.round})"
+        return gettext("%(item)s (round %(round)s)") % {"item": self.label, "round": self.round}
 
     @property
     def label(self) -> str:

@@ -21,6 +21,7 @@ from django.db.models import Prefetch
 from django.utils.translation import gettext as _
 
 from k12vista.stats import proportion
+from k12vista.templatetags.text_extras import vocab
 from pem import agreement
 from review import sampling
 from review.models import STAGE_OF_DIMENSION, Audit, AuditItem, Rating, Rework
@@ -135,7 +136,7 @@ def rates_chart(report: dict, dims: list[tuple[str, str]]) -> dict:
     one bar per dimension, the overall last; the rates table beside it holds the same numbers."""
     rows = [*report["strata"], {"stratum": str(_("Overall")), "rates": report["overall"]["rates"]}]
     return {
-        "kind": "bar", "percent": True, "y_max": 1, "categories": [row["stratum"] for row in rows],
+        "kind": "bar", "percent": True, "y_max": 1, "categories": [vocab(row["stratum"]) for row in rows],
         "series": [
             {"name": str(label), "data": [row["rates"][name]["value"] for row in rows]} for name, label in dims
         ],

@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import services as bank
 from annotation.models import Assignment, Question, QuestionEdit
@@ -56,48 +57,48 @@ def population_queryset(population: dict):
     kind = population.get("kind")
     if kind == Audit.Population.STATUS:
         if population.get("status") not in Question.Status.values:
-            raise AuditError("choose the lifecycle status to sample from")
+            raise AuditError(gettext("choose the lifecycle status to sample from"))
         return Question.objects.filter(status=population["status"])
     if kind == Audit.Population.BATCH:
         hash_ids = [h for h in population.get("hash_ids", []) if h]
         if not hash_ids:
-            raise AuditError("list the hash ids of the questions in the batch")
+            raise AuditError(gettext("list the hash ids of the questions in the batch"))
         return Question.objects.filter(hash_id__in=hash_ids)
     if kind == Audit.Population.IMPORT:
         if not population.get("source_document"):
-            raise AuditError("choose the import to sample from")
+            raise AuditError(gettext("choose the import to sample from"))
         return Question.objects.filter(source_document_id=population["source_document"])
     if kind == Audit.Population.CANDIDATE_SET:
         if not population.get("candidate_set"):
-            raise AuditError("choose the candidate set to audit")
+            raise AuditError(gettext("choose the candidate set to audit"))
         return Question.objects.filter(candidate_sets=population["candidate_set"])
     if kind == Audit.Population.PEBENCH:
         items = ChainOfThought.objects.in_pebench()
         if population.get("build"):
             items = items.filter(pebench_item__build_id=population["build"])
         return items
-    raise AuditError(f"unknown population {kind!r}")
+    raise AuditError(gettext("unknown population %(population)s") % {"population": repr(kind)})
 
 
 def clean_population(population: Any) -> dict:
     """The population spec in its stored form; refuses what it cannot mean (API input included)."""
     if not isinstance(population, dict):
-        raise AuditError("the population must be an object with a kind")
+        raise AuditError(gettext("the population must be an object with a kind"))
     kind = population.get("kind")
     if kind == Audit.Population.STATUS:
         return {"kind": kind, "status": population.get("status")}
     if kind == Audit.Population.BATCH:
         hash_ids = population.get("hash_ids")
         if not isinstance(hash_ids, list) or not all(isinstance(h, str) for h in hash_ids):
-            raise AuditError("the batch must be a list of question hash ids")
+            raise AuditError(gettext("the batch must be a list of question hash ids"))
         return {"kind": kind, "hash_ids": list(dict.fromkeys(h.strip() for h in hash_ids if h.strip()))}
     if kind in (Audit.Population.IMPORT, Audit.Population.PEBENCH, Audit.Population.CANDIDATE_SET):
         name = {Audit.Population.IMPORT: "source_document", Audit.Population.PEBENCH: "build"}.get(kind, kind)
         value = population.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise AuditError(f"{name} must be an id")
+            raise AuditError(gettext("%(name)s must be an id") % {"name": name})
         return {"kind": kind, name: value}
-    raise AuditError(f"unknown population {kind!r}")
+    raise AuditError(gettext("unknown population %(population)s") % {"population": repr(kind)})
 
 
 def kind_of(population: dict) -> str:
@@ -175,7 +176,7 @@ def draw(
         ids = sorted(by_stratum[key])
         plan = None
         if not ids:
-            draws.append(StratumDraw(key, 0, 0, [], note="empty stratum: nothing to sample"))
+            draws.append(StratumDraw(key, 0, 0, [], note=gettext("empty stratum: nothing to sample")))
             continue
         if aql is not None and len(ids) < 2:
             size = len(ids)  # Table I starts at lots of 2: a lot of one is inspected whole
@@ -186,7 +187,9 @@ def draw(
             size = per_stratum or 0
         note = ""
         if size >= len(ids):
-            note = f"the stratum has {len(ids)} items, not more than the {size} asked for: all of it is taken"
+            note = gettext(
+                "the stratum has %(available)d items, not more than the %(size)d asked for: all of it is taken"
+            ) % {"available": len(ids), "size": size}
             taken = ids
         else:
             taken = sorted(random.Random(f"{seed}:{key}").sample(ids, size))  # noqa: S311 - reproducible, not secret
@@ -206,11 +209,11 @@ def check_arguments(
     strata = list(dict.fromkeys(strata or [Audit.Stratum.SUBJECT]))
     unknown = set(strata) - set(Audit.Stratum.values)
     if unknown:
-        raise AuditError(f"unknown strata: {', '.join(sorted(unknown))}")
+        raise AuditError(gettext("unknown strata: %(names)s") % {"names": ", ".join(sorted(unknown))})
     if (per_stratum is None) == (aql is None):
-        raise AuditError("give either a sample size per stratum or an AQL for the sampling plan")
+        raise AuditError(gettext("give either a sample size per stratum or an AQL for the sampling plan"))
     if per_stratum is not None and per_stratum < 1:
-        raise AuditError("the sample size per stratum must be at least 1")
+        raise AuditError(gettext("the sample size per stratum must be at least 1"))
     if aql is not None:
         try:
             sampling.aql_heading(aql)
@@ -218,7 +221,10 @@ def check_arguments(
             raise AuditError(str(exc)) from exc
     inspectors = list(dict.fromkeys(inspectors))
     if inspectors_per_item < 1 or len(inspectors) < inspectors_per_item:
-        raise AuditError(f"each item needs {inspectors_per_item} inspectors, and {len(inspectors)} were chosen")
+        raise AuditError(
+            gettext("each item needs %(inspectors_per_item)s inspectors, and %(n)s were chosen")
+            % {"inspectors_per_item": inspectors_per_item, "n": len(inspectors)}
+        )
     return strata, inspectors
 
 
@@ -244,7 +250,7 @@ def create_audit(
     kind = kind_of(population)
     rows = stratum_rows(population, strata)
     if not rows:
-        raise AuditError("the population is empty: there is nothing to sample")
+        raise AuditError(gettext("the population is empty: there is nothing to sample"))
     if progress:
         progress(1, 4)
     seed = new_seed() if seed is None else seed
@@ -303,7 +309,7 @@ def start_audit(*, by: Any, **arguments: Any) -> Audit | Job:
     population = clean_population(arguments.get("population"))
     size = population_queryset(population).count()
     if size == 0:
-        raise AuditError("the population is empty: there is nothing to sample")
+        raise AuditError(gettext("the population is empty: there is nothing to sample"))
     if size <= inline_population():
         return create_audit(**arguments, by=by)
     seed = arguments.get("seed")
@@ -403,16 +409,18 @@ def submit_rating(*, rating: Rating, verdicts: dict[str, bool], notes: dict[str,
     different rows and never wait for each other."""
     current = Rating.objects.select_for_update(of=("self",)).select_related("item__audit").get(pk=rating.pk)
     if current.inspector_id != by.pk:
-        raise AuditError("this item is not in your queue")
+        raise AuditError(gettext("this item is not in your queue"))
     if current.item.audit.closed:
-        raise AuditError("the audit is closed")
+        raise AuditError(gettext("the audit is closed"))
     names = dimension_names(current.item.kind)
     if set(verdicts) != set(names):
-        raise AuditError(f"rate each of: {', '.join(names)}")
+        raise AuditError(gettext("rate each of: %(names)s") % {"names": ", ".join(names)})
     notes = {name: (notes.get(name) or "").strip() for name in names}
     missing = [name for name in names if not verdicts[name] and not notes[name]]
     if missing:
-        raise AuditError(f"say what is wrong in a note for each failed dimension: {', '.join(missing)}")
+        raise AuditError(
+            gettext("say what is wrong in a note for each failed dimension: %(names)s") % {"names": ", ".join(missing)}
+        )
     now = timezone.now()
     current.verdicts = {name: bool(verdicts[name]) for name in names}
     current.notes = {name: text for name, text in notes.items() if text}
@@ -449,7 +457,8 @@ def suggested_note(item: AuditItem, stage: str) -> str:
     names = failed_stages(item).get(stage, [])
     lines = []
     for rating in item.ratings.filter(submitted__isnull=False).select_related("inspector"):
-        lines += [f"{name}: {rating.notes[name]}" for name in names if rating.notes.get(name)]
+        labels = dict(DIMENSIONS[item.kind])
+        lines += [f"{labels.get(name, name)}: {rating.notes[name]}" for name in names if rating.notes.get(name)]
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -459,28 +468,28 @@ def send_for_rework(*, item: AuditItem, stage: str, note: str, by: Any, annotato
     to the annotator who did that work (or the one given)."""
     item = AuditItem.objects.select_for_update(of=("self",)).select_related("question", "cot").get(pk=item.pk)
     if stage not in failed_stages(item):
-        raise AuditError("the inspectors did not fail anything this stage produced")
+        raise AuditError(gettext("the inspectors did not fail anything this stage produced"))
     if item.reworks.filter(stage=stage).exists():
-        raise AuditError("this item was already sent back to that stage in this round")
+        raise AuditError(gettext("this item was already sent back to that stage in this round"))
     if AuditItem.objects.filter(audit=item.audit, round__gt=item.round).filter(item.same_object()).exists():
-        raise AuditError("a later round of this item exists; send that one back instead")
+        raise AuditError(gettext("a later round of this item exists; send that one back instead"))
     note = note.strip()
     if not note:
-        raise AuditError("the annotator needs a note saying what to fix")
+        raise AuditError(gettext("the annotator needs a note saying what to fix"))
     if annotator is None:
         from django.contrib.auth import get_user_model
 
         workers = item.workers.get(stage) or []
         annotator = get_user_model().objects.filter(pk__in=workers[:1]).first()
         if annotator is None:
-            raise AuditError("nobody is recorded as having done this work: choose an annotator")
+            raise AuditError(gettext("nobody is recorded as having done this work: choose an annotator"))
     try:
         if item.kind == Kind.QUESTION:
             work = bank.return_for_rework(question=item.question, task=stage, annotator=annotator, note=note, by=by)
         else:
             work = labelling.return_for_rework(cot=item.cot, annotator=annotator, note=note, by=by)
     except (bank.LifecycleError, bank.QuestionDataError, labelling.LabellingError, IntegrityError) as exc:
-        raise AuditError(f"could not send it back: {exc}") from exc
+        raise AuditError(gettext("could not send it back: %(exc)s") % {"exc": exc}) from exc
     return Rework.objects.create(item=item, stage=stage, annotator=annotator, note=note, created_by=by,
                                  work_ref=getattr(work, "pk", None))  # fmt: skip
 
@@ -500,11 +509,11 @@ def reaudit(*, item: AuditItem, by: Any) -> AuditItem:
     item = AuditItem.objects.select_for_update().get(pk=item.pk)
     reworks = list(item.reworks.select_related("item"))
     if not reworks:
-        raise AuditError("only an item sent back for rework can be audited again")
+        raise AuditError(gettext("only an item sent back for rework can be audited again"))
     if not all(rework_done(r) for r in reworks):
-        raise AuditError("the rework is not finished yet")
+        raise AuditError(gettext("the rework is not finished yet"))
     if AuditItem.objects.filter(audit=item.audit, round__gt=item.round).filter(item.same_object()).exists():
-        raise AuditError("this item is already being audited again")
+        raise AuditError(gettext("this item is already being audited again"))
     inspectors = [r.inspector for r in item.ratings.select_related("inspector").order_by("inspector_id")]
     next_round = AuditItem.objects.create(
         audit=item.audit, kind=item.kind, question=item.question, cot=item.cot, stratum=item.stratum,
@@ -541,6 +550,7 @@ def close_audit(*, audit: Audit, by: Any) -> Audit:
 
 def audit_note(audit: Audit, stratum: str, decision: str) -> str:
     """How the question history names the audit that moved a question (``audit #12``)."""
+    # Kept in this form whatever the language: releases read the audit's id back from it (releases.AUDIT_NOTE).
     return f"audit #{audit.pk} {audit.name}: lot {stratum} {decision}"
 
 
@@ -601,7 +611,9 @@ def _rework_lot(audit: Audit, stratum: str, ids: Sequence[int], by: Any) -> int:
 
     people = get_user_model().objects.in_bulk(list(counts))
     fallback = people.get(max(counts, key=counts.__getitem__)) if counts else None
-    note = f"{audit_note(audit, stratum, 'reject')}: the lot failed its sampling plan; check this question again"
+    note = gettext("%(audit)s: the lot failed its sampling plan; check this question again") % {
+        "audit": audit_note(audit, stratum, "reject")
+    }
     for question in Question.objects.filter(pk__in=rest, status=Question.Status.SOLUTION_CORRECTED).order_by("id"):
         annotator = people.get((workers.get(question.pk, {}).get(stage) or [None])[0]) or fallback
         if annotator is None:
@@ -627,9 +639,9 @@ def apply_decision(*, audit: Audit, by: Any) -> list[LotDecision]:
     from review.reports import build_report  # reports imports this module
 
     if audit.kind != Kind.QUESTION:
-        raise AuditError("only audits of questions move questions through their lifecycle")
+        raise AuditError(gettext("only audits of questions move questions through their lifecycle"))
     if audit.aql is None:
-        raise AuditError("this audit has no sampling plan, so it accepts or rejects nothing")
+        raise AuditError(gettext("this audit has no sampling plan, so it accepts or rejects nothing"))
     report = build_report(audit)
     done = []
     for stratum in report["strata"]:
@@ -664,20 +676,22 @@ def reaudit_lot(*, lot: LotDecision, by: Any) -> Audit:
     questions under the same plan, strata and inspectors."""
     lot = LotDecision.objects.select_for_update().select_related("audit").get(pk=lot.pk)
     if lot.decision != LotDecision.Decision.REJECT:
-        raise AuditError("only a rejected lot is audited again")
+        raise AuditError(gettext("only a rejected lot is audited again"))
     if lot.reaudit_id:
-        raise AuditError("this lot is already being audited again")
+        raise AuditError(gettext("this lot is already being audited again"))
     waiting = Question.objects.filter(pk__in=lot.question_ids).exclude(
         status__in=[Question.Status.SOLUTION_CORRECTED, Question.Status.REJECTED]
     )
     if waiting.exists():
-        raise AuditError(f"{waiting.count()} questions of the lot are still being reworked")
+        raise AuditError(
+            gettext("%(count)s questions of the lot are still being reworked") % {"count": waiting.count()}
+        )
     hash_ids = list(
         Question.objects.filter(pk__in=lot.question_ids, status=Question.Status.SOLUTION_CORRECTED)
         .order_by("id").values_list("hash_id", flat=True)
     )  # fmt: skip
     if not hash_ids:
-        raise AuditError("nothing of the lot is left to audit")
+        raise AuditError(gettext("nothing of the lot is left to audit"))
     audit = lot.audit
     again = create_audit(
         name=f"{audit.name} — re-audit of {lot.stratum}"[:200], population={"kind": "batch", "hash_ids": hash_ids},

@@ -152,7 +152,7 @@ def test_it_refuses_bad_run_input(api, researcher, sent, data):
     assert response.status_code == 400 and not InferenceRun.objects.exists()
 
 
-def test_it_reports_an_endpoint_that_cannot_run(api, researcher, sent):
+def test_it_reports_an_endpoint_that_cannot_run(api, researcher, sent, english):
     endpoint = make_endpoint()
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(active=False)
     response = api(researcher).post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct"}, format="json")

@@ -168,7 +168,7 @@ def test_it_gives_text_only_models_the_caption_instead_of_the_image(scripted_ser
 
 
 @pytest.mark.django_db
-def test_it_refuses_to_start_without_the_api_key_variable(researcher, monkeypatch):
+def test_it_refuses_to_start_without_the_api_key_variable(researcher, monkeypatch, english):
     monkeypatch.delenv("K12VISTA_KEY_TEST", raising=False)
     make_question()
     ep = endpoint("http://127.0.0.1:9/v1", api_key_env="K12VISTA_KEY_TEST")

@@ -499,8 +499,8 @@ def test_it_shows_coverage_judgments_and_labelled_steps(researcher, login):
     body = login(researcher).get(f"/research/scoring/{scoring_run.pk}/").content.decode()
     assert "<strong>1 / 2</strong>" in body and 'data-count="parse_failed">output not understood 1' in body
     assert "0.500" in body and escape("no JSON <found>") in body
-    assert 'class="label-code"' in body and "运算处理错误 / Calculation error" in body
-    assert "步骤正确 / Correct step" in body
+    assert 'class="label-code"' in body and '运算处理错误 / <span lang="en">Calculation error</span>' in body
+    assert '步骤正确 / <span lang="en">Correct step</span>' in body
     assert f"/jobs/{run.job_id}/" not in body  # the scoring run's job, not the inference run's
     assert 'id="rescore-form"' in body
 

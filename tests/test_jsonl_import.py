@@ -32,6 +32,11 @@ SCALE = 0.0003  # ten questions
 
 
 @pytest.fixture(autouse=True)
+def _english(english):
+    """Line reasons are written in the team's language; these tests read them in English."""
+
+
+@pytest.fixture(autouse=True)
 def _media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
@@ -495,3 +500,63 @@ def test_a_line_the_database_refuses_is_reported_and_the_rest_goes_on(researcher
     report = import_questions_file(path=path, user=researcher)
     assert (report.created, report.failed) == (2, 1)
     assert report.failed_lines[0]["line"] == 2 and "database refused" in report.failed_lines[0]["reason"]
+
+
+# --- the bulk path (issue 15): a pool of processes, batches, the same report -------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_of_processes_prepares_a_zip_with_the_same_outcome_as_one_process(tmp_path, monkeypatch, settings):
+    from annotation import jsonl_bulk
+    from annotation.models import Flag
+
+    monkeypatch.setattr(jsonl_bulk, "POOL_MIN_LINES", 0)
+    monkeypatch.setattr(jsonl_bulk, "CHUNK_LINES", 3)
+    monkeypatch.setattr(jsonl_bulk, "WRITE_BATCH", 4)
+    records = [studio(f"z{i}", figures=[{"path": "images/a.png"}], text=f"第{i}题 $\\frac{{1}}{{{i}}}$ ___")
+               for i in range(9)]  # fmt: skip
+    records[4]["text"] = "电阻为___欧 $\\foo$"
+    path = studio_zip(tmp_path / "q.zip", records, {"images/a.png": image_bytes("PNG")})
+    report = import_questions_file(path=path, user=None, workers=2)
+    assert (report.created, report.failed) == (9, 0)
+    assert Figure.objects.count() == 9 and all(Path(f.image.path).is_file() for f in Figure.objects.all())
+    assert Question.objects.get(hash_id="z4").flags.filter(code=Flag.Code.LATEX_ERROR).count() == 1
+    assert not Flag.objects.filter(code=Flag.Code.LATEX_ERROR).exclude(question__hash_id="z4").exists()
+    assert Question.objects.get(hash_id="z3").knowledge_points.get().name == "欧姆定律"
+    assert Question.objects.get(hash_id="z3").edits.get().note == "imported from JSONL"
+    again = import_questions_file(path=path, user=None, workers=2)
+    assert (again.created, again.unchanged) == (0, 9)
+    assert len(list((Path(settings.MEDIA_ROOT) / "figures").rglob("*.png"))) == 9
+
+
+def test_a_hash_id_twice_in_one_batch_is_created_once_then_unchanged_or_a_conflict(researcher, tmp_path):
+    lines = [studio("d1"), studio("d2"), studio("d1"), studio("d2", text="改了___"), studio("d3")]
+    report = import_questions_file(path=write_lines(tmp_path / "d.jsonl", lines), user=researcher)
+    assert (report.created, report.unchanged, report.conflicts) == (3, 1, 1)
+    assert report.conflict_lines == [{"line": 4, "hash_id": "d2", "fields": ["text"], "reason": mock.ANY}]
+    assert Question.objects.get(hash_id="d2").text == "电阻为___欧。"
+    assert Figure.objects.count() == 3  # the repeated lines' figures were not kept
+    assert len(list(Path(Figure.objects.first().image.path).parent.iterdir())) == 3
+
+
+def test_a_batch_the_database_refuses_is_written_line_by_line(researcher, tmp_path, monkeypatch):
+    from annotation import jsonl_bulk
+
+    real = jsonl_bulk.write_questions
+
+    def refuse_batches(batch, **kwargs):
+        if len(batch) > 1:
+            raise jsonl_bulk.DataError("a batch refused")
+        if batch[0].hash_id == "b2":
+            raise jsonl_bulk.DataError("value too long")
+        return real(batch, **kwargs)
+
+    monkeypatch.setattr(jsonl_bulk, "write_questions", refuse_batches)
+    path = write_lines(tmp_path / "b.jsonl", [studio("b1"), studio("b2"), studio("b3")])
+    report = import_questions_file(path=path, user=researcher)
+    assert (report.created, report.failed) == (2, 1)
+    assert report.failed_lines == [
+        {"line": 2, "hash_id": "b2", "reason": "the database refused the line: value too long"}
+    ]
+    assert set(Question.objects.values_list("hash_id", flat=True)) == {"b1", "b3"}
+    assert Figure.objects.count() == 2

@@ -21,6 +21,11 @@ SCALE = 0.001  # three PEBench records
 
 
 @pytest.fixture(autouse=True)
+def _english(english):
+    """Line reasons are written in the team's language; these tests read them in English."""
+
+
+@pytest.fixture(autouse=True)
 def _media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
@@ -380,3 +385,40 @@ def test_a_line_the_database_refuses_is_reported_and_the_rest_goes_on(tmp_path):
     report = import_records(path=path)
     assert (report.created, report.failed) == (2, 1)
     assert report.failed_lines[0]["line"] == 2 and "database refused" in report.failed_lines[0]["reason"]
+
+
+# --- the bulk path (issue 15) -----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_batches_give_the_same_report_across_their_edges(tmp_path):
+    from pem import pebench_import
+
+    lines = [reference("b1"), reference("b2"), "not json", reference("b1"), reference("b3"),
+             reference("b2", student_infer="另一个回答"), reference("b4")]  # fmt: skip
+    path = write_lines(tmp_path / "b.jsonl", lines)
+    report = pebench_import.import_records(path=path, name="team", batch_size=2)
+    assert (report.created, report.unchanged, report.failed) == (4, 1, 2)
+    assert [(row["line"], row["key"]) for row in report.failed_lines] == [(3, ""), (6, "b2")]
+    assert "already used on line 2" in report.failed_lines[1]["reason"]
+    assert imported_labels(ChainOfThought.objects.get(key="b4")) == [
+        (1, "team", "CS", ""),
+        (2, "team", "CE", "应为 5。"),
+    ]
+    assert list(ChainOfThought.objects.get(key="b3").steps.values_list("position", flat=True)) == [1, 2]
+    again = pebench_import.import_records(path=path, name="team", batch_size=3)
+    assert (again.created, again.unchanged, again.failed) == (0, 5, 2)
+
+
+@pytest.mark.django_db
+def test_a_batch_the_database_refuses_is_saved_one_chain_at_a_time(tmp_path, monkeypatch):
+    from pem import pebench_import
+
+    def refuse(chains, import_name):
+        raise pebench_import.DataError("refused")
+
+    monkeypatch.setattr(pebench_import, "write_new", refuse)
+    report = import_records(path=write_lines(tmp_path / "b.jsonl", [reference("c1"), reference("c2")]))
+    assert (report.created, report.failed) == (2, 0)
+    assert ChainOfThought.objects.filter(key__in=["c1", "c2"]).count() == 2
+    assert Step.objects.filter(cot__key="c2").count() == 2

@@ -79,7 +79,7 @@ def test_it_accepts_well_formed_fill_in_blank_and_chemistry():
     assert open_flags(question) == set()
 
 
-def test_it_flags_blurred_and_small_figures(settings):
+def test_it_flags_blurred_and_small_figures(settings, english):
     settings.FIGURE_MIN_SIDE_PX = 100
     blurred = make_question(figures=[FigureData(content=figure_png(sharp=False))])
     small = make_question(figures=[FigureData(content=figure_png((80, 60)))])

@@ -18,6 +18,11 @@ from tests.review_factories import audit_of, bulk_questions, three_inspectors
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _english(english):
+    """Audit refusals are written in the reader's language; these tests read them in English."""
+
+
 def sampled_ids(audit):
     return set(audit.items.values_list("question_id", flat=True))
 
@@ -53,7 +58,7 @@ def test_it_records_a_new_seed_when_none_is_given(inspector):
     assert sampled_ids(audit) == sampled_ids(again)
 
 
-def test_it_takes_the_whole_stratum_when_it_is_smaller_than_the_sample_and_says_so(inspector):
+def test_it_takes_the_whole_stratum_when_it_is_smaller_than_the_sample_and_says_so(inspector, english):
     bulk_questions(3, subjects=["math"])
     bulk_questions(8, subjects=["physics"])
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=5)
@@ -62,7 +67,7 @@ def test_it_takes_the_whole_stratum_when_it_is_smaller_than_the_sample_and_says_
     assert audit.strata_counts["physics"]["taken"] == 5 and audit.strata_counts["physics"]["note"] == ""
 
 
-def test_it_reports_an_empty_stratum(inspector):
+def test_it_reports_an_empty_stratum(inspector, english):
     bulk_questions(4, subjects=["math"])
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
     assert audit.strata_counts["geography"]["available"] == 0

@@ -13,6 +13,11 @@ from tests.review_factories import audit_of, bulk_questions, rate_everything, th
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _english(english):
+    """Audit refusals are written in the reader's language; these tests read them in English."""
+
+
 @pytest.fixture
 def lot(inspector, annotator):
     """One lot of 30 math questions under a plan: n=8, Ac 1, Re 2."""

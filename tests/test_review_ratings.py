@@ -41,7 +41,7 @@ def test_it_saves_a_rating_and_a_second_submit_edits_it(audit, inspector):
     assert Rating.objects.filter(item=rating.item, inspector=inspector).count() == 1
 
 
-def test_it_refuses_a_failure_without_a_note_and_missing_dimensions(audit, inspector):
+def test_it_refuses_a_failure_without_a_note_and_missing_dimensions(audit, inspector, english):
     rating = mine(audit, inspector).first()
     with pytest.raises(services.AuditError, match="note for each failed dimension: solution"):
         services.submit_rating(rating=rating, verdicts={"question": True, "answer": True, "solution": False},
@@ -51,7 +51,7 @@ def test_it_refuses_a_failure_without_a_note_and_missing_dimensions(audit, inspe
     assert Rating.objects.get(pk=rating.pk).submitted is None
 
 
-def test_it_refuses_someone_elses_rating_and_a_closed_audit(audit, inspector):
+def test_it_refuses_someone_elses_rating_and_a_closed_audit(audit, inspector, english):
     rating = mine(audit, inspector).first()
     other = Rating.objects.filter(item=rating.item).exclude(inspector=inspector).first()
     with pytest.raises(services.AuditError, match="not in your queue"):
@@ -88,7 +88,7 @@ def test_the_rating_page_shows_the_item_with_figures_and_latex(audit, inspector,
     assert html.count('class="dimension"') == 3
 
 
-def test_the_rating_page_saves_and_moves_to_the_next_item(audit, inspector, login):
+def test_the_rating_page_saves_and_moves_to_the_next_item(audit, inspector, login, english):
     client = login(inspector)
     items = list(mine(audit, inspector).order_by("item__position").values_list("item_id", flat=True))
     response = client.post(reverse("review:rate", args=[items[0]]), ALL_PASS)
@@ -119,7 +119,7 @@ def test_an_item_not_in_the_inspectors_queue_is_a_404(audit, inspector, login, r
     assert not Rating.objects.filter(inspector=stranger).exists()
 
 
-def test_it_rates_over_the_api(audit, inspector, login):
+def test_it_rates_over_the_api(audit, inspector, login, english):
     item_id = mine(audit, inspector).first().item_id
     client = login(inspector)
     url = f"/api/inspect/items/{item_id}/rating/"

@@ -62,7 +62,7 @@ def test_the_annotator_sees_the_note_in_the_queue_and_on_the_work_screen(failed_
 def test_the_item_page_prefills_the_note_and_sends_it_back(failed_item, inspector, login):
     client = login(inspector)
     page = client.get(reverse("review:item", args=[failed_item.pk]))
-    assert page.context["form"].initial == {"stage": "step_correction", "note": "solution: wrong"}
+    assert page.context["form"].initial == {"stage": "step_correction", "note": "参考解析: wrong"}  # by its name
     assert "annotator" not in page.context["form"].fields  # only admins choose someone else
     url = reverse("review:item", args=[failed_item.pk])
     response = client.post(url, {"stage": "step_correction", "note": "再看看"})
@@ -80,7 +80,7 @@ def test_an_admin_sends_the_rework_to_another_annotator(failed_item, administrat
     assert Rework.objects.get().annotator == other_annotator
 
 
-def test_it_refuses_to_send_back_what_did_not_fail(failed_item, inspector):
+def test_it_refuses_to_send_back_what_did_not_fail(failed_item, inspector, english):
     with pytest.raises(services.AuditError, match="did not fail anything this stage produced"):
         services.send_for_rework(item=failed_item, stage="ocr_review", note="x", by=inspector)
     passed = failed_item.audit.items.exclude(pk=failed_item.pk).first()
@@ -98,7 +98,7 @@ def test_the_question_bank_refuses_a_rework_of_a_stage_not_yet_done(annotator, i
     assert not Assignment.objects.exists()
 
 
-def test_it_re_audits_after_the_rework_and_keeps_the_history(failed_item, inspector, annotator, login):
+def test_it_re_audits_after_the_rework_and_keeps_the_history(failed_item, inspector, annotator, login, english):
     rework = services.send_for_rework(item=failed_item, stage="step_correction", note="第二步缺少推导", by=inspector)
     with pytest.raises(services.AuditError, match="not finished"):
         services.reaudit(item=failed_item, by=inspector)
@@ -139,7 +139,7 @@ def test_the_item_page_offers_the_re_audit_once_the_work_is_done(failed_item, in
     assert Rating.objects.filter(item=second, inspector=inspector, submitted=None).exists()  # back in the queue
 
 
-def test_a_failed_pebench_item_goes_back_to_its_labeller(inspector, annotator):
+def test_a_failed_pebench_item_goes_back_to_its_labeller(inspector, annotator, english):
     cot = make_cot()
     add_to_pebench(cot)
     task = LabellingTask.objects.create(cot=cot, annotator=annotator, submitted=timezone.now(),

@@ -256,9 +256,9 @@ def test_a_finished_scoring_job_stores_the_leaderboard_slices_and_a_rescore_repl
     assert standings.standings().entry("student", "direct").cells["overall"].n == 2
 
 
-def test_it_refuses_a_method_that_does_not_match_the_mode(judge_server, researcher):
+def test_it_refuses_a_method_that_does_not_match_the_mode(judge_server, researcher, english):
     run = answered_run("direct", ["最终答案：B"])
-    with pytest.raises(scoring.ScoringError, match="direct run"):
+    with pytest.raises(scoring.ScoringError, match="(?i)direct run"):
         start(run, judge_endpoint(judge_server), researcher, method=ScoringRun.Method.JUDGE_STEPS)
     assert not ScoringRun.objects.exists() and not Job.objects.exists()
 
@@ -273,7 +273,7 @@ def test_it_refuses_a_judge_that_is_off_or_not_reachable_over_http(judge_server,
     assert not ScoringRun.objects.exists()
 
 
-def test_it_refuses_to_score_a_run_that_is_still_answering(judge_server, researcher):
+def test_it_refuses_to_score_a_run_that_is_still_answering(judge_server, researcher, english):
     run = answered_run("direct", ["最终答案：B"])
     Response.objects.create(run=run, question=make_question())  # pending
     with pytest.raises(scoring.ScoringError, match="still answering"):

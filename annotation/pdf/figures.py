@@ -48,7 +48,7 @@ def _with_labels(box: Box, page_text: PageText) -> Box:
 
 def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion]:
     area = page.rect.width * page.rect.height
-    images = [tuple(info["bbox"]) for info in page.get_image_info(xrefs=True) if _side_ok(tuple(info["bbox"]), area)]
+    images = [tuple(info["bbox"]) for info in page.get_image_info() if _side_ok(tuple(info["bbox"]), area)]
     regions = [FigureRegion(page_text.number, box, "embedded") for box in images]
     for rect in page.cluster_drawings():
         box = (rect.x0, rect.y0, rect.x1, rect.y1)

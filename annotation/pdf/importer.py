@@ -146,7 +146,9 @@ def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFA
     if not 1 <= int(grade) <= 12:
         raise PdfImportError(f"Grade must be 1-12, not {grade!r}.")
     params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade)}
-    job = start_job(kind=JOB_KIND, user=user, params=params, title=f"Import {document.original_name}")
+    job = start_job(
+        kind=JOB_KIND, user=user, params=params, title=_("Import %(file)s") % {"file": document.original_name}
+    )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     return job
 

@@ -23,6 +23,18 @@ KEY_NAMES = {
     "filters": _("Filters"), "seed": _("Seed"), "worker": _("Worker"), "answered": _("Answered"),
     "scored": _("Scored"), "total": _("Total"), "existing": _("Already imported"), "ocr_pages": _("Pages read by OCR"),
 }  # fmt: skip
+# The ids jobs take as parameters, and the counts their results hold.
+KEY_NAMES |= {
+    "run_id": _("Run"), "scoring_run_id": _("Scoring run"), "panel_run_id": _("Judge panel"),
+    "training_run_id": _("Training run"), "split_run_id": _("Step splitting run"), "source_document_id": _("Import"),
+    "inference_run_id": _("Run"), "filter_run_id": _("Filter run"), "export_id": _("Export"), "release": _("Release"),
+    "candidate_set": _("Candidate set"), "subjects": _("Subjects"), "params": _("Parameters"), "line": _("Line"),
+    "fmt": _("Format"), "file": _("File"), "version": _("Version"), "short_cells": _("Cells short of their target"),
+    "id": _("Id"), "conflict": _("Conflicts"), "lines": _("Lines"), "truncated": _("Cut short"),
+    "hash_id": _("Hash id"), "reason": _("Reason"), "number": _("Line"), "failed_lines": _("Failed lines"),
+    "conflict_lines": _("Lines in conflict"), "failed_lines_truncated": _("Failed lines not all listed"),
+    "conflict_lines_truncated": _("Lines in conflict not all listed"),
+}  # fmt: skip
 LIST_SHOWN = 12
 TEXT_SHOWN = 300
 

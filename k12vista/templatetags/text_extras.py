@@ -28,3 +28,39 @@ def excerpt(text: str | None, length: int = 80) -> str:
             cut = span.end() if span.end() - length <= LONGEST_EXTENSION else span.start()
             break
     return text[:cut].rstrip() + "…"
+
+
+def _code_names() -> dict[str, str]:
+    from k12vista.vocabulary import QuestionType, Stage, Subject
+
+    return {str(code): label for choices in (Subject, Stage, QuestionType) for code, label in choices.choices}
+
+
+@register.filter
+def vocab(code: object) -> str:
+    """A subject, stage or question-type code as people read it (``biology`` -> 生物), also inside a
+    key such as a stratum ``math/9/multiple_choice``; anything else is shown as it is."""
+    names = _code_names()
+    text = "" if code is None else str(code)
+    if text in names:
+        return str(names[text])
+    parts = text.split("/")
+    if len(parts) > 1 and any(part in names for part in parts):
+        return " / ".join(str(names.get(part, part)) for part in parts)
+    return text
+
+
+@register.filter
+def role_label(name: str) -> str:
+    """A role's group name (``annotator``) as its label (标注员)."""
+    from k12vista.roles import Role
+
+    return str(Role(name).label) if name in Role.values else name
+
+
+@register.filter
+def choice_label(code: str, choices) -> str:
+    """A stored code by the label of ``choices`` (a TextChoices class passed from the view or a template
+    variable holding its ``choices``): ``imported`` -> 导入的标签."""
+    mapping = dict(getattr(choices, "choices", choices) or ())
+    return str(mapping.get(code, code))

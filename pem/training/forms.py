@@ -11,6 +11,9 @@ from pem.models import FilterRun, StepLabel, TrainingExport
 from pem.training import filters, formats, train
 from pem.training.exports import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
 
+# The fine-tuning formats by the tools that read them.
+FORMAT_NAMES = {"llamafactory": "LLaMA-Factory", "swift": "ms-swift", "trl": "TRL", "qwen": "Qwen"}
+
 
 class ImportForm(forms.Form):
     file = forms.FileField(label=_("PEM-800K JSONL file (or a zip holding one)"))
@@ -71,7 +74,8 @@ class ExportForm(forms.Form):
     filter_run = forms.ModelChoiceField(
         label=_("Filter run"), queryset=FilterRun.objects.filter(finished__isnull=False)
     )
-    formats = forms.MultipleChoiceField(label=_("Formats"), choices=[(f, f) for f in formats.FORMATS],
+    formats = forms.MultipleChoiceField(label=_("Formats"),
+                                        choices=[(f, FORMAT_NAMES.get(f, f)) for f in formats.FORMATS],
                                         initial=list(formats.FORMATS), widget=forms.CheckboxSelectMultiple)  # fmt: skip
     min_pixels = forms.IntegerField(label=_("min_pixels"), min_value=1, initial=DEFAULT_MIN_PIXELS)
     max_pixels = forms.IntegerField(label=_("max_pixels"), min_value=1, initial=DEFAULT_MAX_PIXELS)

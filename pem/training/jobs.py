@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import OperationalError
+from django.utils.translation import gettext
 
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
@@ -25,12 +26,22 @@ KINDS = (IMPORT, FILTER, EXPORT, TRAIN)
 
 def start_import(*, path: str, name: str, user: Any) -> Job:
     """``path`` is a file the workers can read (an upload kept in storage, or a server path from the command)."""
-    return start_job(kind=IMPORT, user=user, params={"path": path, "name": name}, title=f"Import PEM-800K {name}")
+    return start_job(
+        kind=IMPORT,
+        user=user,
+        params={"path": path, "name": name},
+        title=gettext("Import PEM-800K %(name)s") % {"name": name},
+    )
 
 
 def start_filters(*, source: str, rater: str, params: dict | None, user: Any) -> FilterRun:
     run = filters.start_filter_run(source=source, rater=rater, params=params, user=user)
-    run.job = start_job(kind=FILTER, user=user, params={"filter_run_id": run.pk}, title=f"Filter {rater}")
+    run.job = start_job(
+        kind=FILTER,
+        user=user,
+        params={"filter_run_id": run.pk},
+        title=gettext("Filter the labels of %(rater)s") % {"rater": rater},
+    )
     run.save(update_fields=["job"])
     return run
 
@@ -38,7 +49,7 @@ def start_filters(*, source: str, rater: str, params: dict | None, user: Any) ->
 def start_export(*, filter_run: FilterRun, user: Any, **options: Any) -> TrainingExport:
     export = exports.start_export(filter_run=filter_run, user=user, **options)
     export.job = start_job(kind=EXPORT, user=user, params={"export_id": export.pk},
-                           title=f"Training export of filter run {filter_run.pk}")  # fmt: skip
+                           title=gettext("Training export of filter run %(id)s") % {"id": filter_run.pk})  # fmt: skip
     export.save(update_fields=["job"])
     return export
 
@@ -46,7 +57,7 @@ def start_export(*, filter_run: FilterRun, user: Any, **options: Any) -> Trainin
 def start_training(*, export: TrainingExport, base_model: str, hyperparameters: dict | None, user: Any) -> TrainingRun:
     run = train.start_training(export=export, base_model=base_model, hyperparameters=hyperparameters, user=user)
     run.job = start_job(kind=TRAIN, user=user, params={"training_run_id": run.pk},
-                        title=f"Train the PEM on export {export.pk}")  # fmt: skip
+                        title=gettext("Train the PEM on export %(id)s") % {"id": export.pk})  # fmt: skip
     run.save(update_fields=["job"])
     return run
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from k12vista.vocabulary import LABEL_CODES
@@ -37,7 +38,7 @@ class FilterRun(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"filter run {self.pk}"
+        return gettext("filter run %(id)s") % {"id": self.pk}
 
 
 class FilteredChain(models.Model):
@@ -112,7 +113,7 @@ class TrainingExport(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"training export {self.pk}"
+        return gettext("training export %(id)s") % {"id": self.pk}
 
 
 class TrainingRun(models.Model):
@@ -144,4 +145,4 @@ class TrainingRun(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"training run {self.pk}"
+        return gettext("training run %(id)s") % {"id": self.pk}

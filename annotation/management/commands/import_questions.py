@@ -1,5 +1,6 @@
 import json
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,7 +26,8 @@ class Command(BaseCommand):
         try:
             # Registered like an upload, so the questions keep a link to the file they came from.
             document = register_upload(path=path, user=importer)
-            report = import_questions_file(path=document.file.path, user=importer, source_document=document)
+            report = import_questions_file(path=document.file.path, user=importer, source_document=document,
+                                           workers=settings.IMPORT_WORKERS)  # fmt: skip
         except (ImportFileError, OSError) as exc:
             raise CommandError(str(exc)) from None
         summary = {"source_document": document.pk, **report.as_dict()}
