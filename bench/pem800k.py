@@ -7,8 +7,10 @@
 is given (and migrates it): use a throwaway database. Each phase runs in its own child process,
 so the peak RSS printed is that phase's own:
 
-1. ``copy``: the baseline, a raw streaming COPY of the same rows (chains, steps, labels: parsed
-   from the same file, no checks) into plain tables without indexes or constraints;
+0. ``setup``: a bare ``django.setup()``, the floor of every phase's peak RSS;
+1. ``copy``: the baseline (run again after the import: the ratio is against the mean), a raw
+   streaming COPY of the same rows (chains, steps, labels: parsed from the same file, no checks)
+   into plain tables without indexes or constraints;
 2. ``import``: ``pem.training.importer.import_pem800k`` (checks every line, keys, links to the
    bank, COPY into the real tables with their indexes and constraints);
 3. ``reimport``: the same file again (every record unchanged);
@@ -49,6 +51,24 @@ def peak_mib() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_seconds() -> dict:
+    """CPU time so far of this process and of its PostgreSQL backend (same machine): on a shared
+    machine the wall-clock ratio follows the load, the CPU a phase costs does not."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    client = usage.ru_utime + usage.ru_stime
+    try:
+        fields = Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
+        server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        server = float("nan")
+    return {"client": client, "server": server}
 
 
 def phase_copy(path: Path) -> dict:
@@ -139,7 +159,9 @@ def phase_export(filter_run: int, wanted: list[str]) -> dict:
     from pem.models import ChainOfThought, FilterRun
     from pem.training import exports
 
-    ChainOfThought.objects.update(in_training_data=False)  # each measured export starts from the same state
+    # Each measured export starts from the same state; only the marked rows are reset (an UPDATE of
+    # every chain would leave the table with a dead copy of each row for the export to read past).
+    ChainOfThought.objects.filter(in_training_data=True).update(in_training_data=False)
     export = exports.start_export(filter_run=FilterRun.objects.get(pk=filter_run), user=None, formats_wanted=wanted)
     started = time.perf_counter()
     result = exports.write_export(export)
@@ -150,7 +172,10 @@ def phase_export(filter_run: int, wanted: list[str]) -> dict:
 
 def run_phase(name: str, *extra: str, label: str = "") -> dict:
     command = [sys.executable, "-m", "bench.pem800k", "--phase", name, *extra]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)  # noqa: S603 (this script)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)  # noqa: S603 (this script)
+    if done.returncode:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"phase {name} failed")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"{label or name:>9}: {json.dumps(result)}", flush=True)
     return result
@@ -169,14 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     setup()
     if args.phase:
         handlers = {
+            "setup": dict,
             "copy": lambda: phase_copy(Path(args.arg[0])),
             "import": lambda: phase_import(Path(args.arg[0])),
             "filters": phase_filters,
             "copy_to": lambda: phase_copy_to(int(args.arg[0]), Path(args.arg[1])),
             "export": lambda: phase_export(int(args.arg[0]), args.arg[1].split(",")),
         }
+        before = cpu_seconds()
         result = handlers[args.phase]()
-        print(json.dumps({**result, "peak_rss_mib": round(peak_mib(), 1)}))
+        after = cpu_seconds()
+        cpu = {f"cpu_{k}_s": round(after[k] - before[k], 2) for k in before}
+        print(json.dumps({**result, **cpu, "peak_rss_mib": round(peak_mib(), 1)}))
         return 0
     from django.core.management import call_command
     from django.db import connection
@@ -196,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         cursor.execute("TRUNCATE pem_filteredchain, pem_filterrun, pem_trainingrun, pem_trainingexport, "
                        "pem_steplabel, pem_step, pem_chainofthought CASCADE")  # fmt: skip
     print(f"load average before: {os.getloadavg()}", flush=True)
+    bare = run_phase("setup")
     copy = run_phase("copy", "--arg", str(path))
     imported = run_phase("import", "--arg", str(path))
+    copy_after = run_phase("copy", "--arg", str(path), label="copy again")
     again = run_phase("import", "--arg", str(path), label="reimport")
     filtered = run_phase("filters")
     copy_to = run_phase("copy_to", "--arg", str(filtered["filter_run"]), "--arg", str(work / "copy_to.tsv"))
@@ -205,9 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     export_all = run_phase("export", "--arg", str(filtered["filter_run"]), "--arg", "llamafactory,swift,trl,qwen")
     records = copy["records"]
     print(f"\nrecords {records:,}, steps {copy['steps']:,}; load average after: {os.getloadavg()}")
-    ratio = copy["seconds"] / imported["seconds"]
-    print(f"import:   {records / imported['seconds']:,.0f} records/s vs raw COPY {records / copy['seconds']:,.0f} "
-          f"records/s = {ratio:.2f}x; peak RSS {imported['peak_rss_mib']} MiB")  # fmt: skip
+    # The machine is shared: the baseline runs before and after the import, and the ratio is taken
+    # against their mean (both are printed).
+    base = (copy["seconds"] + copy_after["seconds"]) / 2
+    ratio, above = base / imported["seconds"], imported["peak_rss_mib"] - bare["peak_rss_mib"]
+    print(f"setup:    a bare django.setup() peaks at {bare['peak_rss_mib']} MiB")
+    print(f"import:   {records / imported['seconds']:,.0f} records/s vs raw COPY {records / base:,.0f} records/s "
+          f"(before {copy['seconds']:.1f} s, after {copy_after['seconds']:.1f} s) = {ratio:.2f}x; "
+          f"peak RSS {imported['peak_rss_mib']} MiB ({above:.1f} above a bare setup)")  # fmt: skip
     print(f"again:    {again['unchanged']:,} unchanged in {again['seconds']:.1f} s")
     print(f"filters:  {filtered['seconds']:.1f} s for {filtered['input']:,} chains -> {filtered['kept']:,} kept")
     kept = export_trl["records"]

@@ -67,3 +67,33 @@ def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
     assert report["created"] == 1
     labels = StepLabel.objects.order_by("step__position").values_list("label", flat=True)
     assert list(labels) == [label for _, label, _ in record["step_labels"]]
+
+
+def test_reading_ahead_keeps_order_and_raises_the_readers_error_in_turn():
+    def batches():
+        yield "first"
+        yield "second"
+        raise OSError("disk gone")
+
+    got = []
+    with pytest.raises(OSError, match="disk gone"):
+        got.extend(importer._read_ahead(batches()))
+    assert got == ["first", "second"]
+
+
+def test_a_consumer_that_stops_early_stops_the_reader(tmp_path):
+    import threading
+
+    closed = threading.Event()
+
+    def batches():
+        try:
+            yield from range(1000)
+        finally:
+            closed.set()
+
+    reader = importer._read_ahead(batches(), depth=1)
+    assert next(reader) == 0
+    reader.close()  # the import failed while writing: the reader thread must not stay behind
+    assert closed.wait(5)
+    assert not any(t.name == "pem800k-reader" for t in threading.enumerate())

@@ -93,49 +93,63 @@ def start_export(
                                          max_pixels=max_pixels, created_by=user)  # fmt: skip
 
 
-def _rows(run: FilterRun) -> Iterator[tuple]:
-    """(cot id, question id, question text, reference answer, position, step text, label, explanation), ordered."""
+def _from_join(run: FilterRun) -> tuple[str, list]:
     q = connection.ops.quote_name
     sql = f"""
-        SELECT c.id::int8, c.question_id::int8, c.question_text::text, c.reference_answer::text, s.position::int4,
-               s.text::text, l.label::text, l.explanation::text
         FROM {q(FilteredChain._meta.db_table)} f
         JOIN {q(ChainOfThought._meta.db_table)} c ON c.id = f.cot_id
         JOIN {q(Step._meta.db_table)} s ON s.cot_id = c.id
         LEFT JOIN {q(StepLabel._meta.db_table)} l ON l.step_id = s.id AND l.source = %s AND l.rater = %s
         WHERE f.run_id = %s AND f.removed_by = ''
-        ORDER BY c.id, s.position
     """
-    params = [run.label_source, run.label_rater, run.pk]
+    return sql, [run.label_source, run.label_rater, run.pk]
+
+
+def _rows(run: FilterRun) -> Iterator[tuple]:
+    """(cot id, question id, question text, reference answer, [step texts], [labels], [explanations]), by chain."""
+    joined, params = _from_join(run)
     if connection.vendor == "postgresql":
-        # COPY streams the rows as the server produces them (the client's reading paces it, so
-        # memory stays flat) and psycopg decodes its binary rows in C: no cursor round trips,
-        # and the plan is the one for all rows, not a cursor's plan for the first tenth.
+        # One row per chain, its steps gathered by the server, read by COPY: it streams as the server
+        # produces it (the client's reading paces it, so memory stays flat), psycopg decodes the
+        # binary rows in C, and the plan is the one for all rows, not a cursor's for the first tenth.
+        sql = f"""
+            SELECT c.id::int8, c.question_id::int8, c.question_text::text, c.reference_answer::text,
+                   array_agg(s.text::text ORDER BY s.position), array_agg(l.label::text ORDER BY s.position),
+                   array_agg(l.explanation::text ORDER BY s.position)
+            {joined} GROUP BY c.id ORDER BY c.id
+        """
         with connection.cursor() as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)", params) as copy:
-            copy.set_types(["int8", "int8", "text", "text", "int4", "text", "text", "text"])
+            copy.set_types(["int8", "int8", "text", "text", "text[]", "text[]", "text[]"])
             yield from copy.rows()
         return
+    sql = f"""
+        SELECT c.id, c.question_id, c.question_text, c.reference_answer, s.text, l.label, l.explanation
+        {joined} ORDER BY c.id, s.position
+    """
+    chain: tuple | None = None
     with connection.chunked_cursor() as cursor:
-        cursor.execute(sql.replace("::int8", "").replace("::int4", "").replace("::text", ""), params)
+        cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_ROWS):
-            yield from rows
+            for cot_id, question_id, question, answer, text, label, explanation in rows:
+                if chain is None or chain[0] != cot_id:
+                    if chain is not None:
+                        yield chain
+                    chain = (cot_id, question_id, question, answer, [], [], [])
+                chain[4].append(text)
+                chain[5].append(label)
+                chain[6].append(explanation)
+    if chain is not None:
+        yield chain
 
 
 def examples(run: FilterRun) -> Iterator[dict]:
     """One dict per kept chain: question, reference answer, steps, labels, question id."""
-    current: dict | None = None
-    for cot_id, question_id, question, answer, _position, text, label, explanation in _rows(run):
-        if current is None or current["cot_id"] != cot_id:
-            if current is not None:
-                yield current
-            current = {"cot_id": cot_id, "question_id": question_id, "question": question,
-                       "reference_answer": answer, "steps": [], "labels": []}  # fmt: skip
-        if label is None:
+    for cot_id, question_id, question, answer, texts, labels, explanations in _rows(run):
+        if None in labels:
             raise ExportError(f"chain {cot_id} has a step without a label: run the filters again")
-        current["steps"].append(text)
-        current["labels"].append((label, explanation or ""))
-    if current is not None:
-        yield current
+        pairs = [(label, why or "") for label, why in zip(labels, explanations, strict=True)]
+        yield {"cot_id": cot_id, "question_id": question_id, "question": question, "reference_answer": answer,
+               "steps": texts, "labels": pairs}  # fmt: skip
 
 
 class _Images:
