@@ -51,6 +51,10 @@ class FigureData:
     origin: str = Figure.Origin.IMPORTED
     page: Page | None = None
     bbox: list[float] | None = None
+    kind: str = Figure.Kind.FIGURE
+    # What the source held before the figure was enlarged: quality flags are measured on it.
+    source_size: tuple[int, int] | None = None
+    source_sharpness: float | None = None
 
 
 @dataclass
@@ -153,19 +157,26 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         bbox=data.bbox,
         content_hash=hash_content(content_of(data)),
     )
-    unsaved = [
-        Figure(position=i, width=p.width, height=p.height, sharpness=p.sharpness) for i, p in enumerate(prepared)
-    ]
+    unsaved = [_figure_row(i, f, p) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
     findings = checks.rule_findings(question, figures=unsaved)
     with transaction.atomic():
         question.save()
         question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
-        for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
-            attach_figure(question=question, prepared=ready, position=position, origin=figure.origin,
-                          page=figure.page, bbox=figure.bbox)  # fmt: skip
+        for position, row in enumerate(unsaved):
+            row.question = question
+            _store_figure(row, prepared[position])
         QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
         checks.refresh_rule_flags(question, findings)
     return question
+
+
+def _figure_row(position: int, data: FigureData, prepared: images.PreparedFigure) -> Figure:
+    """The figure's row before it is saved; its quality is the source's where the source is known."""
+    source = data.source_size or (None, None)
+    sharpness = data.source_sharpness if data.source_size else prepared.sharpness
+    return Figure(position=position, width=prepared.width, height=prepared.height, sharpness=sharpness,
+                  origin=data.origin, page=data.page, bbox=data.bbox, kind=data.kind, source_width=source[0],
+                  source_height=source[1])  # fmt: skip
 
 
 def attach_figure(
@@ -180,6 +191,11 @@ def attach_figure(
     figure = Figure(
         question=question, position=position, origin=origin, page=page, bbox=bbox, sharpness=prepared.sharpness
     )
+    return _store_figure(figure, prepared)
+
+
+def _store_figure(figure: Figure, prepared: images.PreparedFigure) -> Figure:
+    question, position = figure.question, figure.position
     figure.image.save(f"{question.hash_id}-{position}.{prepared.extension}", ContentFile(prepared.content), save=False)
     # Known already; saves Django from reopening the file to measure it.
     figure.width, figure.height = prepared.width, prepared.height
@@ -510,6 +526,8 @@ def recrop_figure(*, figure: Figure, bbox: Sequence[float], user: Any) -> Figure
     old_bbox, old_file = figure.bbox, figure.image.name
     figure.bbox = [round(v, 2) for v in (x0, y0, x1, y1)]
     figure.sharpness = prepared.sharpness
+    # Cut from the rendered page: its pixels are the source now.
+    figure.source_width, figure.source_height = crop.size
     figure.image.save(
         f"{figure.question.hash_id}-{figure.position}-crop.png", ContentFile(prepared.content), save=False
     )
