@@ -244,8 +244,8 @@ def read_page(page: pymupdf.Page, number: int) -> tuple[PageText, str, list[figu
     if not reading.has_usable_text(page_text):
         backend = get_ocr_backend()
         page_text, source = reading.ocr_layer(page, number, backend), backend.name
-    regions = figures.figure_regions(page, page_text)
-    return _without_figure_text(page_text, regions), source, regions
+    regions = figures.read_formulas(page, figures.figure_regions(page, page_text))
+    return figures.with_formulas(_without_figure_text(page_text, regions), regions), source, regions
 
 
 @dataclass
@@ -255,14 +255,16 @@ class Analysis:
     parsed: Segmented
     layouts: dict[int, PageLayout]
     figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
+    formulas: dict[str, figures.FigureRegion] = field(default_factory=dict)  # formula images by placeholder
 
 
 def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
     """Reading order, questions and each question's figures: the import without the database."""
     lines, layouts = reading_order(texts)
     parsed = segment(lines)
-    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions]
-    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key))
+    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions if not r.is_formula]
+    formulas = {r.token: r for r in regions if r.is_formula}
+    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key), formulas)
 
 
 def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
@@ -271,8 +273,8 @@ def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, r
         # OCR'd by an earlier run of this import (one that crashed later): read, not redone.
         summary.ocr_pages += 1
         page_text = _stored_ocr(row, page, number)
-        regions = figures.figure_regions(page, page_text)
-        return ImportedPage(row, _without_figure_text(page_text, regions), regions)
+        regions = figures.read_formulas(page, figures.figure_regions(page, page_text))
+        return ImportedPage(row, figures.with_formulas(_without_figure_text(page_text, regions), regions), regions)
     page_text, source, regions = read_page(page, number)
     if source != "text-layer":
         summary.ocr_pages += 1
@@ -289,6 +291,7 @@ def _stored_ocr(row: Page, page: pymupdf.Page, number: int) -> PageText:
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
     """Labels inside a figure are part of the figure, not of the question text."""
+    regions = [r for r in regions if not r.is_formula]
 
     def inside(box: tuple) -> bool:
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
@@ -367,20 +370,25 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
             for index, question in todo[start : start + SAVE_BATCH]:
                 _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
                                grade=grade, found=by_question.get(index, []), summary=summary, user=user,
-                               suspects=suspects)  # fmt: skip
+                               suspects=suspects, formulas=analysis.formulas)  # fmt: skip
         heartbeat()
 
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any, suspects: dict[str, list[str]]) -> None:  # fmt: skip
+                   summary: ImportSummary, user: Any, suspects: dict[str, list[str]],
+                   formulas: dict[str, figures.FigureRegion]) -> None:  # fmt: skip
     hash_id = question_hash(document, question)
     page_number, bbox = _first_page_box(question.lines, found)
+    # Formula images stand in the text as [[formula:N]], N their place after the question's figures.
+    texts, inline = figures.placeholders([question.text, question.solution, *(o["text"] for o in question.options)],
+                                         formulas, first=len(found))  # fmt: skip
+    options = [{**o, "text": t} for o, t in zip(question.options, texts[2:], strict=True)]
     data = QuestionData(
-        hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
-        options=question.options, answers=question.answers, raw_solution=question.solution,
+        hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
+        options=options, answers=question.answers, raw_solution=texts[1],
         source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
-        figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate(found)],
+        figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate([*found, *inline])],
     )  # fmt: skip
     # create_question is atomic itself: a refused question rolls back to its own savepoint only.
     try:
@@ -410,7 +418,9 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
 
 def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,
                  position: int) -> FigureData:  # fmt: skip
-    content = figures.crop(pdf[region.page - 1], region.bbox)
-    origin = Figure.Origin.EMBEDDED if region.origin == "embedded" else Figure.Origin.DRAWING
-    return FigureData(content=content, name=f"{hash_id[:12]}-{position}.bmp", origin=origin, page=rows[region.page],
-                      bbox=[round(v, 2) for v in region.bbox])  # fmt: skip
+    cut = figures.crop_region(pdf[region.page - 1], region)
+    origin = Figure.Origin.DRAWING if region.origin == "drawing" else Figure.Origin.EMBEDDED
+    kind = Figure.Kind.FORMULA if region.is_formula else Figure.Kind.FIGURE
+    return FigureData(content=cut.content, name=f"{hash_id[:12]}-{position}.bmp", origin=origin,
+                      page=rows[region.page], bbox=[round(v, 2) for v in region.bbox], kind=kind,
+                      source_size=cut.source_size, source_sharpness=cut.source_sharpness)  # fmt: skip
