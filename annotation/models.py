@@ -199,6 +199,9 @@ class Question(models.Model):
     )
     source_page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
     bbox = models.JSONField(null=True, blank=True)  # [x0, y0, x1, y1] in PDF points on source_page
+    # Every region the question was read from, [page number, x0, y0, x1, y1] in PDF points: one per column
+    # run of its lines and one per figure, so a question cut wrongly shows it on its pages.
+    boxes = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.IMPORTED)
     reject_reason = models.TextField(blank=True)
     # Optimistic concurrency: a save must name the version it started from.

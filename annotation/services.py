@@ -77,6 +77,7 @@ class QuestionData:
     source_document: SourceDocument | None = None
     source_page: Page | None = None
     bbox: list[float] | None = None
+    boxes: list[list[float]] = field(default_factory=list)  # [page number, x0, y0, x1, y1], as Question.boxes
 
 
 # --- content and its hash ----------------------------------------------------
@@ -155,6 +156,7 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         source_document=data.source_document,
         source_page=data.source_page,
         bbox=data.bbox,
+        boxes=data.boxes,
         content_hash=hash_content(content_of(data)),
     )
     unsaved = [_figure_row(i, f, p) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
@@ -555,12 +557,53 @@ def split_question(*, question: Question, at: int, user: Any) -> Question:
     data = QuestionData(
         hash_id=f"{current.hash_id}-s{suffix}"[:64], subject=current.subject, grade=current.grade,
         qtype=current.qtype, text=second, source=current.source, source_document=current.source_document,
-        source_page=current.source_page, bbox=current.bbox,
+        source_page=current.source_page, bbox=current.bbox, boxes=current.boxes,
     )  # fmt: skip
     created = create_question(data=data, user=user, note=f"split from {current.hash_id}")
     edit_question(question=current, changes={"text": first}, user=user, expected_version=current.version,
                   note=f"split into {created.hash_id}")  # fmt: skip
     return created
+
+
+@dataclass
+class PageCut:
+    """One page of a question's document as the OCR review shows it: where this question was read, and
+    where the questions around it were, so that a wrong cut shows."""
+
+    page: Page
+    mine: list[list[float]]  # [x0, y0, x1, y1] in PDF points
+    others: list[tuple[Question, list[float]]]
+
+
+def boxes_of(question: Question) -> list[list[float]]:
+    """[page, x0, y0, x1, y1] for each region of the question (its first-page box for older imports)."""
+    if question.boxes:
+        return question.boxes
+    if question.bbox and question.source_page is not None:
+        return [[question.source_page.number, *question.bbox]]
+    return []
+
+
+def page_cuts(question: Question) -> list[PageCut]:
+    """The pages the question was read from, each with its boxes and the other questions' boxes on it."""
+    if question.source_document_id is None:
+        return []
+    numbers = sorted({int(box[0]) for box in boxes_of(question)})
+    pages = {p.number: p for p in Page.objects.filter(document_id=question.source_document_id, number__in=numbers)}
+    around = Question.objects.filter(source_document_id=question.source_document_id).exclude(pk=question.pk)
+    around = around.exclude(status=Question.Status.REJECTED).select_related("source_page")
+    cuts = []
+    for number in numbers:
+        if number not in pages:
+            continue
+        mine = [box[1:] for box in boxes_of(question) if int(box[0]) == number]
+        others = [(q, box[1:]) for q in around for box in boxes_of(q) if int(box[0]) == number]
+        cuts.append(PageCut(pages[number], mine, others))
+    return cuts
+
+
+def _renumbered(text: str, offset: int) -> str:
+    return checks.FORMULA_PLACEHOLDER.sub(lambda m: f"[[formula:{int(m.group(1)) + offset}]]", text)
 
 
 @transaction.atomic
@@ -579,6 +622,11 @@ def merge_questions(*, first: Question, second: Question, user: Any) -> Question
     offset = first.figures.count()
     for figure in second.figures.all():
         Figure.objects.filter(pk=figure.pk).update(question=first, position=offset + figure.position)
+    # Its formula placeholders follow their images to their new positions.
+    changes["text"] = "\n".join(t for t in (first.text, _renumbered(second.text, offset)) if t)
+    changes["options"] = first.options + [{**o, "text": _renumbered(o.get("text", ""), offset)} for o in second.options]
+    first.boxes = first.boxes + second.boxes
+    Question.objects.filter(pk=first.pk).update(boxes=first.boxes)
     merged = edit_question(question=first, changes=changes, user=user, expected_version=first.version,
                            note=f"merged {second.hash_id}")  # fmt: skip
     reject(question=second, reason=f"merged into {first.hash_id}", user=user)

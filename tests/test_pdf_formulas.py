@@ -224,3 +224,14 @@ def test_a_figure_on_a_scanned_page_is_found_in_its_pixels_and_cropped_with_its_
     assert "图1" not in question.text
     # The scan's own pixels: 150 dpi over the box.
     assert figure.source_width == pytest.approx((x1 - x0) * 150 / 72, abs=3)
+
+
+@pytest.mark.django_db
+def test_each_question_keeps_a_box_per_column_and_page_it_was_read_from():
+    document, _ = _import(fixtures_pdf.two_column_exam().pdf, "two.pdf")
+    boxes = {q.text[:12]: q.boxes for q in Question.objects.filter(source_document=document)}
+    across_columns = [b for b in boxes.values() if len({box[0] for box in b}) == 1 and len(b) >= 2
+                      and b[0][1] < 290 < b[1][1]]  # fmt: skip
+    across_pages = [b for b in boxes.values() if len({box[0] for box in b}) == 2]
+    assert across_columns and across_pages  # question 4 (left column into right) and 7 (page 1 onto 2)
+    assert all(b and all(len(box) == 5 for box in b) for b in boxes.values())

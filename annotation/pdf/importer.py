@@ -341,6 +341,20 @@ def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figu
     return assigned
 
 
+def question_boxes(lines: list[Line], regions: list[figures.FigureRegion]) -> list[list[float]]:
+    """[page, x0, y0, x1, y1] for each run of the question's lines in one column, and for each figure."""
+    runs: list[tuple[tuple, list[Line]]] = []
+    for line in lines:
+        where = line.key[:3]  # page, band, column
+        if runs and runs[-1][0] == where:
+            runs[-1][1].append(line)
+        else:
+            runs.append((where, [line]))
+    boxes = [[run[0].page, *union([line.bbox for line in run])] for _, run in runs]
+    boxes += [[r.page, *r.bbox] for r in regions if not r.is_formula]
+    return [[box[0]] + [round(v, 2) for v in box[1:]] for box in boxes]
+
+
 def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> tuple[int, list[float]]:
     page = lines[0].page
     boxes = [line.bbox for line in lines if line.page == page] + [r.bbox for r in regions if r.page == page]
@@ -388,6 +402,7 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
         options=options, answers=question.answers, raw_solution=texts[1],
         source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
+        boxes=question_boxes(question.lines, found),
         figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate([*found, *inline])],
     )  # fmt: skip
     # create_question is atomic itself: a refused question rolls back to its own savepoint only.
