@@ -235,3 +235,48 @@ def test_each_question_keeps_a_box_per_column_and_page_it_was_read_from():
     across_pages = [b for b in boxes.values() if len({box[0] for box in b}) == 2]
     assert across_columns and across_pages  # question 4 (left column into right) and 7 (page 1 onto 2)
     assert all(b and all(len(box) == 5 for box in b) for b in boxes.values())
+
+
+# --- the crash of issue 11: a Word paper's Mathematical Italic letters ------------------------------------
+
+
+WORD_LINES = [
+    "1．已知 𝑥𝑥＋𝑦𝑦＝1，且 𝑥𝑥＞0，求 $\\foo " + "𝑥" * 9 + "𠀀" * 12 + "$ 的值（  ）",
+    "A．1    B．2    C．3    D．4",
+    "2．函数 𝑓𝑓(𝑥𝑥)＝𝑥𝑥＋1 的零点是（  ）",
+    "A．-1    B．0    C．1    D．2",
+]
+
+
+def _word_text_layer(page, number):
+    """The text layer MuPDF gives for a Word export: math letters as Mathematical Italic code points, doubled,
+    and outside the Basic Multilingual Plane (two UTF-16 units each, which KaTeX's excerpt cut in half)."""
+    from annotation.pdf.layout import PageText, Span, normalize_text
+
+    spans = [Span(normalize_text(text), (60, 90 + 20 * i, 500, 102 + 20 * i), 100 + 20 * i, SIZE)
+             for i, text in enumerate(WORD_LINES)]  # fmt: skip
+    return PageText(number, page.rect.width, page.rect.height, spans)
+
+
+@pytest.mark.django_db
+def test_a_word_paper_with_mathematical_italic_letters_imports_and_a_retry_makes_no_new_document(monkeypatch):
+    from annotation.models import Flag, SourceDocument
+
+    monkeypatch.setattr("annotation.pdf.reading.text_layer", _word_text_layer)
+    content = fixtures_pdf.text_pages(1)
+    document, summary = _import(content, "word-math.pdf")
+    assert not summary.failed and summary.questions == 2
+    document.refresh_from_db()
+    assert document.error == ""
+    first = _question(document, "已知")
+    assert first.text.startswith("已知 x＋y＝1，且 x＞0")  # plain letters, the doubling undone
+    assert "𝑥" not in first.text
+    flags = Flag.objects.filter(question__source_document=document)
+    for flag in flags:
+        flag.message.encode("utf-8")  # a lone surrogate would raise here (and fail the insert on PostgreSQL)
+    assert flags.filter(code=Flag.Code.LATEX_ERROR, question=first).exists()
+    # A retry of the import continues the same document and creates nothing twice.
+    second = import_document(document=document)
+    assert second.questions == 0 and second.existing == 2
+    assert Question.objects.filter(source_document=document).count() == 2
+    assert SourceDocument.objects.count() == 1
