@@ -553,9 +553,11 @@ def split_question(*, question: Question, at: int, user: Any) -> Question:
     first, second = current.text[:at].rstrip(), current.text[at:].strip()
     if not first or not second:
         raise QuestionDataError("split inside the text, so that both parts keep some of it")
-    suffix = Question.objects.filter(hash_id__startswith=f"{current.hash_id}-s").count() + 1
+    # A PDF question's id is a whole SHA-256 (64 characters): cut to leave room for the suffix, never the suffix.
+    base = current.hash_id[:56]
+    suffix = Question.objects.filter(hash_id__startswith=f"{base}-s").count() + 1
     data = QuestionData(
-        hash_id=f"{current.hash_id}-s{suffix}"[:64], subject=current.subject, grade=current.grade,
+        hash_id=f"{base}-s{suffix}", subject=current.subject, grade=current.grade,
         qtype=current.qtype, text=second, source=current.source, source_document=current.source_document,
         source_page=current.source_page, bbox=current.bbox, boxes=current.boxes,
     )  # fmt: skip

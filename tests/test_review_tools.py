@@ -136,3 +136,12 @@ def test_a_question_picked_on_the_page_is_merged_into_the_one_under_review(page,
     # Someone else cannot merge through this assignment.
     third = make_question(text="丁题", source_document=page.document)
     assert login(other_annotator).post(f"/annotate/review/{held.pk}/merge/{third.pk}/").status_code == 404
+
+
+def test_a_question_with_a_full_length_id_splits_too(annotator):
+    """A PDF question's hash_id is a 64-character SHA-256: the split-off id must still be new."""
+    question = make_question(hash_id="a" * 64, text="1. 第一题。2. 第二题。3. 第三题。")
+    first = services.split_question(question=question, at=question.text.index("2."), user=annotator)
+    second = services.split_question(question=Question.objects.get(pk=question.pk), at=6, user=annotator)
+    assert len({question.hash_id, first.hash_id, second.hash_id}) == 3
+    assert all(len(q.hash_id) <= 64 for q in (first, second))
