@@ -54,6 +54,7 @@ $(ML_VENV)/.ml-installed: scripts/ml-venv.sh
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	DEBUG=1 $(VENV)/bin/mypy
 
 test: install-dev chromium ml lint
 	rm -rf $(TEST_DATA_DIR)/broker

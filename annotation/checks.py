@@ -16,9 +16,9 @@ from k12vista.vocabulary import QuestionType
 
 Code = Flag.Code
 
-# Flags written by the import (a gap in the paper next to the question): the question's content cannot
-# tell them again, so a rule refresh leaves them for a person to resolve.
-KEPT_ON_REFRESH = (Code.IMPORT_GAP,)
+# Flags written by the import (a gap in the paper next to the question, a part it could not import): the
+# question's content cannot tell them again, so a rule refresh leaves them for a person to resolve.
+KEPT_ON_REFRESH = (Code.IMPORT_GAP, Code.IMPORT_ERROR)
 
 # Words that point the reader at a figure: 如图(所示), 如下图, 右图, 图1, 图(a), 图甲, 甲图, 见图, 示意图.
 # 图像/图象 (a function's graph, often to be drawn) and 作图 point at none.

@@ -9,7 +9,7 @@ and the same bank (the fingerprint records it) give the same set, and one
 cell's draw does not depend on the others.
 
 Rejected questions are never eligible; the difficulty filters remove questions
-by rejecting them (``inference.assist.confirm_filters``), so their removals are
+by rejecting them (``inference.difficulty.confirm_filters``), so their removals are
 excluded with them.
 """
 

@@ -81,6 +81,11 @@ class SourceDocument(models.Model):
     uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     error = models.TextField(blank=True)
+    # What the last PDF import read (annotation.pdf.importer): the consistency report (numbers found,
+    # gaps, duplicates, sections against their stated counts, text read into no question), its
+    # warnings and the questions that could not be saved. Kept here, not only in the job's result,
+    # so the import screen shows it whatever became of the job.
+    import_report = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -148,11 +153,6 @@ class QuestionQuerySet(models.QuerySet["Question"]):
     def in_release(self, release: Any) -> QuestionQuerySet:
         """The questions a release holds (as they are now; the release keeps their content then)."""
         return self.filter(release_items__release=release)
-
-    def after(self, last_id: int | None) -> QuestionQuerySet:
-        """Keyset pagination by id: constant time however deep the page."""
-        qs = self.order_by("id")
-        return qs.filter(id__gt=last_id) if last_id else qs
 
 
 class Question(models.Model):
@@ -291,6 +291,7 @@ class Flag(models.Model):
         LOW_RESOLUTION = "low_resolution", _("Figure below the resolution threshold")
         MODEL_CHECK = "model_check", _("Found by a model check")
         IMPORT_GAP = "import_gap", _("Next to a gap in the imported paper")
+        IMPORT_ERROR = "import_error", _("Part of the question could not be imported")
         GARBLED_TEXT = "garbled_text", _("Garbled text")
         FORMULA_IMAGE = "formula_image", _("Formula kept as an image")
 

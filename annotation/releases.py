@@ -18,13 +18,18 @@ same seam as ``OCR_BACKEND``).
 from __future__ import annotations
 
 import difflib
+import hashlib
+import os
 import re
 import subprocess
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Prefetch, QuerySet
 from django.utils import timezone
@@ -33,6 +38,7 @@ from django.utils.module_loading import import_string
 from annotation import services
 from annotation.models import (
     CandidateSet,
+    Figure,
     Flag,
     KnowledgePoint,
     Question,
@@ -94,6 +100,37 @@ def snapshot_queryset(questions: QuerySet[Question]) -> QuerySet[Question]:
     )
 
 
+FIGURES_DIR = "releases/figures"
+
+
+def keep_figure(figure: Figure) -> str:
+    """The release's own copy of a figure's bytes as they are now, named by their SHA-256.
+
+    The bank's figure file is not the release's: a recrop writes a new file and
+    deletes the old one, so a snapshot naming the bank's file would lose its
+    figure. Copies are shared by every release holding the same bytes (a
+    hard link where the storage is a local folder, else a copy)."""
+    storage = figure.image.storage
+    with figure.image.open("rb") as stored:
+        data = stored.read()
+    digest = hashlib.sha256(data).hexdigest()
+    suffix = Path(figure.image.name).suffix.lower()
+    if not re.fullmatch(r"\.[a-z0-9]{1,5}", suffix):
+        suffix = ".bin"
+    name = f"{FIGURES_DIR}/{digest[:2]}/{digest}{suffix}"
+    if default_storage.exists(name):
+        return name
+    try:
+        source, target = storage.path(figure.image.name), default_storage.path(name)
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        os.link(source, target)
+    except FileExistsError:  # another build kept the same bytes meanwhile
+        pass
+    except (NotImplementedError, OSError):  # no local paths, or another device
+        default_storage.save(name, ContentFile(data))
+    return name
+
+
 def content_snapshot(question: Question) -> tuple[dict, str]:
     """The question's content as the release keeps it, and its content hash (the bank's hash)."""
     points = list(question.knowledge_points.all())
@@ -103,7 +140,7 @@ def content_snapshot(question: Question) -> tuple[dict, str]:
     content |= {
         "stage": question.stage,
         "core_units": sorted({p.core_unit.name for p in points if p.core_unit_id}),
-        "figures": [f.image.name for f in question.figures.all()],
+        "figures": [keep_figure(f) for f in question.figures.all()],
     }
     return content, digest
 

@@ -18,6 +18,7 @@ urlpatterns = [
     path("team/", views.team, name="team"),
     path("imports/", views.imports, name="imports"),
     path("imports/<int:pk>/", views.import_detail, name="import_detail"),
+    path("imports/<int:pk>/retry/", views.import_retry, name="import_retry"),
     path("assignments/<int:pk>/reassign/", views.reassign, name="reassign"),
     path("questions/", views.question_list, name="questions"),
     path("questions/export/", views.export, name="export"),

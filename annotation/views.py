@@ -20,9 +20,9 @@ from annotation.forms import (
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
 from k12vista.jobs import start_job
+from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
 
-PAGE_SIZE = 50
 BROWSERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
 
 
@@ -230,18 +230,7 @@ def question_list(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *BROWSERS)
     form = QuestionFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
-    rows = list(
-        Question.objects.matching(filters)
-        .after(filters.get("after"))
-        .select_related("source_document")[: PAGE_SIZE + 1]
-    )
-    has_next = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
-    next_query = None
-    if has_next:
-        query = request.GET.copy()
-        query["after"] = rows[-1].pk
-        next_query = query.urlencode()
+    rows, next_query = keyset_page(Question.objects.matching(filters).select_related("source_document"), request)
     ctx = {"form": form, "controls": filter_controls(form), "questions": rows, "next_query": next_query}
     if request.htmx:
         return render(request, "annotation/question_list.html#rows", ctx)
@@ -361,6 +350,19 @@ def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return render(request, "annotation/import_detail.html#status", ctx)
     return render(request, "annotation/import_detail.html", ctx)
+
+
+@login_required
+@require_POST
+def import_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    """Runs a stopped PDF import again on the same document: it continues where the last run stopped."""
+    require_role(request.user, *UPLOADERS)
+    document = get_object_or_404(documents_for(request.user).filter(kind=SourceDocument.Kind.PDF), pk=pk)
+    try:
+        pdf.retry_pdf_import(document=document, user=request.user)
+    except pdf.PdfImportError as exc:
+        messages.error(request, str(exc))
+    return redirect("annotation:import_detail", pk=document.pk)
 
 
 @login_required

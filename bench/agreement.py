@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reuse", action="store_true", help="time the report on the data a previous run left")
+    parser.add_argument("--page", action="store_true",
+                        help="also time the stored report's job and the agreement page reading it, beside the page "
+                             "computing the report in the request (the old page)")  # fmt: skip
     args = parser.parse_args(argv)
     if not (os.environ.get("DATA_DIR") or os.environ.get("DATABASE_URL")):
         parser.error("set DATA_DIR (or DATABASE_URL) to a throwaway location; this fills the database")
@@ -134,7 +137,86 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {judge['rater']:16s} accuracy {accuracy:.3f} kappa {kappa:.3f}")
     print(f"agreement_report: best {min(times):.3f} s, median {statistics.median(times):.3f} s over {args.repeat} runs "
           "(target < 2 s)")  # fmt: skip
+    if args.page:
+        bench_page(args.repeat)
     return 0
+
+
+def page_once(client, url: str, *, memory: bool = False) -> tuple[float, float | None, int]:
+    """Seconds, queries and (with ``memory``, in a pass of its own: tracing slows Python down
+    several times) the peak Python memory in MiB of one GET of the page."""
+    import tracemalloc
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if memory:
+        tracemalloc.start()
+    started = time.perf_counter()
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, HTTP_HOST="localhost")
+    took = time.perf_counter() - started
+    peak = None
+    if memory:
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    assert response.status_code == 200, response.status_code
+    return took, peak, len(queries)
+
+
+def bench_page(repeat: int) -> None:
+    """The page as it is (reading the stored report) beside the page computing it in the request."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    # The bench has no collected static files: plain static URLs instead of the manifest's.
+    storages = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(STORAGES=storages):
+        _bench_page(repeat)
+
+
+def _bench_page(repeat: int) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client, override_settings
+
+    from k12vista import services
+    from k12vista.roles import Role
+    from pem import agreement_store
+    from pem.models import StoredAgreement
+
+    user = get_user_model().objects.filter(username="bench-researcher").first() or services.create_user(
+        username="bench-researcher", roles=[Role.RESEARCHER], password="bench-password-1234"
+    )  # fmt: skip
+    client = Client()
+    client.force_login(user)
+    started = time.perf_counter()
+    stored = agreement_store.compute_and_store("all")
+    print(f"stored report job (compute_and_store over {stored.fingerprint['labels']} labels): "
+          f"{time.perf_counter() - started:.2f} s")  # fmt: skip
+    started = time.perf_counter()
+    agreement_store.fingerprint()
+    print(f"  of which the labels' fingerprint (read by every page view): {time.perf_counter() - started:.3f} s")
+    rows: dict[str, list] = {"stored": [], "computed in the request": []}
+
+    def inline(memory: bool = False):
+        with override_settings(AGREEMENT_INLINE_LABELS=10**12):
+            StoredAgreement.objects.filter(pk=stored.pk).update(fingerprint={})  # out of date: computed inline
+            found = page_once(client, "/pem/agreement/", memory=memory)
+            StoredAgreement.objects.filter(pk=stored.pk).update(fingerprint=stored.fingerprint)
+        return found
+
+    for _ in range(repeat):  # interleaved, so that both see the same (shared, busy) machine
+        rows["stored"].append(page_once(client, "/pem/agreement/"))
+        rows["computed in the request"].append(inline())
+    peaks = {"stored": page_once(client, "/pem/agreement/", memory=True)[1], "computed in the request":
+             inline(memory=True)[1]}  # fmt: skip
+    for name, found in rows.items():
+        times = [t for t, _m, _q in found]
+        print(f"agreement page, {name}: best {min(times):.3f} s, median {statistics.median(times):.3f} s, "
+              f"{found[0][2]} queries; peak Python memory {peaks[name]:.1f} MiB (traced pass)")  # fmt: skip
 
 
 if __name__ == "__main__":

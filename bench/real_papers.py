@@ -64,6 +64,7 @@ class PaperScore:
     warnings: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)  # each matched question that differs, and how
     error: str = ""
 
     @property
@@ -143,17 +144,26 @@ def _compare(score: PaperScore, expected: list[dict], parsed: list, figures_of: 
     index_of = {id(q): i for i, q in enumerate(all_parsed)}
     for a, b in pairs:
         exp, question = expected[a], parsed[b]
-        score.type_ok += TYPES.get(exp["type"]) == question.qtype
+        label = question.label
+        type_ok = TYPES.get(exp["type"]) == question.qtype
+        score.type_ok += type_ok
+        if not type_ok:
+            score.misses.append(f"{label}: type {question.qtype}, expected {exp['type']}")
         if exp.get("options"):
             score.options_total += 1
-            score.options_ok += len(question.options) == exp["options"] or (
-                # Picture options: the letters stand under the pictures, the count is the expected one.
-                question.option_count == exp["options"]
-            )
+            options_ok = question.option_count == exp["options"]
+            score.options_ok += options_ok
+            if not options_ok:
+                got = "".join(o["label"] for o in question.options)
+                score.misses.append(f"{label}: options {question.option_count} ({got}), expected {exp['options']}")
         has_solution = bool(question.solution.strip() or question.answer.strip())
         score.solution_ok += has_solution == bool(exp["has_solution"])
+        if has_solution != bool(exp["has_solution"]):
+            score.misses.append(f"{label}: solution {'found' if has_solution else 'missing'}")
         found = len(figures_of.get(index_of[id(question)], []))
         score.figures_ok += abs(found - int(exp.get("figures") or 0)) <= 1
+        if abs(found - int(exp.get("figures") or 0)) > 1:
+            score.misses.append(f"{label}: {found} figures, expected {exp.get('figures') or 0}")
 
 
 def _fmt(value: float | None) -> str:
@@ -249,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--ocr-cache", type=Path, help="keep OCR results here between runs (OCR times then mean nothing)"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="print each paper's warnings too")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each paper's warnings and misses too")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "k12vista.settings")
     import django
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(scores)
     if args.verbose:
         for s in scores:
-            print(f"\n{s.file}: " + "\n  ".join(s.warnings))
+            print(f"\n{s.file}:\n  " + "\n  ".join(s.warnings + [f"miss {m}" for m in s.misses]))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ preview, the stratified draw, and writing the Parquet release beside pyarrow alo
 
     DATA_DIR=/tmp/k12-releasebench DEBUG=1 nice -n 10 .venv/bin/python -m bench.release --scale 0.05
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/k12_release ... .venv/bin/python -m bench.release --scale 0.05
+    ... -m bench.release --scale 1.0 --only parquet [--profile]   # the Parquet writer only; a --keep bank stays
 
 Scale 1.0 is the paper's size: a bank of 160,000 valid questions carrying 17,721
 knowledge points (targets: clustering under 2 minutes, preview under 5 s, draw
@@ -103,7 +104,7 @@ def timed(label: str, fn, *args, **kwargs):
     return result, took
 
 
-def bench_release(size: int) -> None:
+def bench_release(size: int, *, profile: bool = False) -> None:
     """Our Parquet writer (database rows + stored figures -> shards) against pyarrow alone on the same rows."""
     import tempfile
     from pathlib import Path
@@ -138,7 +139,7 @@ def bench_release(size: int) -> None:
         schema = release_files.FEATURES.arrow_schema
 
         def ours_once() -> None:
-            rows = release.items.order_by("hash_id").values_list(*release_files.ITEM_FIELDS)
+            rows = release_files.item_rows(release.items.order_by("hash_id"))
             release_files.write_parquet(rows.iterator(chunk_size=release_files.ROW_GROUP), ours_dir, total,
                                         rows_per_shard=5000, tick=lambda: None)  # fmt: skip
 
@@ -154,6 +155,13 @@ def bench_release(size: int) -> None:
                         writer.write_table(pa.Table.from_pylist(part[start : start + release_files.ROW_GROUP],
                                                                 schema=schema))  # fmt: skip
 
+        if profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.runcall(ours_once)
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
         # Best of three each, interleaved, so that both see the same (shared, busy) machine.
         ours = alone = float("inf")
         for _ in range(3):
@@ -173,6 +181,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--keep", action="store_true", help="Leave the bench's rows in the database.")
+    parser.add_argument(
+        "--only",
+        choices=("all", "parquet"),
+        default="all",
+        help="parquet: only the Parquet writer beside pyarrow alone (no bank, no clustering)",
+    )
+    parser.add_argument("--profile", action="store_true", help="Print the writer's top functions (one extra pass).")
     args = parser.parse_args()
     setup_django()
     from django.db import connection
@@ -183,6 +198,12 @@ def main() -> None:
     bank, points, release = (max(10, round(n * args.scale)) for n in (BANK, POINTS, RELEASE))
     print(f"scale {args.scale}: bank {bank}, knowledge points {points}, release {release}; {connection.vendor}; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    if args.only == "parquet":  # leaves a loaded bank (--keep) alone
+        from annotation.models import Release
+
+        Release.objects.filter(version__gte=900000).delete()
+        bench_release(release, profile=args.profile)
+        return
     clean()
     timed("load the bank (setup, not a target)", load_bank, bank, points)
     params = knowledge.ClusterParams()
@@ -196,7 +217,7 @@ def main() -> None:
     print(f"    {report['allocated']} allocated in {len(report['cells'])} cells, {report['short_cells']} short")
     (ids, drawn, _fp), _took = timed("draw (target < 30 s)", draw.draw, targets, 1)
     print(f"    {len(ids)} drawn, {drawn['coverage'].get('added_for_coverage', 0)} for coverage")
-    bench_release(release)
+    bench_release(release, profile=args.profile)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if not args.keep:
         clean()

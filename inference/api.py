@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
-from inference import assist, client, leaderboard, models, scoring, services
+from inference import assist, client, difficulty, leaderboard, models, scoring, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
 from inference.standings import board_state
@@ -150,6 +150,23 @@ class EndpointList(generics.ListAPIView):
         except services.EndpointError as exc:
             raise ValidationError({"base_url": [str(exc)]}) from exc
         return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
+
+
+class ProbeOutput(serializers.Serializer):
+    ok = serializers.BooleanField(allow_null=True, help_text="null: no call is possible from here (offline engines)")
+    message = serializers.CharField(help_text="What the test found, in the caller's language")
+    latency_ms = serializers.IntegerField(allow_null=True)
+    model = serializers.CharField(help_text="The model name the server answered with")
+    model_path_exists = serializers.BooleanField(allow_null=True, help_text="Offline engines: the model path exists")
+
+
+@extend_schema(request=None, responses=ProbeOutput)
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def endpoint_test(request: Request, pk: int) -> Response:
+    """Test connection: one tiny request through the client every run uses; the result and its latency."""
+    endpoint = generics.get_object_or_404(models.ModelEndpoint, pk=pk)
+    return Response(ProbeOutput(client.probe_endpoint(endpoint)).data)
 
 
 class RunList(generics.ListAPIView):
@@ -514,11 +531,12 @@ def chosen_filter_runs(user, data) -> tuple[list, models.AssistRun | None]:
     return small, text_only
 
 
-def preview_document(preview: assist.FilterPreview) -> dict:
+def preview_document(preview: difficulty.FilterPreview) -> dict:
     return {
         "fingerprint": preview.fingerprint, "candidates": len(preview.candidates), "to_remove": list(preview.to_remove),
         "already_rejected": preview.already_rejected, "released": preview.released,
-        "unchecked": {str(pk): n for pk, n in preview.unchecked.items()}, "evidence": assist.filter_evidence(preview),
+        "unchecked": {str(pk): n for pk, n in preview.unchecked.items()},
+        "evidence": difficulty.filter_evidence(preview),
     }  # fmt: skip
 
 
@@ -531,8 +549,8 @@ def filters_preview(request: Request) -> Response:
     given.is_valid(raise_exception=True)
     small, text_only = chosen_filter_runs(request.user, given.validated_data)
     try:
-        preview = assist.preview_filters(small, text_only)
-    except assist.FilterError as exc:
+        preview = difficulty.preview_filters(small, text_only)
+    except difficulty.FilterError as exc:
         raise ValidationError({"detail": [str(exc)]}) from exc
     return Response(FilterPreviewOutput(preview_document(preview)).data)
 
@@ -548,12 +566,12 @@ def filters_confirm(request: Request) -> Response:
     small, text_only = chosen_filter_runs(request.user, given.validated_data)
     try:
         fingerprint = given.validated_data["fingerprint"]
-        job = assist.start_confirm_filters(
+        job = difficulty.start_confirm_filters(
             small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
         )
-    except assist.StaleConfirmation:
-        preview = assist.preview_filters(small, text_only)
+    except difficulty.StaleConfirmation:
+        preview = difficulty.preview_filters(small, text_only)
         return Response(FilterPreviewOutput(preview_document(preview)).data, status=status.HTTP_409_CONFLICT)
-    except assist.FilterError as exc:
+    except difficulty.FilterError as exc:
         raise ValidationError({"detail": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

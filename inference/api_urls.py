@@ -5,6 +5,7 @@ from inference import api, campaign_api
 app_name = "inference_api"
 urlpatterns = [
     path("endpoints/", api.EndpointList.as_view(), name="endpoints"),
+    path("endpoints/<int:pk>/test/", api.endpoint_test, name="endpoint_test"),
     path("runs/", api.RunList.as_view(), name="runs"),
     path("runs/<int:pk>/", api.RunDetail.as_view(), name="run"),
     path("runs/<int:pk>/responses/", api.RunResponses.as_view(), name="responses"),

@@ -16,6 +16,9 @@ through here.
   retried with exponential backoff and jitter, waiting at least what a 429 or
   503's ``Retry-After`` asks; anything else fails at once. A slot is held for
   one attempt only, never during the wait.
+* **An endpoint that is down stops the run**: after a few attempts in a row
+  that never reached the server (``Reachability``), the run fails with one
+  message naming the URL and the cause; its unasked questions stay pending.
 * **Fan-out with batched saves**: ``fan_out`` runs one coroutine per item with
   at most ``max_concurrency`` items being prepared or asked at once, and saves
   what they return in batches (one transaction twice a second), reporting
@@ -303,6 +306,37 @@ def completion_of(reply: Any, *, started: float, attempts: int) -> client.Comple
 # --- callers ----------------------------------------------------------------------------
 
 
+class Reachability:
+    """Attempts in a row, over all of a run's calls to one endpoint, that never reached
+    the server (refused, DNS, TLS, connect timeout, dropped). After
+    ``MODEL_UNREACHABLE_AFTER`` of them, one a retry (the server stayed down past a
+    backoff; a blip that fails every request in flight at once is retried first),
+    the endpoint is down: every call of the run raises EndpointUnreachable, which
+    stops the run with one message while its unasked questions stay pending. Any
+    answer from the server, even a 4xx or 5xx, starts the count again."""
+
+    def __init__(self, endpoint: ModelEndpoint, *, attempts_per_call: int) -> None:
+        self.url = endpoint.base_url
+        self.limit = max(1, getattr(settings, "MODEL_UNREACHABLE_AFTER", 4))
+        self.attempts_per_call = attempts_per_call
+        self.in_a_row = 0
+        self.down: str | None = None  # the cause, once the endpoint is held down
+
+    def check(self) -> None:
+        if self.down is not None:
+            raise client.EndpointUnreachable(url=self.url, cause=self.down, count=self.in_a_row)
+
+    def note(self, exc: BaseException | None, *, attempt: int) -> None:
+        cause = client.connection_failure(exc) if exc is not None else None
+        if cause is None:
+            self.in_a_row = 0
+            return
+        self.in_a_row += 1
+        if self.in_a_row >= self.limit and (attempt > 1 or self.attempts_per_call == 1):
+            self.down = cause
+            self.check()
+
+
 class Caller:
     """Calls to one endpoint from one run: its client, its shared slots and the retry rules."""
 
@@ -311,19 +345,27 @@ class Caller:
         self.api = client.make_client(endpoint)
         self.slots = SharedSlots(endpoint)
         self.rules = retry_rules(retries=retries, backoff=backoff)
+        self.reach = Reachability(endpoint, attempts_per_call=self.rules["stop"].max_attempt_number)
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> client.Completion:
-        """One chat completion, retried by the rules above; ModelCallError when it fails for good."""
+        """One chat completion, retried by the rules above; ModelCallError when it fails for good,
+        EndpointUnreachable once the endpoint is down (see Reachability)."""
         attempts = 0
         try:
             async for attempt in tenacity.AsyncRetrying(**self.rules):
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
+                    self.reach.check()
                     async with self.slots:
                         started = time.perf_counter()
-                        reply = await self.api.chat.completions.create(
-                            model=self.endpoint.model_name, messages=messages, **params
-                        )
+                        try:
+                            reply = await self.api.chat.completions.create(
+                                model=self.endpoint.model_name, messages=messages, **params
+                            )
+                        except openai.APIError as exc:
+                            self.reach.note(exc, attempt=attempts)
+                            raise
+                        self.reach.note(None, attempt=attempts)
         except (openai.APIError, openai.APIConnectionError) as exc:
             raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
                                         attempts=attempts) from exc  # fmt: skip
@@ -406,5 +448,8 @@ async def fan_out[T, R](
             for item in items:
                 group.create_task(one(item))
     except* Exception as group_error:
-        raise group_error.exceptions[0] from None
+        first = group_error.exceptions[0]
+        if isinstance(first, client.EndpointUnreachable) and unsaved:
+            await save_now(list(unsaved))  # the answers in hand are kept; the rest stay pending
+        raise first from None
     await settle(final=True)

@@ -14,14 +14,24 @@ from __future__ import annotations
 import base64
 import io
 import os
+import socket
+import ssl
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import httpx2
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from PIL import Image
+
+from k12vista.job_text import JobFailure, failure_wording
 
 if TYPE_CHECKING:
     from inference.models import ModelEndpoint
@@ -204,8 +214,7 @@ class Completion:
 
 def image_data_url(content: bytes, *, max_side: int) -> str:
     """A figure as a JPEG data URL, shrunk on our side to the endpoint's largest side."""
-    image = Image.open(io.BytesIO(content))
-    image = image.convert("RGB")
+    image = Image.open(io.BytesIO(content)).convert("RGB")
     if max(image.size) > max_side:
         image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
@@ -213,7 +222,7 @@ def image_data_url(content: bytes, *, max_side: int) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def build_messages(*, system: str, user: str, image_urls: list[str] = ()) -> list[dict[str, Any]]:
+def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -248,3 +257,143 @@ def describe(exc: Exception) -> str:
         body = exc.body if isinstance(exc.body, str | dict) else ""
         return f"HTTP {exc.status_code}: {body or exc.message}"[:2000]
     return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+# --- a server that does not answer at all -------------------------------------------
+
+# Why a request never reached the model, as people read it.
+CONNECTION_CAUSES = {
+    "refused": gettext_lazy("connection refused"),
+    "dns": gettext_lazy("the host name could not be resolved"),
+    "tls": gettext_lazy("the TLS handshake failed"),
+    "connect_timeout": gettext_lazy("the connection timed out"),
+    "connect": gettext_lazy("the connection could not be opened"),
+    "disconnected": gettext_lazy("the server closed the connection without answering"),
+}
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """Why a call never reached the server (a key of CONNECTION_CAUSES), or None
+    when it did: any HTTP answer (a 4xx or 5xx is about one question), and a read
+    timeout (the server took the request; the model is slow)."""
+    if not isinstance(exc, openai.APIConnectionError):
+        return None
+    chain = _causes(exc)
+    for cause in chain:
+        if isinstance(cause, ConnectionRefusedError):
+            return "refused"
+        if isinstance(cause, socket.gaierror):
+            return "dns"
+        if isinstance(cause, ssl.SSLError):
+            return "tls"
+        if isinstance(cause, httpx2.ConnectTimeout):
+            return "connect_timeout"
+    for cause in chain:
+        if isinstance(cause, httpx2.ConnectError):
+            return "connect"
+        if isinstance(cause, httpx2.ReadError | httpx2.WriteError | httpx2.RemoteProtocolError):
+            return "disconnected"
+    return None
+
+
+UNREACHABLE = "inference.endpoint_unreachable"
+
+
+@failure_wording(UNREACHABLE)
+def unreachable_message(params: dict[str, Any]) -> str:
+    cause = CONNECTION_CAUSES.get(params["cause"], params["cause"])
+    text = _("Cannot reach the model server %(url)s: %(cause)s.") % {"url": params["url"], "cause": cause}
+    if params.get("count"):
+        text += " " + _(
+            "The run stopped after %(count)s failed connections in a row; the questions not answered yet stay "
+            "pending, and a retry once the server is up resumes the run."
+        ) % {"count": params["count"]}
+    return text
+
+
+class EndpointUnreachable(JobFailure):
+    """Raised by inference.calls once an endpoint failed to connect too many times in
+    a row: the run stops with this message instead of failing every question."""
+
+    def __init__(self, *, url: str, cause: str, count: int) -> None:
+        super().__init__(UNREACHABLE, {"url": url, "cause": cause, "count": count})
+
+
+# --- "test connection" ----------------------------------------------------------------
+
+PROBE_TIMEOUT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What testing an endpoint found. ``ok`` is None when no call is possible from
+    here (the offline engines load in a worker); ``message`` is in the reader's language."""
+
+    ok: bool | None
+    message: str
+    latency_ms: int | None = None
+    model: str = ""
+    model_path_exists: bool | None = None
+
+
+def probe_endpoint(endpoint: ModelEndpoint) -> Probe:
+    """One tiny chat request (one token) through the client every call uses (the
+    allowlist, the declared key, no redirects), with no retries and no slot: a
+    test answers at once, even while runs hold all of the endpoint's slots."""
+    if endpoint.kind != "openai":
+        return probe_local(endpoint)
+    try:
+        api = make_client(endpoint, sync=True)
+    except EndpointError as exc:
+        return Probe(ok=False, message=str(exc))
+    started = time.perf_counter()
+    try:
+        reply = api.with_options(timeout=min(endpoint.timeout_seconds, PROBE_TIMEOUT_SECONDS)).chat.completions.create(
+            model=endpoint.model_name, messages=[{"role": "user", "content": "ping"}], max_tokens=1
+        )
+    except openai.APIError as exc:
+        latency = round((time.perf_counter() - started) * 1000)
+        cause = connection_failure(exc)
+        if cause is not None:
+            return Probe(ok=False, latency_ms=latency,
+                         message=unreachable_message({"url": endpoint.base_url, "cause": cause}))  # fmt: skip
+        if isinstance(exc, openai.APITimeoutError):
+            message = _("The server took the request but gave no answer within %(seconds)s s.") % {
+                "seconds": min(endpoint.timeout_seconds, PROBE_TIMEOUT_SECONDS)
+            }
+            return Probe(ok=False, latency_ms=latency, message=message)
+        return Probe(ok=False, latency_ms=latency,
+                     message=_("The server answered with an error: %(error)s") % {"error": describe(exc)})  # fmt: skip
+    finally:
+        api.close()
+    latency = round((time.perf_counter() - started) * 1000)
+    model = str(getattr(reply, "model", "") or endpoint.model_name)[:200]
+    return Probe(ok=True, latency_ms=latency, model=model,
+                 message=_("The model %(model)s answered in %(ms)s ms.") % {"model": model, "ms": latency})  # fmt: skip
+
+
+def probe_local(endpoint: ModelEndpoint) -> Probe:
+    """The offline engines (vLLM, transformers) load the model inside a worker, so no
+    request can be sent from here; what can be checked is whether the model path exists."""
+    try:
+        exists = bool(endpoint.model_name) and Path(endpoint.model_name).expanduser().exists()
+    except (OSError, ValueError):  # a name no file system accepts (NUL, too long)
+        exists = False
+    if exists:
+        found = _("The model path exists on this server.")
+    else:
+        found = _(
+            "The model path was not found on this server: it may be a model name the worker downloads, or a "
+            "path that exists only on the workers."
+        )
+    engine = _("This engine loads the model inside a worker, so there is no server to call; a run is the test.")
+    return Probe(ok=None, model_path_exists=exists, message=f"{engine} {found}")

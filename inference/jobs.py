@@ -1,3 +1,3 @@
 """Importing these registers the inference job handlers."""
 
-from inference import assist, scoring, services  # noqa: F401
+from inference import assist, difficulty, scoring, services  # noqa: F401

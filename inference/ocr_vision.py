@@ -30,6 +30,7 @@ from PIL import Image
 from annotation.ocr import OCRBackend, OCRLine, OCRResult, OCRServiceError, OCRUnavailable
 from inference import calls, client, prompts
 from inference.models import ModelEndpoint, PromptTemplate
+from inference.parsing import answer_after_reasoning
 from inference.services import ALLOWED_PARAMS
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class VisionOCRBackend(OCRBackend):
 def clean_markdown(text: str) -> str:
     """The model's Markdown without reasoning before </think> or a code fence
     wrapped around all of it (models add one although the prompt says not to)."""
-    lines = text.rsplit("</think>", 1)[-1].strip().splitlines()
+    lines = answer_after_reasoning(text).splitlines()
     if lines and lines[0].lstrip().startswith("```"):
         lines = lines[1:]
         if lines and lines[-1].strip() == "```":

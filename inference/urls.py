@@ -9,6 +9,7 @@ urlpatterns = [
     path("endpoints/new/", views.endpoint_create, name="endpoint_create"),
     path("endpoints/<int:pk>/", views.endpoint_edit, name="endpoint_edit"),
     path("endpoints/<int:pk>/deactivate/", views.endpoint_deactivate, name="endpoint_deactivate"),
+    path("endpoints/<int:pk>/test/", views.endpoint_test, name="endpoint_test"),
     path("prompts/", views.prompt_list, name="prompts"),
     path("prompts/<slug:kind>/<slug:qtype>/", views.prompt_detail, name="prompt"),
     path("prompts/<slug:kind>/<slug:qtype>/diff/", views.prompt_diff, name="prompt_diff"),

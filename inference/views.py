@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.models import Release
-from inference import assist, client, default_prompts, leaderboard, prompts, scoring, services
+from inference import assist, client, default_prompts, difficulty, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
 from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
 from inference.models import (
@@ -42,12 +42,12 @@ from inference.models import (
 )
 from inference.standings import board_state
 from k12vista.models import Job
+from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
 LEADERBOARD_READERS = (Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
-PAGE_SIZE = 50
 ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
 
 
@@ -150,6 +150,21 @@ def endpoint_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
         endpoint.key_state = key_state(endpoint)
         return render(request, "inference/endpoint_list.html#row", {"endpoint": endpoint})
     messages.success(request, _("Switched off %(name)s.") % {"name": endpoint.name})
+    return redirect("inference:endpoints")
+
+
+@login_required
+@require_POST
+def endpoint_test(request: HttpRequest, pk: int) -> HttpResponse:
+    """Test connection: one tiny request through the client every run uses (a POST: it calls out)."""
+    endpoint = get_endpoint_for_user(request.user, pk)
+    probe = client.probe_endpoint(endpoint)
+    if request.htmx:
+        return render(request, "inference/_endpoint_test.html", {"endpoint": endpoint, "probe": probe})
+    shown = f"{endpoint.name}: {probe.message}"
+    (messages.success if probe.ok else messages.warning if probe.ok is None else messages.error)(request, shown)
+    if request.POST.get("next") == "edit":
+        return redirect("inference:endpoint_edit", pk=endpoint.pk)
     return redirect("inference:endpoints")
 
 
@@ -259,21 +274,6 @@ def run_create(request: HttpRequest) -> HttpResponse:
         else:
             return redirect("inference:run", pk=run.pk)
     return render(request, "inference/run_form.html", {"form": form})
-
-
-def keyset_page(rows: QuerySet, request: HttpRequest) -> tuple[list, str | None]:
-    """One page of rows after ?after=<id>, and the query string of the next page."""
-    try:
-        after = int(request.GET.get("after", 0))
-    except ValueError:
-        after = 0
-    page = list(rows.filter(id__gt=after).order_by("id")[: PAGE_SIZE + 1])
-    if len(page) <= PAGE_SIZE:
-        return page, None
-    page = page[:PAGE_SIZE]
-    query = request.GET.copy()
-    query["after"] = page[-1].pk
-    return page, query.urlencode()
 
 
 @login_required
@@ -739,7 +739,7 @@ def confirm_job_for(request: HttpRequest) -> Job | None:
     job_id = request.GET.get("job", "")
     if request.method != "GET" or not job_id.isdigit():
         return None
-    jobs = Job.objects.filter(pk=int(job_id), kind=assist.CONFIRM_JOB_KIND)
+    jobs = Job.objects.filter(pk=int(job_id), kind=difficulty.CONFIRM_JOB_KIND)
     if not request.user.has_perm("k12vista.administer"):
         jobs = jobs.filter(started_by=request.user)
     return jobs.first()
@@ -758,21 +758,21 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
         try:
             if request.method == "POST":
                 fingerprint = form.cleaned_data["fingerprint"]
-                job = assist.start_confirm_filters(
+                job = difficulty.start_confirm_filters(
                     small_runs=small, text_only_run=text_only, fingerprint=fingerprint, user=request.user
                 )
                 query = filter_query(small, text_only)
                 return redirect(f"{reverse('inference:difficulty')}?{query}&{urlencode({'job': job.pk})}")
-            preview = assist.preview_filters(small, text_only)
-        except assist.StaleConfirmation as exc:
+            preview = difficulty.preview_filters(small, text_only)
+        except difficulty.StaleConfirmation as exc:
             form.add_error(None, str(exc))
-            preview, status = assist.preview_filters(small, text_only), 409
-        except assist.FilterError as exc:
+            preview, status = difficulty.preview_filters(small, text_only), 409
+        except difficulty.FilterError as exc:
             form.add_error(None, str(exc))
             status = 400
     elif data is not None:
         status = 400
-    ctx = {"form": form, "preview": preview, "rows": assist.filter_evidence(preview) if preview else [],
+    ctx = {"form": form, "preview": preview, "rows": difficulty.filter_evidence(preview) if preview else [],
            "job": confirm_job_for(request)}  # fmt: skip
     if preview:
         ctx["unchecked"] = [(run, preview.unchecked[run.pk]) for run in (*preview.small_runs, preview.text_only_run)

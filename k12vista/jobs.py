@@ -33,6 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from k12vista.job_text import JobFailure
 from k12vista.models import Job
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,11 @@ def execute_job(job_id: int) -> str:
         # Release the claim so the retry can take the job again.
         Job.objects.filter(pk=job.pk, claim_token=token).update(status=Job.Status.QUEUED, claim_token=None)
         raise
+    except JobFailure as exc:
+        # Stated for people (an unreachable model server): no traceback, the words stored as a code.
+        log.warning("job %s (%s) failed: %s", job.pk, job.kind, exc)
+        job.finish(token, Job.Status.FAILED, error=str(exc), error_code=exc.code, error_params=exc.params)
+        return Job.Status.FAILED
     except Exception as exc:
         log.exception("job %s (%s) failed", job.pk, job.kind)
         job.finish(token, Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")

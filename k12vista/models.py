@@ -10,6 +10,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from k12vista import job_text
+
 
 class Profile(models.Model):
     """Per-user settings; also declares the role capabilities (see roles.py)."""
@@ -96,6 +98,9 @@ class Job(models.Model):
     done = models.PositiveIntegerField(default=0)
     total = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # A failure worded at display time (k12vista.job_text): its code and parameters; ``error`` keeps it in English.
+    error_code = models.CharField(max_length=100, blank=True)
+    error_params = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
@@ -120,6 +125,20 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def kind_label(self) -> str:
+        return job_text.kind_label(self.kind)
+
+    @property
+    def display_title(self) -> str:
+        """The title it was started with; a job started without one (its title is its kind) by its kind's label."""
+        return self.title if self.title and self.title != self.kind else self.kind_label
+
+    @property
+    def error_message(self) -> str:
+        """The error in the reader's language when it was stored as a code, else as written."""
+        return (job_text.failure_message(self.error_code, self.error_params) if self.error_code else "") or self.error
 
     @property
     def is_finished(self) -> bool:
@@ -171,8 +190,12 @@ class Job(models.Model):
             self.total = total
         return bool(held)
 
-    def finish(self, token: uuid.UUID, status: str, *, error: str = "", result: dict | None = None) -> bool:
-        fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[:10000]}
+    def finish(
+        self, token: uuid.UUID, status: str, *, error: str = "", result: dict | None = None,
+        error_code: str = "", error_params: dict | None = None,
+    ) -> bool:  # fmt: skip
+        fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[:10000],
+                                  "error_code": error_code, "error_params": error_params or {}}  # fmt: skip
         if result is not None:
             fields["result"] = result
         updated = Job.objects.filter(pk=self.pk, claim_token=token, status=self.Status.RUNNING).update(**fields)

@@ -1,4 +1,8 @@
-"""The API's one pagination: keyset cursors (DRF's CursorPagination), as fast on
+"""The one pagination, for pages and for the API.
+
+Pages: ``keyset_page`` (``?after=<id>``, a "More" link with the next query).
+
+The API: keyset cursors (DRF's CursorPagination), as fast on
 the last page of 300,000 rows as on the first, that answer a bad cursor with 400.
 
 DRF decodes a cursor's position but never checks it against the ordering field:
@@ -57,3 +61,26 @@ class ById(Keyset):
 class Newest(Keyset):
     ordering = "-id"
     page_size = 50
+
+
+PAGE_SIZE = 50
+
+
+def keyset_page(rows: models.QuerySet, request, *, size: int | None = None) -> tuple[list, str | None]:
+    """One page of rows in id order after ``?after=<id>``, and the query string
+    of the next page (None on the last). A bad or out-of-range ``after`` starts
+    from the beginning rather than failing."""
+    try:
+        after = int(request.GET.get("after", 0))
+    except ValueError:
+        after = 0
+    if after not in INT64:
+        after = 0
+    size = size or PAGE_SIZE
+    page = list(rows.filter(id__gt=after).order_by("id")[: size + 1])
+    if len(page) <= size:
+        return page, None
+    page = page[:size]
+    query = request.GET.copy()
+    query["after"] = page[-1].pk
+    return page, query.urlencode()

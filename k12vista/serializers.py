@@ -13,6 +13,15 @@ class MeSerializer(serializers.Serializer):
 class JobSerializer(serializers.ModelSerializer):
     started_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
+    kind_label = serializers.CharField(read_only=True, help_text="The kind in words, in the caller's language.")
+    title = serializers.CharField(source="display_title", read_only=True)
+    error = serializers.CharField(
+        source="error_message", read_only=True, help_text="Why it failed, in the caller's language ('' if it did not)."
+    )
+    error_code = serializers.CharField(
+        read_only=True, help_text="A failure stated as a code (e.g. inference.endpoint_unreachable), or ''."
+    )
+    error_params = serializers.JSONField(read_only=True, help_text="The code's parameters (url, cause, count...).")
     waiting_for_broker = serializers.BooleanField(
         read_only=True, help_text="Queued while the broker is unreachable; it starts once the broker is back."
     )
@@ -22,6 +31,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "kind",
+            "kind_label",
             "title",
             "queue",
             "status",
@@ -30,6 +40,8 @@ class JobSerializer(serializers.ModelSerializer):
             "percent",
             "waiting_for_broker",
             "error",
+            "error_code",
+            "error_params",
             "result",
             "params",
             "started_by",

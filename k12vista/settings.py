@@ -402,6 +402,10 @@ MODEL_URL_ALLOWLIST = env_list("MODEL_URL_ALLOWLIST", ["http://127.0.0.1:8000-80
 # never read, sent or reported as set.
 MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY", "K12VISTA_KEY_*"])
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
+# A run (inference, scoring, model help) stops with one message once this many
+# attempts in a row could not reach its endpoint (refused, DNS, TLS, connect
+# timeout, dropped), one of them a retry; its unanswered questions stay pending.
+MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # Endpoints of kind "transformers" run small models on the worker's CPU. When the
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.

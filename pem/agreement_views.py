@@ -2,22 +2,26 @@
 how judge splits were aligned, and the checkers (expert scores, the paper's Table 6).
 
 Researchers, inspectors and administrators read it. It only reads: the numbers
-come from pem.reports, which the API and other parts read too. Confusion
+come from the stored report (``pem.agreement_store``, computed by a job from
+pem.reports, which the API and other parts read too); a POST to the compute
+view starts that job. Confusion
 matrices are drawn as SVG with presentation attributes (fill-opacity), so the
 heatmap needs no inline style.
 """
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from k12vista.roles import Role, role_required
 from k12vista.vocabulary import LABEL_CODES, LABELS_BY_CODE
-from pem.models import ChainOfThought
-from pem.reports import agreement_report, checker_report
+from pem import agreement_store
+from pem.reports import checker_report
 
 READERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
 SCOPES = ("all", "pebench")
@@ -66,13 +70,30 @@ def agreement_page(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", "all")
     if scope not in SCOPES:
         scope = "all"
-    report = agreement_report(ChainOfThought.objects.in_pebench() if scope == "pebench" else None)
+    page = agreement_store.report_for_page(scope)
+    report = page["report"]
+    ctx = {"scope": scope, "page": page, "job": page["job"], "report": report, "checkers": checker_report()}
+    if report is not None:
+        ctx |= report_context(report)
+    return render(request, "pem/agreement.html", ctx)
+
+
+@role_required(*READERS)
+@require_POST
+def agreement_compute(request: HttpRequest) -> HttpResponse:
+    """Starts computing the stored report (or finds the computation under way)."""
+    scope = request.POST.get("scope", "all")
+    if scope not in SCOPES:
+        scope = "all"
+    agreement_store.start_agreement(scope=scope, user=request.user)
+    messages.info(request, _("Computing the agreement report; this page shows its progress."))
+    return redirect(f"{reverse('pem:agreement')}?scope={scope}")
+
+
+def report_context(report: dict) -> dict:
     people = report["people"]
     codes = list(LABEL_CODES)
-    ctx = {
-        "scope": scope,
-        "report": report,
-        "checkers": checker_report(),
+    return {
         "labels": [LABELS_BY_CODE[code] for code in codes],
         "people_rows": people_rows(people),
         "binary_rows": people_rows(people["binary"]),
@@ -86,4 +107,3 @@ def agreement_page(request: HttpRequest) -> HttpResponse:
             for judge in report["judges"]
         ],
     }
-    return render(request, "pem/agreement.html", ctx)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import api, data_api, pipeline_api, stats_api
+from pem import api, data_api, pipeline_api, release_api, stats_api
 from pem.training import api as training_api
 
 app_name = "pem_api"
@@ -34,4 +34,12 @@ urlpatterns: list = [
 urlpatterns += [
     path("data/from-run/", data_api.from_run, name="data_from_run"),
     path("data/from-scoring/", data_api.from_scoring, name="data_from_scoring"),
+]
+
+# --- PEBench releases (issue 13) ---
+urlpatterns += [
+    path("releases/", release_api.release_list, name="releases"),
+    path("releases/compare/", release_api.release_compare, name="release_compare"),
+    path("releases/v<int:version>/", release_api.release_detail, name="release"),
+    path("releases/v<int:version>/publish/", release_api.release_publish, name="release_publish"),
 ]

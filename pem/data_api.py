@@ -19,6 +19,7 @@ from annotation.jsonl_import import ImportFileError
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import JobSerializer
 from pem import jobs, services
+from pem.build import DEFAULT_STRATA, STRATUM_FIELDS
 from pem.data_forms import RunChoiceForm, ScoringChoiceForm
 from pem.models import PEBenchBuild
 
@@ -37,9 +38,7 @@ class ExportInput(serializers.Serializer):
 class BuildInput(serializers.Serializer):
     target_size = serializers.IntegerField(min_value=1, max_value=1_000_000)
     min_steps = serializers.IntegerField(min_value=1, max_value=1000)
-    strata = serializers.ListField(
-        child=serializers.ChoiceField(choices=services.STRATUM_FIELDS), default=list(services.DEFAULT_STRATA)
-    )
+    strata = serializers.ListField(child=serializers.ChoiceField(choices=STRATUM_FIELDS), default=list(DEFAULT_STRATA))
     seed = serializers.IntegerField(min_value=0, max_value=2**62)
 
 

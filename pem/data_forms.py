@@ -7,8 +7,8 @@ from django.utils.translation import gettext_lazy as _
 
 from inference.models import InferenceRun, ScoringRun
 from k12vista.vocabulary import QuestionType, Stage, Subject
+from pem.build import DEFAULT_STRATA, STRATUM_FIELDS
 from pem.models import ChainOfThought, PEBenchBuild
-from pem.services import DEFAULT_STRATA, STRATUM_FIELDS
 
 ANY = [("", "—")]
 

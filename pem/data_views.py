@@ -18,13 +18,13 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.jsonl_import import ImportFileError
 from k12vista.models import Job
+from k12vista.pagination import keyset_page
 from k12vista.roles import Role, role_required
 from pem import jobs, services
 from pem.data_forms import BuildForm, ChainFilterForm, ExportForm, ImportForm, RunChoiceForm, ScoringChoiceForm
 from pem.models import ChainOfThought, PEBenchBuild
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
-PAGE_SIZE = 50
 
 
 def pem_jobs_for(user, kinds=jobs.KINDS):
@@ -97,20 +97,9 @@ def data_chains(request: HttpRequest) -> HttpResponse:
     """Chains of thought with filters, counts by status of the filtered set, and a keyset "More"."""
     form = ChainFilterForm(request.GET)
     chains = form.filter(ChainOfThought.objects.all())
-    try:
-        after = int(request.GET.get("after", 0))
-    except ValueError:
-        after = 0
-    rows = chains.filter(id__gt=after).annotate(n_steps=Count("steps")).select_related("pebench_item")
-    page = list(rows.order_by("id")[: PAGE_SIZE + 1])
-    next_query = None
-    if len(page) > PAGE_SIZE:
-        page = page[:PAGE_SIZE]
-        query = request.GET.copy()
-        query["after"] = page[-1].pk
-        next_query = query.urlencode()
+    page, next_query = keyset_page(chains.annotate(n_steps=Count("steps")).select_related("pebench_item"), request)
     ctx = {"chains": page, "next_query": next_query}
-    if request.htmx and after:
+    if request.htmx and request.GET.get("after"):
         return render(request, "pem/data_chains.html#rows", ctx)
     # Counted without the status filter, so the counts say where the other filters' chains stand.
     counts = services.status_counts(form.filter(ChainOfThought.objects.all(), status=False))

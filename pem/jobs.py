@@ -20,15 +20,16 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import export, panel, services, splitting  # noqa: F401 (their job handlers register on import)
+from pem import agreement_store, build, chains, export, panel, releases, services, splitting  # noqa: F401
 from pem.models import PEBenchBuild
 
+# (The modules imported above register their job handlers on import.)
 IMPORT = "pem.import_pebench"
 EXPORT = "pem.export_pebench"
 COTS_FROM_RUN = "pem.cots_from_run"
 LABELS_FROM_SCORING = "pem.labels_from_scoring_run"
 BUILD = "pem.build_pebench"
-KINDS = (IMPORT, EXPORT, COTS_FROM_RUN, LABELS_FROM_SCORING, BUILD)
+KINDS = (IMPORT, EXPORT, COTS_FROM_RUN, LABELS_FROM_SCORING, BUILD, agreement_store.KIND, releases.BUILD)
 
 
 # --- starting -------------------------------------------------------------------------
@@ -101,13 +102,20 @@ def export_job(job: Job, progress: Progress) -> dict:
 @job_handler(COTS_FROM_RUN, queue=Job.Queue.CPU)
 def cots_from_run_job(job: Job, progress: Progress) -> dict:
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["inference_run_id"])
-    return services.cots_from_run(inference_run=run, progress=progress)
+    return chains.cots_from_run(inference_run=run, progress=progress)
 
 
 @job_handler(LABELS_FROM_SCORING, queue=Job.Queue.CPU)
 def labels_from_scoring_run_job(job: Job, progress: Progress) -> dict:
     scoring_run = ScoringRun.objects.select_related("judge").get(pk=job.params["scoring_run_id"])
-    return services.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
+    return chains.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
+
+
+@job_handler(agreement_store.KIND, queue=Job.Queue.CPU)
+def agreement_job(job: Job, progress: Progress) -> dict:
+    """Run again, it computes again: the stored report is replaced whole."""
+    stored = agreement_store.compute_and_store(job.params["scope"], job=job, progress=progress)
+    return {"scope": stored.scope, "labels": stored.fingerprint["labels"], "seconds": stored.seconds}
 
 
 def build_summary(build: PEBenchBuild) -> dict:
@@ -121,7 +129,7 @@ def build_job(job: Job, progress: Progress) -> dict:
     made = PEBenchBuild.objects.filter(job=job).first()
     if made is None:
         progress(0, 1)
-        made = services.build_pebench(**job.params, user=job.started_by, job=job)
+        made = build.build_pebench(**job.params, user=job.started_by, job=job)
     progress(1, 1)
     return build_summary(made)
 

@@ -95,7 +95,10 @@ class ChainOfThought(models.Model):
     # Which splitter produced the steps: "import" (the file's), "rule" (split_response),
     # or "model:<endpoint name>" (a splitting run whose split reproduced the text).
     splitter = models.CharField(max_length=200, default="import")
-    split_run = models.ForeignKey("SplitRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Indexed where set (below): imported chains have none, and a bulk import should not index 840K NULLs.
+    split_run = models.ForeignKey(
+        "SplitRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     status = models.CharField(max_length=15, choices=Status.choices, default=Status.NEW)
     # Set by the PEM training-data export; such items may never enter PEBench.
     in_training_data = models.BooleanField(default=False)
@@ -105,14 +108,21 @@ class ChainOfThought(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["status"]), models.Index(fields=["subject", "qtype", "stage"])]
+        indexes = [
+            models.Index(fields=["status"]),
+            models.Index(fields=["subject", "qtype", "stage"]),
+            models.Index(
+                fields=["split_run"], condition=models.Q(split_run__isnull=False), name="pem_cot_split_run_set"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.key
 
 
 class Step(models.Model):
-    cot = models.ForeignKey(ChainOfThought, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: pem_step_unique (cot, position) serves every lookup by chain.
+    cot = models.ForeignKey(ChainOfThought, on_delete=models.CASCADE, related_name="steps", db_index=False)
     position = models.PositiveSmallIntegerField()  # 1-based
     text = models.TextField()
 
@@ -145,15 +155,17 @@ class StepLabel(models.Model):
         GOLD = "gold", _("Gold (adjudicated)")
         IMPORTED = "imported", _("Imported label")
 
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="labels")
+    # Indexes: pem_step_label_unique (step, source, rater) serves lookups by step; user and
+    # scoring_run are indexed where set (Meta), since imported labels (millions) have neither.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="labels", db_index=False)
     source = models.CharField(max_length=10, choices=Source.choices)
     # Who: the username, the judge model's name, the panel's name, or the import's name.
     rater = models.CharField(max_length=200)
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     scoring_run = models.ForeignKey(
-        "inference.ScoringRun", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        "inference.ScoringRun", null=True, blank=True, on_delete=models.CASCADE, related_name="+", db_index=False
     )
     label = models.CharField(max_length=3, choices=STEP_LABEL_CHOICES)
     explanation = models.TextField(blank=True)
@@ -166,7 +178,13 @@ class StepLabel(models.Model):
     class Meta:
         ordering = ["step", "source", "rater"]
         constraints = [models.UniqueConstraint(fields=["step", "source", "rater"], name="pem_step_label_unique")]
-        indexes = [models.Index(fields=["source", "rater"])]
+        indexes = [
+            models.Index(fields=["source", "rater"]),
+            models.Index(fields=["user"], condition=models.Q(user__isnull=False), name="pem_label_user_set"),
+            models.Index(
+                fields=["scoring_run"], condition=models.Q(scoring_run__isnull=False), name="pem_label_scoring_run_set"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.step} {self.source}:{self.rater} {self.label}"
@@ -426,3 +444,78 @@ class PanelVote(models.Model):
 
 # PEM-800K filter runs, training exports and training runs (pem/training/models.py).
 from pem.training.models import FilteredChain, FilterRun, TrainingExport, TrainingRun  # noqa: E402, F401
+
+
+class StoredAgreement(models.Model):
+    """The agreement report over one scope of chains, computed by a job
+    (``pem.agreement_store``) so that the page reads it instead of working it
+    out over every label in the request. ``fingerprint`` is what the labels
+    looked like when it was computed; a page finding other labels says so."""
+
+    class Scope(models.TextChoices):
+        ALL = "all", _("All chains of thought")
+        PEBENCH = "pebench", "PEBench"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices, unique=True)
+    report = models.JSONField(default=dict)
+    fingerprint = models.JSONField(default=dict)
+    computed = models.DateTimeField(default=timezone.now)
+    seconds = models.FloatField(default=0)  # how long the computation took
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return f"agreement report ({self.scope}) of {self.computed:%Y-%m-%d %H:%M}"
+
+
+class PEBenchRelease(models.Model):
+    """An immutable, versioned snapshot of PEBench: its items with their gold labels and the
+    agreement report, written to one checksummed zip (``pem.releases``). Published, it never
+    changes; later labels go into the next version."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", _("Building")
+        DRAFT = "draft", _("Draft")
+        PUBLISHED = "published", _("Published")
+        FAILED = "failed", _("Failed")
+
+    version = models.PositiveIntegerField(unique=True)
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
+    error = models.TextField(blank=True)
+    studio_commit = models.CharField(max_length=64, blank=True)
+    summary = models.JSONField(default=dict, blank=True)  # counts, labels per code, agreement headline
+    agreement = models.JSONField(default=dict, blank=True)  # the full agreement report over its items
+    fingerprint = models.JSONField(default=dict, blank=True)  # PEBench's labels when it was built
+    path = models.CharField(max_length=300, blank=True)  # the zip, under MEDIA_ROOT
+    sha256 = models.CharField(max_length=64, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    published = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"PEBench v{self.version}"
+
+
+class PEBenchReleaseItem(models.Model):
+    """One PEBench item as its release holds it: steps, gold labels and every label then."""
+
+    release = models.ForeignKey(PEBenchRelease, on_delete=models.CASCADE, related_name="items")
+    cot = models.ForeignKey(ChainOfThought, null=True, on_delete=models.SET_NULL, related_name="+")
+    key = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    content = models.JSONField()  # {"studio": record, "reference": record or null}
+
+    class Meta:
+        ordering = ["release", "key"]
+        constraints = [models.UniqueConstraint(fields=["release", "key"], name="pebench_release_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} in {self.release}"

@@ -3,7 +3,7 @@
 N judge models label every step of some inference runs' chains through
 step-by-step scoring runs (inference.scoring, one per run and judge, all
 judged in the panel's one job); their labels are aligned onto the chains'
-steps (``pem.services.labels_from_scoring_run``), then ``vote`` decides each
+steps (``pem.chains.labels_from_scoring_run``), then ``vote`` decides each
 step:
 
 * a label needs ``threshold`` judges (default: a strict majority of the
@@ -40,7 +40,7 @@ from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
-from pem import services
+from pem import chains
 from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
 
 JOB_KIND = "pem.panel"
@@ -125,7 +125,7 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
     labels and votes are replaced, never duplicated."""
     panel = PanelRun.objects.get(pk=job.params["panel_run_id"])
     for run in panel.inference_runs.all():
-        services.cots_from_run(inference_run=run)
+        chains.cots_from_run(inference_run=run)
     runs = list(panel.scoring_runs.select_related("judge", "inference_run").order_by("id"))
     prepared = [scoring.prepare_judging(run) for run in runs]
     parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
@@ -147,7 +147,7 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
         async_to_sync(judge_all)()
     except* Exception as group_error:
         raise group_error.exceptions[0] from None
-    labelled = {run.judge.name: services.labels_from_scoring_run(scoring_run=run) for run in runs}
+    labelled = {run.judge.name: chains.labels_from_scoring_run(scoring_run=run) for run in runs}
     counts = vote(panel)
     return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}
 

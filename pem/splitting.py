@@ -6,7 +6,7 @@ the answer with ``parsing.parse_step_split`` and keeps the model's steps only
 when they reproduce the chain's text: every step, whitespace aside, is found
 in the answer in order, and together they cover at least
 ``SPLIT_MIN_COVERAGE`` of it (the prompt lets the model drop pleasantries,
-nothing more). Otherwise the rule-based split (``services.split_response``)
+nothing more). Otherwise the rule-based split (``chains.split_response``)
 stays, and the fallback is recorded with its reason (``SplitResult``). The
 chain says which splitter produced its steps (``ChainOfThought.splitter``).
 
@@ -32,7 +32,7 @@ from inference.models import InferenceRun, ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
-from pem import services
+from pem import chains, services
 from pem.models import ChainOfThought, SplitResult, SplitRun
 
 JOB_KIND = "pem.split"
@@ -108,7 +108,7 @@ def counts(run: SplitRun) -> dict[str, int]:
 
 def answer_text(cot: ChainOfThought) -> str:
     """What is split: the answer after any reasoning, as split_response sees it."""
-    return cot.response_text.rsplit(services.THINK_END, 1)[-1].strip()
+    return parsing.answer_after_reasoning(cot.response_text)
 
 
 def check_reproduces(steps: list[str], text: str, *, min_coverage: float) -> str:
@@ -147,9 +147,9 @@ def run_split_job(job: Job, progress: Progress) -> dict:
     run = SplitRun.objects.select_related("splitter").get(pk=job.params["split_run_id"])
     runs = list(run.inference_runs.all())
     for inference_run in runs:
-        services.cots_from_run(inference_run=inference_run)
-    chains = ChainOfThought.objects.of_runs(runs).order_by("id").values_list("id", flat=True)
-    create_missing_rows(SplitResult, ids=chains, key="cot_id", split_run=run)
+        chains.cots_from_run(inference_run=inference_run)
+    cot_ids = ChainOfThought.objects.of_runs(runs).order_by("id").values_list("id", flat=True)
+    create_missing_rows(SplitResult, ids=cot_ids, key="cot_id", split_run=run)
     total = run.results.count()
     done = run.results.exclude(outcome=Outcome.PENDING).count()
     progress(done, total)
@@ -217,7 +217,7 @@ def save_split(run: SplitRun, result: SplitResult, outcome: Any) -> None:
         else:
             steps, problem = read_split(outcome.text, cot, min_coverage=run.provenance["min_coverage"])
         if steps is None:
-            steps, splitter = services.split_response(cot.response_text), "rule"
+            steps, splitter = chains.split_response(cot.response_text), "rule"
             fields |= {"outcome": Outcome.FALLBACK, "error": problem}
         else:
             splitter = model_splitter(run.splitter)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import agreement_views, data_views, pipeline_views, views
+from pem import agreement_views, data_views, pipeline_views, release_views, views
 from pem.training import views as training_views
 
 app_name = "pem"
@@ -22,6 +22,12 @@ urlpatterns: list = [
     path("data/from-run/", data_views.data_from_run, name="data_from_run"),
     path("data/from-scoring/", data_views.data_from_scoring, name="data_from_scoring"),
     path("agreement/", agreement_views.agreement_page, name="agreement"),
+    path("agreement/compute/", agreement_views.agreement_compute, name="agreement_compute"),
+    path("releases/", release_views.release_list, name="pebench_releases"),
+    path("releases/compare/", release_views.release_compare, name="pebench_release_compare"),
+    path("releases/v<int:version>/", release_views.release_detail, name="pebench_release"),
+    path("releases/v<int:version>/publish/", release_views.release_publish, name="pebench_release_publish"),
+    path("releases/v<int:version>/file/", release_views.release_file, name="pebench_release_file"),
     path("splits/", pipeline_views.split_create, name="split_create"),
     path("splits/<int:pk>/", pipeline_views.split_detail, name="split"),
     path("panels/", pipeline_views.panel_create, name="panel_create"),

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from review import reports, services
@@ -78,17 +79,25 @@ class AuditList(generics.ListAPIView):
     pagination_class = Newest
     queryset = Audit.objects.prefetch_related("inspectors")
 
-    @extend_schema(request=AuditInput, responses={201: AuditOutput})
+    @extend_schema(
+        request=AuditInput,
+        responses={
+            201: AuditOutput,
+            202: inline_serializer("AuditJob", {"job": serializers.IntegerField(), "status": serializers.CharField()}),
+        },
+    )
     def post(self, request: Request) -> Response:
         given = AuditInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
         data.setdefault("inspectors_per_item", settings.AUDIT_INSPECTORS_PER_ITEM)
         try:
-            audit = services.create_audit(**data, by=request.user)
+            made = services.start_audit(**data, by=request.user)
         except services.AuditError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        return Response(AuditOutput(audit).data, status=status.HTTP_201_CREATED)
+        if isinstance(made, Job):  # a large population: the job draws it; /api/jobs/<id>/ follows it
+            return Response({"job": made.pk, "status": made.status}, status=status.HTTP_202_ACCEPTED)
+        return Response(AuditOutput(made).data, status=status.HTTP_201_CREATED)
 
 
 class AuditDetail(generics.RetrieveAPIView):

@@ -93,6 +93,9 @@ class Audit(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
     closed = models.DateTimeField(null=True, blank=True)
+    # The job that created it over a large population (a rerun of the job finds it).
+    job = models.OneToOneField("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="created_audit")  # fmt: skip
 
     objects = AuditQuerySet.as_manager()
 

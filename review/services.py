@@ -23,12 +23,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation import services as bank
 from annotation.models import Assignment, Question, QuestionEdit
+from k12vista.jobs import start_job
+from k12vista.models import Job
 from k12vista.vocabulary import QuestionType, Subject
 from pem import labelling
 from pem.models import ChainOfThought, LabellingTask
@@ -194,20 +198,11 @@ def new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
-@transaction.atomic
-def create_audit(
-    *,
-    name: str,
-    population: dict,
-    strata: Sequence[str],
-    inspectors: Sequence[Any],
-    by: Any,
-    per_stratum: int | None = None,
-    aql: float | None = None,
-    seed: int | None = None,
-    inspectors_per_item: int = 3,
-) -> Audit:
-    """Draws the sample and puts every item in its inspectors' queues, all or nothing."""
+def check_arguments(
+    *, strata: Sequence[str], inspectors: Sequence[Any], per_stratum: int | None, aql: float | None,
+    inspectors_per_item: int,
+) -> tuple[list[str], list[Any]]:  # fmt: skip
+    """The strata and inspectors as an audit keeps them; refuses settings it cannot use."""
     strata = list(dict.fromkeys(strata or [Audit.Stratum.SUBJECT]))
     unknown = set(strata) - set(Audit.Stratum.values)
     if unknown:
@@ -224,11 +219,34 @@ def create_audit(
     inspectors = list(dict.fromkeys(inspectors))
     if inspectors_per_item < 1 or len(inspectors) < inspectors_per_item:
         raise AuditError(f"each item needs {inspectors_per_item} inspectors, and {len(inspectors)} were chosen")
+    return strata, inspectors
+
+
+@transaction.atomic
+def create_audit(
+    *,
+    name: str,
+    population: dict,
+    strata: Sequence[str],
+    inspectors: Sequence[Any],
+    by: Any,
+    per_stratum: int | None = None,
+    aql: float | None = None,
+    seed: int | None = None,
+    inspectors_per_item: int = 3,
+    job: Any = None,
+    progress: Any = None,
+) -> Audit:
+    """Draws the sample and puts every item in its inspectors' queues, all or nothing."""
+    strata, inspectors = check_arguments(strata=strata, inspectors=inspectors, per_stratum=per_stratum, aql=aql,
+                                         inspectors_per_item=inspectors_per_item)  # fmt: skip
     population = clean_population(population)
     kind = kind_of(population)
     rows = stratum_rows(population, strata)
     if not rows:
         raise AuditError("the population is empty: there is nothing to sample")
+    if progress:
+        progress(1, 4)
     seed = new_seed() if seed is None else seed
     draws = draw(rows=rows, seed=seed, per_stratum=per_stratum, aql=aql, expected=expected_strata(strata))
     audit = Audit.objects.create(
@@ -245,8 +263,11 @@ def create_audit(
         population_hash=fingerprint(pk for pk, _key in rows),
         strata_counts={d.key: d.summary() for d in draws},
         created_by=by,
+        job=job,
     )
     audit.inspectors.set(inspectors)
+    if progress:
+        progress(2, 4)
     sampled = [(pk, d.key) for d in draws for pk in d.ids]
     workers = workers_of(kind, [pk for pk, _key in sampled])
     field = "question_id" if kind == Kind.QUESTION else "cot_id"
@@ -254,8 +275,59 @@ def create_audit(
         AuditItem(audit=audit, kind=kind, stratum=key, position=i, workers=workers.get(pk, {}), **{field: pk})
         for i, (pk, key) in enumerate(sampled)
     )
+    if progress:
+        progress(3, 4)
     queue_ratings(items, sorted(inspectors, key=lambda u: u.pk), inspectors_per_item)
+    if progress:
+        progress(4, 4)
     return audit
+
+
+# --- creation as a job over large populations ------------------------------------------
+
+CREATE_JOB = "review.create_audit"
+
+
+def inline_population() -> int:
+    return getattr(settings, "AUDIT_INLINE_POPULATION", 5000)
+
+
+def start_audit(*, by: Any, **arguments: Any) -> Audit | Job:
+    """Creates the audit now when its population is small; over a large one (reading the
+    population, its strata and who worked on every sampled item takes a while) starts the
+    job that creates it and returns the job. Either way the settings are checked first, and
+    the seed is fixed here, so the job draws what was asked for whenever it runs."""
+    check_arguments(strata=arguments.get("strata") or [], inspectors=arguments.get("inspectors") or [],
+                    per_stratum=arguments.get("per_stratum"), aql=arguments.get("aql"),
+                    inspectors_per_item=arguments.get("inspectors_per_item", 3))  # fmt: skip
+    population = clean_population(arguments.get("population"))
+    size = population_queryset(population).count()
+    if size == 0:
+        raise AuditError("the population is empty: there is nothing to sample")
+    if size <= inline_population():
+        return create_audit(**arguments, by=by)
+    seed = arguments.get("seed")
+    params = {
+        "name": arguments.get("name") or "", "population": population, "strata": list(arguments.get("strata") or []),
+        "per_stratum": arguments.get("per_stratum"), "aql": arguments.get("aql"),
+        "seed": new_seed() if seed is None else seed,
+        "inspectors": [u.pk for u in dict.fromkeys(arguments["inspectors"])],
+        "inspectors_per_item": arguments.get("inspectors_per_item", 3),
+    }  # fmt: skip
+    return start_job(kind=CREATE_JOB, user=by, params=params,
+                     title=f"Create audit {params['name'] or ''} ({size} items)".replace("  ", " "))  # fmt: skip
+
+
+def create_audit_from_job(job: Job, progress: Any) -> Audit:
+    """The job's audit: found when a rerun (after a crash) finds it made, else created."""
+    made = Audit.objects.filter(job=job).first()
+    if made is not None:
+        return made
+    params = dict(job.params)
+    wanted = params.pop("inspectors")
+    found = {u.pk: u for u in get_user_model().objects.filter(pk__in=wanted)}
+    return create_audit(**params, inspectors=[found[pk] for pk in wanted if pk in found], by=job.started_by,
+                        job=job, progress=progress)  # fmt: skip
 
 
 def queue_ratings(items: Sequence[AuditItem], inspectors: Sequence[Any], per_item: int) -> None:

@@ -6,6 +6,7 @@ app_name = "review"
 urlpatterns = [
     path("", views.home, name="home"),
     path("audits/new/", views.audit_create, name="audit_create"),
+    path("audits/new/job/<int:job_pk>/", views.audit_creating, name="audit_creating"),
     path("audits/<int:pk>/", views.audit_detail, name="audit"),
     path("audits/<int:pk>/next/", views.next_item, name="next"),
     path("audits/<int:pk>/close/", views.audit_close, name="audit_close"),

@@ -11,12 +11,14 @@ import json
 
 from django.contrib import messages
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from k12vista.models import Job
 from k12vista.roles import Role, has_role, role_required
+from k12vista.views import get_job_for_user
 from review import reports, services
 from review.forms import AuditForm, RatingForm, ReworkForm
 from review.models import Audit, AuditItem, LotDecision, Rating
@@ -89,13 +91,26 @@ def audit_create(request: HttpRequest) -> HttpResponse:
     form = AuditForm(request.POST or None, initial=initial or None)
     if request.method == "POST" and form.is_valid():
         try:
-            audit = services.create_audit(**form.audit_arguments(), by=request.user)
+            made = services.start_audit(**form.audit_arguments(), by=request.user)
         except services.AuditError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, _("Drew %(n)s items for %(name)s.") % {"n": audit.items.count(), "name": audit})
-            return redirect("review:audit", pk=audit.pk)
+            if isinstance(made, Job):  # a large population: the job draws it
+                return redirect("review:audit_creating", job_pk=made.pk)
+            messages.success(request, _("Drew %(n)s items for %(name)s.") % {"n": made.items.count(), "name": made})
+            return redirect("review:audit", pk=made.pk)
     return render(request, "review/audit_form.html", {"form": form})
+
+
+@role_required(*READERS)
+@require_GET
+def audit_creating(request: HttpRequest, job_pk: int) -> HttpResponse:
+    """The job drawing an audit's sample: its progress, then the way to the audit."""
+    job = get_job_for_user(request.user, job_pk)
+    if job.kind != services.CREATE_JOB:
+        raise Http404
+    audit = Audit.objects.filter(job=job).first()
+    return render(request, "review/audit_creating.html", {"job": job, "audit": audit})
 
 
 @role_required(*READERS)

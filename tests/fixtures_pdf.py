@@ -88,7 +88,8 @@ class Writer:
         return self.columns[self.column].x0
 
     def line(self, *parts: str | tuple[str, str], indent: float = 0) -> float:
-        """One line made of runs; ("sup", "2") is a raised small run. Returns the baseline."""
+        """One line made of runs; ("sup", "2") is a raised small run, ("latin", "21") a run in a Latin
+        font. Returns the baseline."""
         assert self.page is not None
         self.y += LEADING
         x = self.x + indent
@@ -97,6 +98,10 @@ class Writer:
             if kind == "sup":
                 size = SIZE * 0.6
                 self.page.insert_text((x, self.y - SIZE * 0.38), text, fontname=FONT, fontsize=size)
+            elif kind == "latin":  # a run in a Latin font, as Word sets digits and letters: a span of its own
+                size = SIZE
+                self.page.insert_text((x, self.y), text, fontname="tiro", fontsize=size)
+                x += pymupdf.get_text_length(text, fontname="tiro", fontsize=size) - width_of(text, size)
             else:
                 size = SIZE
                 self.page.insert_text((x, self.y), text, fontname=FONT, fontsize=size)
@@ -305,4 +310,62 @@ def gap_paper() -> bytes:
     for number, stem in [(1, "甲"), (2, "乙"), (4, "丁")]:
         w.line(f"{number}．{stem}的题干写在这里，正确的是（  ）")
         w.line("A．1    B．2    C．3    D．4")
+    return w.finish()
+
+
+def _small_graph(page: pymupdf.Page, x: float, y: float, size: float = 60) -> None:
+    """Two axes and a curve: one picture of a picture-option row."""
+    page.draw_line((x, y + size), (x + size, y + size), width=0.8)
+    page.draw_line((x, y), (x, y + size), width=0.8)
+    page.draw_bezier((x, y + size), (x + size * 0.3, y), (x + size * 0.6, y + size * 0.8), (x + size, y + 5), width=1)
+
+
+def picture_options_paper() -> bytes:
+    """Option kinds of real papers, on one column, with the answers in a section that has no heading.
+
+    1: four pictures in a row, each labelled A-D just below it (the letters sit in the figures' boxes);
+    2: options lettered "(A)"; the first line's dot lost ("A 甲…  B．乙…");
+    3: a table whose rows are lettered, then the choice row "A．A  B．B  C．C  D．D";
+    4: starts on page 2 with its number in the top margin, set apart from its "．" ("4" + "．如图…"),
+       and a figure box reaching over the left of its second stem line;
+    5: (1) with its own options and (2) a calculation: a free-response question.
+    Then "1．B【解析】…": the numbering starts again with the answers, under no heading.
+    """
+    w = Writer(pymupdf.open(), [Column(60, 535)])
+    w.new_page()
+    w.line("一、选择题（本题共 5 小题）")
+    w.line("1．下列图像中能正确表示匀加速运动的是（  ）")
+    top = w.y + 8
+    for i, letter in enumerate("ABCD"):
+        x = 90 + i * 110
+        _small_graph(w.page, x, top)
+        w.page.insert_text((x + 26, top + 72), letter, fontname=FONT, fontsize=SIZE)
+    w.y = top + 80
+    w.line("2．关于惯性，下列说法正确的是（  ）")
+    w.line("A 质量越大惯性越大     B．速度越大惯性越大")
+    w.line("C．静止的物体没有惯性     D．失重时惯性消失")
+    w.line("3．下列除杂方法正确的是（  ）")
+    w.line("选项  物质（杂质）  除杂试剂")
+    w.line("A    FeCl2（FeCl3）  铁粉")
+    w.line("B    NaCl（MgCl2）  NaOH 溶液")
+    w.line("C    Cl2（HCl）  浓硫酸")
+    w.line("D    NO（NO2）  水")
+    w.line("A．A     B．B     C．C     D．D")
+    w.new_page()
+    w.y = 46  # the first line of the page sits in the top margin, where running headers live
+    w.line(("latin", "4"), "．如图，一物体沿光滑斜面从顶端由静止滑下，斜面")
+    w.page.draw_rect(pymupdf.Rect(62, w.y + 3, 150, w.y + 90), width=0.8)  # drawn a little too tall
+    w.page.draw_line((70, w.y + 80), (140, w.y + 20), width=0.8)
+    w.line("的倾角", ("latin", " 30 "), "度，则物体的加速度大小为（  ）")
+    w.y += 80
+    w.line("A．g     B．g/2     C．g/3     D．2g")
+    w.line("5．（18 分）一小球从高处自由下落。")
+    w.line("（1）小球做的是（  ）")
+    w.line("A．匀速运动     B．匀加速运动     C．变加速运动     D．圆周运动")
+    w.line("（2）求小球下落 2 s 时的速度大小。")
+    w.line("1．B【解析】匀加速运动的速度随时间均匀增大，故选 B。")
+    w.line("2．A【解析】质量是惯性大小的唯一量度。")
+    w.line("3．A【解析】铁粉将 FeCl3 还原为 FeCl2。")
+    w.line("4．B【解析】由牛顿第二定律 a=g sin30°=g/2。")
+    w.line("5．（1）B（2）v=gt=20 m/s")
     return w.finish()

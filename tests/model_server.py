@@ -358,6 +358,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 try:
     import pytest
+
+    from tests.ci import missing
 except ImportError:  # running as a script in .venv-ml, which has no pytest
     pytest = None
 
@@ -368,10 +370,20 @@ if pytest is not None:
         """Session-scoped ``(base_url, model_name)`` of a running tiny model server; skips without .venv-ml."""
         reason = ml_venv_missing_reason()
         if reason:
-            pytest.skip(reason)
+            missing(reason)
         hf_home = tmp_path_factory.mktemp("hf-home")
         with model_server(hf_home) as served:
             yield served
+
+    @pytest.fixture(scope="session")
+    def tiny_model_dir(tmp_path_factory) -> Path:
+        """The tiny model's snapshot folder, built once, for engines that load it themselves (no server)."""
+        reason = ml_venv_missing_reason()
+        if reason:
+            missing(reason)
+        hf_home = tmp_path_factory.mktemp("hf-local")
+        build_model_subprocess(hf_home)
+        return hf_home / "hub" / ("models--" + MODEL_NAME.replace("/", "--")) / "snapshots" / MODEL_REVISION
 
 
 def _main(argv: list[str]) -> int:

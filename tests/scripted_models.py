@@ -1,7 +1,11 @@
-"""One scripted OpenAI-compatible server that plays several models at once:
-each request is answered by the reply function registered for its ``model``
-(an endpoint's model_name), so a campaign, a splitter or a four-judge panel
-can run against real HTTP on this machine."""
+"""Scripted OpenAI-compatible servers for the tests, on real HTTP on this machine.
+
+``ScriptedHandler`` is the one base every test's scripted server builds on: it
+reads the request, writes chat completions and error bodies, and keeps quiet;
+a test's handler only decides what to answer. ``serve(handler)`` runs one on a
+free port. ``Models`` plays several models at once: each request is answered by
+the reply function registered for its ``model`` (an endpoint's model_name), so
+a campaign, a splitter or a four-judge panel can run against one server."""
 
 from __future__ import annotations
 
@@ -24,42 +28,46 @@ def user_text(body: dict) -> str:
     return "\n".join(part["text"] for part in content if part.get("type") == "text")
 
 
-class Models(BaseHTTPRequestHandler):
-    replies: dict[str, Reply] = {}
-    seen: list[dict] = []
-    lock = threading.Lock()
+def completion(model: str, content: str, *, finish: str = "stop", usage: tuple[int, int] = (10, 4)) -> dict:
+    """An OpenAI chat completion body saying ``content``."""
+    prompt, answer = usage
+    return {
+        "id": "x", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer},
+    }  # fmt: skip
 
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        cls = type(self)
-        with cls.lock:
-            cls.seen.append(body)
-        reply = cls.replies.get(body["model"])
-        status, content = reply(body) if reply else (404, f"no model {body['model']}")
-        if status == 200:
-            data = {
-                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14},
-            }  # fmt: skip
-        else:
-            data = {"error": {"message": content}}
-        encoded = json.dumps(data, ensure_ascii=False).encode()
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """The plumbing of a scripted model server; subclasses write ``do_POST``."""
+
+    def read_body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(encoded)))
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(encoded)
+        self.wfile.write(data)
+
+    def send_completion(self, body: dict, content: str, **fields) -> None:
+        self.send_json(200, completion(body["model"], content, **fields))
+
+    def send_error_status(self, status: int, message: str = "", headers: dict[str, str] | None = None) -> None:
+        self.send_json(status, {"error": {"message": message or f"scripted {status}"}}, headers)
 
     def log_message(self, *args):
         pass
 
 
 @contextmanager
-def serving(replies: dict[str, Reply]) -> Iterator[str]:
-    Models.replies, Models.seen = dict(replies), []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """The handler on a free local port, as an OpenAI base URL; stopped on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -68,6 +76,31 @@ def serving(replies: dict[str, Reply]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Models(ScriptedHandler):
+    replies: dict[str, Reply] = {}
+    seen: list[dict] = []
+    lock = threading.Lock()
+
+    def do_POST(self):  # noqa: N802
+        body = self.read_body()
+        cls = type(self)
+        with cls.lock:
+            cls.seen.append(body)
+        reply = cls.replies.get(body["model"])
+        status, content = reply(body) if reply else (404, f"no model {body['model']}")
+        if status == 200:
+            self.send_completion(body, content)
+        else:
+            self.send_error_status(status, content)
+
+
+@contextmanager
+def serving(replies: dict[str, Reply]) -> Iterator[str]:
+    Models.replies, Models.seen = dict(replies), []
+    with serve(Models) as base_url:
+        yield base_url
 
 
 class Servers:

@@ -5,8 +5,6 @@ OpenAI-compatible server (jobs run here with execute_job, as the worker would)."
 
 import importlib.util
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from unittest import mock
 
@@ -20,6 +18,7 @@ from k12vista.roles import Role
 from pem.models import ChainOfThought
 from tests.annotation_factories import make_question
 from tests.conftest import make_person
+from tests.scripted_models import ScriptedHandler, serve
 
 SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "api" / "evaluate.py"
 STUDENT_ANSWER = "步骤1：由 $x^2=4$ 得 $x=\\pm 2$。\n步骤2：因为 $x>0$，所以 $x=2$。\n最终答案：B"
@@ -38,32 +37,20 @@ def load_script():
     return module
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(ScriptedHandler):
     """An OpenAI-compatible server: the model named "judge" judges, any other answers."""
 
     seen: list[dict] = []
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         type(self).seen.append(body)
         if body["model"] == "judge":
             asked = json.dumps(body["messages"], ensure_ascii=False)
             reply = STEPS_JSON if "步骤" in asked and "scores" not in asked else DIRECT_JSON
         else:
             reply = STUDENT_ANSWER
-        data = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-        }).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_completion(body, reply, usage=(50, 20))
 
 
 @pytest.fixture
@@ -71,10 +58,8 @@ def model_server(settings):
     settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
     settings.MODEL_CALL_RETRIES = 1
     Scripted.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(Scripted) as base_url:
+        yield base_url
 
 
 @pytest.fixture(autouse=True)

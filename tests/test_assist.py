@@ -2,22 +2,21 @@
 this machine: a scripted fake answering per kind, and the tiny model server."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 import pytest
 
 from annotation.models import Flag, StepProposal
-from inference import assist, services
+from inference import answers, assist, difficulty, services
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
 from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+from tests.scripted_models import ScriptedHandler, serve
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(ScriptedHandler):
     """Answers /v1/chat/completions: the next status from ``script`` (200 when
     empty), with the text ``answer(request body)`` returns."""
 
@@ -26,26 +25,12 @@ class Scripted(BaseHTTPRequestHandler):
     answer = staticmethod(lambda body: "")
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         type(self).seen.append(body)
         status = type(self).script.pop(0) if type(self).script else 200
         if status != 200:
-            payload = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
-        else:
-            payload = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": type(self).answer(body)},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-            }, ensure_ascii=False).encode()  # fmt: skip
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+            return self.send_error_status(status)
+        return self.send_completion(body, type(self).answer(body), usage=(11, 7))
 
 
 def prompt_text(body: dict) -> str:
@@ -56,12 +41,8 @@ def prompt_text(body: dict) -> str:
 @pytest.fixture
 def scripted_server():
     Scripted.script, Scripted.seen, Scripted.answer = [], [], staticmethod(lambda body: "")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
-    server.server_close()
+    with serve(Scripted) as base_url:
+        yield base_url
 
 
 @pytest.fixture(autouse=True)
@@ -212,10 +193,10 @@ def test_it_lists_the_questions_all_small_models_solved(scripted_server, researc
     first = run_now(start(endpoint(scripted_server, name="a"), researcher, "small_model_filter"))
     answering(_by_question("甲", "最终答案：B", "最终答案：A"))
     second = run_now(start(endpoint(scripted_server, name="b"), researcher, "small_model_filter"))
-    assert list(assist.solved_by_all([first, second])) == [easy]
-    assert list(assist.solved_by_all([first])) == [easy, hard]
+    assert list(difficulty.solved_by_all([first, second])) == [easy]
+    assert list(difficulty.solved_by_all([first])) == [easy, hard]
     with pytest.raises(ValueError, match="filter runs"):
-        assist.solved_by_all([])
+        difficulty.solved_by_all([])
 
 
 def test_the_text_only_filter_answers_without_images_and_compares_short_answers(scripted_server, researcher):
@@ -243,7 +224,7 @@ def test_the_text_only_filter_answers_without_images_and_compares_short_answers(
 )
 def test_it_reads_the_option_letter_of_a_direct_answer(db, output, letter):
     question = make_question()
-    assert assist.judge_answer(question, output)["model_answers"] == [letter]
+    assert answers.judge_answer(question, output)["model_answers"] == [letter]
 
 
 def test_an_answer_without_an_option_letter_is_a_parse_failure(scripted_server, researcher):

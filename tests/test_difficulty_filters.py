@@ -8,7 +8,7 @@ import pytest
 
 from annotation import services as bank_service
 from annotation.models import Question, QuestionEdit
-from inference import assist
+from inference import answers, assist, difficulty
 from inference.models import AssistResult, AssistRun, ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -39,7 +39,7 @@ def filter_run(user, kind, verdicts: dict, *, model="small-a", job_status=Job.St
         if said in AssistResult.Status.values:
             AssistResult.objects.create(run=run, question=question, status=said)
         else:
-            parsed = assist.judge_answer(question, said)
+            parsed = answers.judge_answer(question, said)
             AssistResult.objects.create(run=run, question=question, status=AssistResult.Status.OK, parsed=parsed)
     return run
 
@@ -100,7 +100,7 @@ def test_confirming_starts_a_job_that_rejects_in_the_question_bank_and_twice_cha
     edits_before = QuestionEdit.objects.count()
     response = client.post(URL, post_data([first, second], text, fingerprint))
     assert response.status_code == 302 and response["Location"].startswith(URL + "?small=")
-    job = Job.objects.get(kind=assist.CONFIRM_JOB_KIND)
+    job = Job.objects.get(kind=difficulty.CONFIRM_JOB_KIND)
     assert f"job={job.pk}" in response["Location"] and job.status == Job.Status.QUEUED
     # the request only queued the work: nothing is rejected before the job runs
     assert not Question.objects.filter(status=Question.Status.REJECTED).exists()
@@ -126,7 +126,7 @@ def test_confirming_starts_a_job_that_rejects_in_the_question_bank_and_twice_cha
     assert execute_job(job.pk) == "not-claimed"  # a second delivery of the same job
     again = client.post(URL, post_data([first, second], text, fingerprint))
     assert again.status_code == 302
-    second_job = Job.objects.exclude(pk=job.pk).get(kind=assist.CONFIRM_JOB_KIND)
+    second_job = Job.objects.exclude(pk=job.pk).get(kind=difficulty.CONFIRM_JOB_KIND)
     assert execute_job(second_job.pk) == Job.Status.SUCCEEDED
     assert dict(Question.objects.values_list("id", "version")) == versions and QuestionEdit.objects.count() == edits
     assert "Nothing changed" in client.get(again["Location"]).content.decode()
@@ -135,12 +135,12 @@ def test_confirming_starts_a_job_that_rejects_in_the_question_bank_and_twice_cha
 def test_the_job_writes_the_same_rows_as_rejecting_one_by_one(researcher, bank, runs):
     """reject_many is reject for a set: same status, version, reason and history rows."""
     first, second, text = runs
-    preview = assist.preview_filters([first, second], text)
+    preview = difficulty.preview_filters([first, second], text)
     one_by_one = make_question(figures=[])
-    bank_service.reject(question=one_by_one, reason=assist.rejection_reason(preview, bank["easy"].pk),
+    bank_service.reject(question=one_by_one, reason=difficulty.rejection_reason(preview, bank["easy"].pk),
                         user=researcher)  # fmt: skip
     before = Question.objects.get(pk=bank["easy"].pk)
-    job = assist.start_confirm_filters(small_runs=[first, second], text_only_run=text,
+    job = difficulty.start_confirm_filters(small_runs=[first, second], text_only_run=text,
                                        fingerprint=preview.fingerprint, user=researcher)  # fmt: skip
     assert execute_job(job.pk) == Job.Status.SUCCEEDED
     by_set, by_one = Question.objects.get(pk=bank["easy"].pk), Question.objects.get(pk=one_by_one.pk)
@@ -175,8 +175,8 @@ def test_reject_many_skips_what_it_keeps_and_needs_a_reason(researcher, bank):
 
 def test_a_confirmation_gone_stale_before_its_job_runs_fails_the_job_and_changes_nothing(researcher, bank, runs):
     first, second, text = runs
-    preview = assist.preview_filters([first, second], None)
-    job = assist.start_confirm_filters(small_runs=[first, second], text_only_run=None,
+    preview = difficulty.preview_filters([first, second], None)
+    job = difficulty.start_confirm_filters(small_runs=[first, second], text_only_run=None,
                                        fingerprint=preview.fingerprint, user=researcher)  # fmt: skip
     AssistResult.objects.filter(run__in=[first, second], question=bank["hard"]).update(parsed={"correct": True})
     assert execute_job(job.pk) == Job.Status.FAILED
@@ -219,9 +219,9 @@ def test_it_keeps_released_and_already_rejected_questions_as_they_are(researcher
     first, second, text = runs
     Question.objects.filter(pk=bank["easy"].pk).update(status=Question.Status.RELEASED)
     Question.objects.filter(pk=bank["image_free"].pk).update(status=Question.Status.REJECTED, reject_reason="dup")
-    preview = assist.preview_filters([first, second], text)
+    preview = difficulty.preview_filters([first, second], text)
     assert (len(preview.candidates), preview.to_remove, preview.released, preview.already_rejected) == (2, (), 1, 1)
-    assert assist.confirm_filters(small_runs=[first, second], text_only_run=text,
+    assert difficulty.confirm_filters(small_runs=[first, second], text_only_run=text,
                                   fingerprint=preview.fingerprint, user=researcher) == 0  # fmt: skip
     assert Question.objects.get(pk=bank["easy"].pk).status == Question.Status.RELEASED
     assert Question.objects.get(pk=bank["image_free"].pk).reject_reason == "dup"
@@ -231,7 +231,7 @@ def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(
     first, _second, _text = runs
     shaky = filter_run(researcher, Kind.SMALL_MODEL_FILTER,
                        {bank["easy"]: "parse_failed", bank["image_free"]: "最终答案：B"}, model="small-e")  # fmt: skip
-    preview = assist.preview_filters([first, shaky], None)
+    preview = difficulty.preview_filters([first, shaky], None)
     assert preview.candidates == () and preview.unchecked == {shaky.pk: 1}
     body = login(researcher).get(URL, query([first, shaky])).content.decode()
     assert f'<span data-run="{shaky.pk}">' in body and 'id="filter-nothing"' in body
@@ -239,14 +239,14 @@ def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(
 
 def test_it_checks_the_choice_of_runs(researcher, runs):
     first, _second, text = runs
-    with pytest.raises(assist.FilterError, match="at least one"):
-        assist.preview_filters([], None)
-    with pytest.raises(assist.FilterError, match="chosen twice"):
-        assist.preview_filters([first, first], None)
-    with pytest.raises(assist.FilterError, match="is not a small-model difficulty run"):
-        assist.preview_filters([text], None)
-    with pytest.raises(assist.FilterError, match="is not a text-only run"):
-        assist.preview_filters([], first)
+    with pytest.raises(difficulty.FilterError, match="at least one"):
+        difficulty.preview_filters([], None)
+    with pytest.raises(difficulty.FilterError, match="chosen twice"):
+        difficulty.preview_filters([first, first], None)
+    with pytest.raises(difficulty.FilterError, match="is not a small-model difficulty run"):
+        difficulty.preview_filters([text], None)
+    with pytest.raises(difficulty.FilterError, match="is not a text-only run"):
+        difficulty.preview_filters([], first)
 
 
 def test_it_offers_only_ones_own_runs_and_keeps_annotators_out(researcher, annotator, login, runs):

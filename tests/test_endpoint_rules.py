@@ -2,9 +2,8 @@
 and the bad port of 8): the allowlist compared after parsing, no redirects, and API
 keys only from declared variables. Real HTTP servers on this machine."""
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from unittest import mock
 
 import pytest
@@ -14,12 +13,13 @@ from inference import calls, client, services
 from inference.models import InferenceRun, ModelEndpoint, Response
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
+from tests.scripted_models import ScriptedHandler, completion
 from tests.test_settings import run_django
 
 DEFAULT_ALLOWLIST = ["http://127.0.0.1:8000-8010", "http://localhost:8000-8010"]
 
 
-class Recorder(BaseHTTPRequestHandler):
+class Recorder(ScriptedHandler):
     """Records every request; answers with a redirect to ``redirect_to`` when set, else a completion."""
 
     redirect_to = ""
@@ -34,18 +34,7 @@ class Recorder(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        payload = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "答案：B"}, "finish_reason": "stop"}],
-        }).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(200, completion("m", "答案：B"))
 
 
 def serve(redirect_to: str = ""):

@@ -2,9 +2,7 @@
 status codes, and transformers serve with a tiny model for the whole path."""
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -13,9 +11,10 @@ from inference.models import InferenceRun, ModelEndpoint, Response
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
 from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+from tests.scripted_models import ScriptedHandler, serve
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(ScriptedHandler):
     """Answers /v1/chat/completions with the next status from ``script``."""
 
     script: list[int] = []
@@ -25,42 +24,21 @@ class Scripted(BaseHTTPRequestHandler):
     finish = "stop"
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         if type(self).delay:
             time.sleep(type(self).delay)
         type(self).seen.append(body)
         status = type(self).script.pop(0) if type(self).script else 200
         if status != 200:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(json.dumps({"error": {"message": f"scripted {status}"}}).encode())
-            return
-        reply = {
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": type(self).content},
-                         "finish_reason": type(self).finish}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-        }  # fmt: skip
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+            return self.send_error_status(status)
+        return self.send_completion(body, type(self).content, finish=type(self).finish, usage=(11, 7))
 
 
 @pytest.fixture
 def scripted_server():
     Scripted.script, Scripted.seen = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(Scripted) as base_url:
+        yield base_url
 
 
 @pytest.fixture(autouse=True)

@@ -438,7 +438,7 @@ def test_it_shows_a_run_with_progress_counts_provenance_and_answers(researcher, 
 
 
 def test_it_pages_answers_by_id_and_returns_rows_for_htmx(researcher, login, monkeypatch):
-    monkeypatch.setattr("inference.views.PAGE_SIZE", 2)
+    monkeypatch.setattr("k12vista.pagination.PAGE_SIZE", 2)
     run = make_run(researcher)
     rows = [answer(run) for _ in range(3)]
     client = login(researcher)

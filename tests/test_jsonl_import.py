@@ -2,6 +2,7 @@ import base64
 import hashlib
 import io
 import json
+import shutil
 import zipfile
 from pathlib import Path
 from unittest import mock
@@ -25,6 +26,7 @@ from annotation.models import Figure, Question, SourceDocument
 from bench.generate import counts_for_scale, iter_questions
 from k12vista.jobs import execute_job
 from k12vista.models import Job
+from tests.ci import needs
 
 SCALE = 0.0003  # ten questions
 
@@ -472,7 +474,7 @@ def test_a_line_nested_a_little_too_deep_is_refused_before_anything_recurses(res
     assert report.failed == 1 and report.failed_lines[0]["reason"] == "nested deeper than 64 levels"
 
 
-@pytest.mark.skipif(not __import__("shutil").which("node"), reason="the KaTeX check needs Node.js")
+@needs(bool(shutil.which("node")), "the KaTeX check needs Node.js")
 def test_a_katex_message_about_math_italic_letters_is_stored_as_valid_text(researcher, tmp_path):
     """KaTeX cuts its excerpt at a UTF-16 index: with 𝑥 (U+1D465, two UTF-16 units) the
     message held half a surrogate pair, and the flag's insert failed (PostgreSQL above all)."""

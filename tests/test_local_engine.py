@@ -11,17 +11,7 @@ from inference.models import ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
-from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, build_model_subprocess, ml_venv_missing_reason
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    reason = ml_venv_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    hf_home = tmp_path_factory.mktemp("hf-local")
-    build_model_subprocess(hf_home)
-    return hf_home / "hub" / ("models--" + MODEL_NAME.replace("/", "--")) / "snapshots" / MODEL_REVISION
+from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, tiny_model_dir  # noqa: F401 (session fixture)
 
 
 @pytest.fixture

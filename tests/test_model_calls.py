@@ -1,11 +1,9 @@
 """The one model-call layer (inference.calls): a limit per endpoint shared by
 every run, retries that honour Retry-After, leases that a crash cannot keep."""
 
-import json
 import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 import pytest
@@ -16,9 +14,10 @@ from inference import calls, services
 from inference.models import CallLease, InferenceRun, ModelEndpoint
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
+from tests.scripted_models import ScriptedHandler, completion, serve
 
 
-class Counting(BaseHTTPRequestHandler):
+class Counting(ScriptedHandler):
     """Answers after ``delay`` seconds, counting how many requests are in flight at once."""
 
     lock = threading.Lock()
@@ -29,7 +28,7 @@ class Counting(BaseHTTPRequestHandler):
     delay = 0.0
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         cls = type(self)
         with cls.lock:
             cls.in_flight += 1
@@ -39,38 +38,19 @@ class Counting(BaseHTTPRequestHandler):
         try:
             time.sleep(cls.delay)
             if status != 200:
-                data = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+                self.send_error_status(status, headers=headers)
             else:
-                data = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "步骤1：$x=2$。\n答案：B"},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-                }).encode()  # fmt: skip
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+                self.send_json(200, completion(body["model"], "步骤1：$x=2$。\n答案：B", usage=(5, 3)), headers)
         finally:
             with cls.lock:
                 cls.in_flight -= 1
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
 def counting_server():
     Counting.in_flight, Counting.most, Counting.seen, Counting.script, Counting.delay = 0, 0, [], [], 0.0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(Counting) as base_url:
+        yield base_url
 
 
 def make_endpoint(base_url, **fields) -> ModelEndpoint:

@@ -1,10 +1,6 @@
 """The vision-model OCR backend against a scripted OpenAI-compatible server, alone
 and plugged into the PDF importer through OCR_BACKEND."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
@@ -16,54 +12,39 @@ from inference import services
 from inference.models import ModelEndpoint
 from inference.ocr_vision import VisionOCRBackend, markdown_result
 from tests import fixtures_pdf
+from tests.scripted_models import ScriptedHandler, serve
 
 pytestmark = pytest.mark.django_db
 
 PAGE = "一、选择题\n\n1．下列各数中，最大的数是（  ）\nA. $-1$\nB. $0$\nC. $2$\nD. $3$\n"
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(ScriptedHandler):
     script: list[int] = []
     seen: list[dict] = []
     reply = PAGE
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         Scripted.seen.append(body)
         status = Scripted.script.pop(0) if Scripted.script else 200
         if status != 200:
-            payload = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
-        else:
-            payload = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": Scripted.reply},
-                             "finish_reason": "stop"}],
-            }, ensure_ascii=False).encode()  # fmt: skip
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+            return self.send_error_status(status)
+        return self.send_completion(body, Scripted.reply)
 
 
 @pytest.fixture
 def vision_endpoint(settings, monkeypatch):
     Scripted.script, Scripted.seen, Scripted.reply = [], [], PAGE
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     settings.MODEL_CALL_RETRIES = 2
     settings.OCR_VISION_ENDPOINT = "ocr-vlm"
     monkeypatch.setattr(VisionOCRBackend, "backoff_seconds", 0.01)
-    yield services.save_endpoint(
-        endpoint=ModelEndpoint(name="ocr-vlm", base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                               model_name="qwen2.5-vl", max_image_side=800, default_params={"temperature": 0}),
-        user=None,
-    )  # fmt: skip
-    server.shutdown()
-    server.server_close()
+    with serve(Scripted) as base_url:
+        yield services.save_endpoint(
+            endpoint=ModelEndpoint(name="ocr-vlm", base_url=base_url, model_name="qwen2.5-vl", max_image_side=800,
+                                   default_params={"temperature": 0}),
+            user=None,
+        )  # fmt: skip
 
 
 def page_image() -> Image.Image:

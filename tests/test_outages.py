@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from k12vista.models import Job
+from tests.ci import missing
 from tests.conftest import ROOT, database_url, start_worker, stop_worker
 from tests.redis_server import RedisServer
 
@@ -27,7 +28,7 @@ FAST_SWEEPS = {"JOB_STALE_AFTER_SECONDS": str(STALE), "JOB_SWEEP_INTERVAL_SECOND
 @pytest.fixture
 def own_redis(tmp_path):
     if not shutil.which("redis-server"):
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     server = RedisServer(tmp_path)
     server.start()
     yield server

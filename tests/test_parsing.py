@@ -424,19 +424,19 @@ def test_it_parses_without_eval_exec_or_compile(monkeypatch):
     assert parse_direct_judgment(f"<evaluation>{json.dumps(list(DIRECT.values()))}</evaluation>").usable
 
 
-def test_it_imports_nothing_but_the_standard_library_and_the_vocabulary():
-    tree = ast.parse(Path(parsing.__file__).read_text(encoding="utf-8"))
+def test_it_imports_nothing_but_the_standard_library_pydantic_and_the_vocabulary():
     modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            modules.add(node.module)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"eval", "exec", "compile"}:
-            pytest.fail(f"{node.func.id} called in parsing.py")
-    assert modules <= {"__future__", "copy", "enum", "json", "re", "collections.abc", "dataclasses", "typing"} | {
-        "k12vista.vocabulary"
-    }
+    for path in Path(parsing.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                modules.add(node.module)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"eval", "exec", "compile"}:
+                pytest.fail(f"{node.func.id} called in {path.name}")
+    own = {"inference.parsing.formats", "inference.parsing.reader", "inference.parsing.results"}
+    stdlib = {"__future__", "copy", "enum", "json", "re", "collections.abc", "dataclasses", "typing"}
+    assert modules <= stdlib | own | {"pydantic", "k12vista.vocabulary"}
 
 
 # --- Direct judgments ------------------------------------------------------
@@ -672,3 +672,11 @@ def test_it_round_trips_generated_step_splits():
         steps = [random_text(rng) for _ in range(rng.randint(1, 8))]
         for text in (json.dumps({"steps": steps}, ensure_ascii=False), python_list(steps)):
             assert parse_step_split(text).value == {"steps": steps}, text
+
+
+def test_a_value_that_leaves_its_format_is_refused_not_returned(monkeypatch):
+    # The format's pydantic model is the last word: a normaliser that let an
+    # empty step list through would fail the parse, never reach a caller.
+    broken = parsing.formats.OutputFormat(parsing.formats.StepTexts, lambda data, notes: {"steps": []})
+    monkeypatch.setitem(parsing.FORMATS, "step_split", broken)
+    assert_failed(parse_step_split('{"steps": ["第一步"]}'), "does not match the format")

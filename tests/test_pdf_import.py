@@ -155,7 +155,7 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
     assert job.result["report"]["gaps"] == [] and job.result["failed"] == []
     assert job.result | {"warnings": [], "seconds": {}, "report": {}} == {
         "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "seconds": {},
-        "report": {}, "failed": [],
+        "report": {}, "failed": [], "partial": [],
     }  # fmt: skip
     assert set(job.result["seconds"]) == {"pages", "segment", "questions"}
     assert (job.done, job.total) == (3, 3)  # a step per page and one for the questions

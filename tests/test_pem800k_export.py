@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pem import services
+from pem import build, services
 from pem.models import ChainOfThought, PEBenchItem, StepLabel, TrainingExport
 from pem.training import exports, filters, formats
 from tests.annotation_factories import make_question
@@ -69,7 +69,7 @@ def test_it_writes_all_four_formats_that_pass_their_rules_and_marks_the_chains(m
     assert "[image]" in trl["messages"][1]["content"][1]["text"]  # a literal <image> in the text is not an image
     assert set(ChainOfThought.objects.filter(in_training_data=True)) == set(cots)
     with pytest.raises(services.PEBenchError):  # PEBench builds refuse training data
-        services.build_pebench(target_size=1, min_steps=1, seed=1, user=researcher)
+        build.build_pebench(target_size=1, min_steps=1, seed=1, user=researcher)
 
 
 def test_it_refuses_an_export_with_pebench_items_and_names_them(media, researcher):

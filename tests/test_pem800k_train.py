@@ -13,20 +13,10 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem.models import TrainingRun
 from pem.training import exports, jobs, train
-from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, build_model_subprocess, ml_venv_missing_reason
+from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, tiny_model_dir  # noqa: F401 (session fixture)
 from tests.test_pem800k_export import kept_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    reason = ml_venv_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    hf_home = tmp_path_factory.mktemp("hf-train")
-    build_model_subprocess(hf_home)
-    return hf_home / "hub" / ("models--" + MODEL_NAME.replace("/", "--")) / "snapshots" / MODEL_REVISION
 
 
 @pytest.fixture

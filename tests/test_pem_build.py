@@ -6,8 +6,9 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from k12vista.roles import Role
 from pem import jobs
+from pem.build import build_pebench, largest_remainder
 from pem.models import ChainOfThought, PEBenchBuild, PEBenchItem
-from pem.services import PEBenchError, build_pebench, largest_remainder
+from pem.services import PEBenchError
 from tests.pem_factories import add_to_pebench, make_cot
 
 FOUR_STEPS = ["一", "二", "三", "四"]
@@ -202,9 +203,8 @@ def test_it_lists_chains_with_filters_and_counts_by_status(researcher, login):
 
 @pytest.mark.django_db
 def test_it_pages_the_chain_list_with_htmx(researcher, login, monkeypatch):
-    from pem import data_views
 
-    monkeypatch.setattr(data_views, "PAGE_SIZE", 2)
+    monkeypatch.setattr("k12vista.pagination.PAGE_SIZE", 2)
     cots = [make_cot(steps=FOUR_STEPS) for _ in range(3)]
     client = login(researcher)
     first = client.get("/pem/data/chains/").content.decode()

@@ -6,8 +6,9 @@ from inference.models import Response
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem import jobs
+from pem.chains import cots_from_run, labels_from_scoring_run, split_response
 from pem.models import Alignment, ChainOfThought, StepLabel
-from pem.services import PEBenchError, cots_from_run, labels_from_scoring_run, split_response
+from pem.services import PEBenchError
 from tests.annotation_factories import make_question
 from tests.pem_factories import answer, judge, label_steps, make_endpoint, make_run, make_scoring_run
 

@@ -10,8 +10,8 @@ from inference import services
 from inference.models import ModelEndpoint
 from k12vista.jobs import execute_job
 from pem import splitting
+from pem.chains import cots_from_run
 from pem.models import ChainOfThought, SplitResult, SplitRun
-from pem.services import cots_from_run
 from tests.annotation_factories import make_question
 from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.pem_factories import answer, label_steps, make_run

@@ -4,6 +4,7 @@ from annotation import services
 from annotation.images import BadImage
 from annotation.models import Flag, Question, QuestionEdit
 from annotation.services import EditConflict, FigureData, LifecycleError, QuestionDataError
+from k12vista.pagination import keyset_page
 from tests.annotation_factories import figure_png, make_question, question_data
 
 pytestmark = pytest.mark.django_db
@@ -250,10 +251,17 @@ def test_it_diffs_steps_against_the_proposal():
     assert diff == [("same", "a"), ("removed", "b"), ("added", "B"), ("same", "c"), ("added", "d")]
 
 
-def test_it_pages_by_key():
+def test_it_pages_by_key(rf):
     ids = [make_question(figures=[]).pk for _ in range(5)]
-    assert [q.pk for q in Question.objects.after(None)[:2]] == ids[:2]
-    assert [q.pk for q in Question.objects.after(ids[1])[:2]] == ids[2:4]
+    first, next_query = keyset_page(Question.objects.all(), rf.get("/?subject=math"), size=2)
+    assert [q.pk for q in first] == ids[:2] and next_query == f"subject=math&after={ids[1]}"
+    second, _ = keyset_page(Question.objects.all(), rf.get(f"/?{next_query}"), size=2)
+    assert [q.pk for q in second] == ids[2:4]
+    last, none = keyset_page(Question.objects.all(), rf.get(f"/?after={ids[3]}"), size=2)
+    assert [q.pk for q in last] == ids[4:] and none is None
+    # A forged cursor starts again from the first page instead of failing.
+    for forged in ("abc", str(2**70), "-1"):
+        assert [q.pk for q in keyset_page(Question.objects.all(), rf.get(f"/?after={forged}"), size=2)[0]] == ids[:2]
 
 
 def test_it_computes_the_same_content_hash_for_the_same_content():

@@ -2,8 +2,6 @@
 that answers by what it is asked about, and the tiny model for the whole path."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 import pytest
@@ -14,6 +12,7 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
 from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
+from tests.scripted_models import ScriptedHandler, serve
 
 DIRECT_OK = json.dumps({"reference_answers": ["B", "5"], "model_answers": ["B", "6"], "scores": [1, 0]})
 DIRECT_FENCED = "好的，评分如下：\n```json\n" + json.dumps(
@@ -39,7 +38,7 @@ STEPS_EVALUATION = (
 GIBBERISH = "嗯……这道题我觉得还行吧"
 
 
-class Judge(BaseHTTPRequestHandler):
+class Judge(ScriptedHandler):
     """Answers /v1/chat/completions by what the prompt is about: ``replies`` maps
     a marker in the messages to the judge's replies, in order; an int is an HTTP
     status, a str the content; the last reply repeats."""
@@ -48,39 +47,21 @@ class Judge(BaseHTTPRequestHandler):
     seen: list[dict] = []
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         type(self).seen.append(body)
         asked = json.dumps(body["messages"], ensure_ascii=False)
         queue = next((q for marker, q in type(self).replies.items() if marker in asked), ["no reply scripted"])
         reply = queue.pop(0) if len(queue) > 1 else queue[0]
         if isinstance(reply, int):
-            return self.send(reply, {"error": {"message": f"scripted {reply}"}})
-        return self.send(200, {
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-        })  # fmt: skip
-
-    def send(self, status, payload):
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+            return self.send_error_status(reply)
+        return self.send_completion(body, reply, usage=(100, 20))
 
 
 @pytest.fixture
 def judge_server():
     Judge.replies, Judge.seen = {}, []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(Judge) as base_url:
+        yield base_url
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """A real Celery worker process on the configured broker (filesystem, Redis or
 RabbitMQ) and the test database: the job mechanism end to end."""
 
+import json
 import time
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ from django.utils import timezone
 from k12vista import jobs
 from k12vista.models import Job
 from k12vista.tasks import run_job
+from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -55,3 +57,44 @@ def test_it_finishes_a_job_whose_worker_crashed(worker, researcher):
     job = wait_for(job)
     assert job.status == Job.Status.SUCCEEDED
     assert job.attempts == 2
+
+
+def test_a_real_worker_imports_answers_with_the_local_model_and_exports(
+    worker,
+    researcher,
+    tiny_model_server,
+    tmp_path,  # noqa: F811
+):
+    """The pipeline's own jobs, not check jobs, through the broker: a JSONL
+    import, an inference run against the local `transformers serve` model and
+    an export, each started by the same service call as its page."""
+    from annotation.jsonl_import import register_upload, start_import
+    from annotation.models import Question
+    from inference import services
+    from inference.models import ModelEndpoint, Response
+    from tests.test_jsonl_import import release_file
+
+    document = register_upload(path=release_file(tmp_path), user=researcher)
+    imported = wait_for(start_import(document=document, user=researcher), timeout=120)
+    assert imported.status == Job.Status.SUCCEEDED, imported.error
+    assert imported.result["created"] == Question.objects.filter(source_document=document).count() == 10
+
+    base_url, model_name = tiny_model_server
+    endpoint = services.save_endpoint(
+        endpoint=ModelEndpoint(name="tiny", base_url=base_url, model_name=model_name,
+                               default_params={"max_tokens": 4, "temperature": 0}),
+        user=researcher,
+    )  # fmt: skip
+    run = services.start_inference_run(endpoint=endpoint, mode="direct", filters={}, user=researcher)
+    answered = wait_for(run.job, timeout=300)
+    assert answered.status == Job.Status.SUCCEEDED, answered.error
+    assert Response.objects.filter(run=run, status=Response.Status.OK).count() == 10
+    assert not Response.objects.filter(run=run).exclude(status=Response.Status.OK).exists()
+
+    export = jobs.start_job(kind="annotation.export_questions", user=researcher,
+                            params={"filters": {}, "fmt": "reference"})  # fmt: skip
+    export = wait_for(export, timeout=120)
+    assert export.status == Job.Status.SUCCEEDED, export.error
+    written = (settings.MEDIA_ROOT / export.result["path"]).read_text(encoding="utf-8").splitlines()
+    assert len(written) == export.result["count"] == 10
+    assert {json.loads(line)["hash_id"] for line in written} == set(Question.objects.values_list("hash_id", flat=True))

@@ -11,6 +11,7 @@ from annotation.pdf.importer import (
     import_document,
     import_pdf_job,
     register_pdf_upload,
+    retry_pdf_import,
     start_pdf_import,
 )
 from annotation.pdf.reading import PdfImportError
@@ -21,5 +22,6 @@ __all__ = [
     "import_document",
     "import_pdf_job",
     "register_pdf_upload",
+    "retry_pdf_import",
     "start_pdf_import",
 ]

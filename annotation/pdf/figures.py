@@ -19,14 +19,20 @@ import io
 import re
 from dataclasses import dataclass
 from statistics import median
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymupdf
 from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend, OCRUnavailable, get_ocr_backend
 from annotation.pdf.layout import Box, PageText, Span, union
+from k12vista.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 MIN_SIDE_PT = 20  # smaller than this is a bullet, a rule or a blank line, not a figure
 MAX_PAGE_SHARE = 0.6  # an image covering most of the page is the scan itself
@@ -330,6 +336,10 @@ def with_formulas(page_text: PageText, regions: list[FigureRegion]) -> PageText:
         top, bottom, baseline, size = line or (box[1], box[3], box[3] - 0.15 * (box[3] - box[1]), page_em(page_text))
         # The line's height and size, so the layout reads it as part of the line, never as an exponent.
         text = f"${region.latex}$" if region.latex else region.token
+        if any(
+            s.text == text and abs(s.bbox[0] - box[0]) < 0.1 and abs(s.bbox[2] - box[2]) < 0.1 for s in page_text.spans
+        ):
+            continue  # an OCR page read back from an earlier run keeps its formula spans already
         spans.append(Span(text, (box[0], top, box[2], bottom), baseline, size))
     return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr, page_text.gutters)
 

@@ -15,11 +15,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pymupdf
 from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -30,13 +29,30 @@ from annotation.images import BadImage
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
-from annotation.pdf.layout import Line, PageLayout, PageText, Span, reading_order, union
+from annotation.pdf.layout import (
+    QUESTION_START,
+    Line,
+    PageLayout,
+    PageText,
+    Span,
+    group_lines,
+    line_text,
+    reading_order,
+    union,
+)
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.lazy import lazy_module
 from k12vista.models import Job
+from k12vista.text import storable
 from k12vista.vocabulary import Subject
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 JOB_KIND = "annotation.import_pdf"
 CHUNK = 1024 * 1024
@@ -57,6 +73,7 @@ class ImportSummary:
     # questions per section against the heading's count, text that went to no question.
     report: dict = field(default_factory=dict)
     failed: list[dict] = field(default_factory=list)  # questions that could not be saved, with the reason
+    partial: list[dict] = field(default_factory=list)  # questions saved with a part left out (flagged import_error)
     # Wall time of each stage, so a slow import shows where it spent its time.
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -134,6 +151,16 @@ def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFA
     return job
 
 
+def retry_pdf_import(*, document: SourceDocument, user: Any) -> Job:
+    """Starts the import of a document again with the subject and grade of its last run. The new run
+    reuses the pages already read (and OCR'd) and skips the questions already saved."""
+    if document.job is not None and not document.job.is_finished:
+        raise PdfImportError(_("This import is still running."))
+    params = document.job.params if document.job is not None else {}
+    return start_pdf_import(document=document, user=user, subject=params.get("subject", DEFAULT_SUBJECT),
+                            grade=int(params.get("grade", DEFAULT_GRADE)))  # fmt: skip
+
+
 @job_handler(JOB_KIND, queue=Job.Queue.CPU)
 def import_pdf_job(job: Job, progress: Progress) -> dict:
     document = SourceDocument.objects.get(pk=job.params["source_document_id"])
@@ -178,7 +205,9 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
         SourceDocument.objects.filter(pk=document.pk).update(error=message)
         document.error = message
         raise
-    SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="")
+    SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="",
+                                                         import_report=summary.as_dict())  # fmt: skip
+    document.import_report = summary.as_dict()
     return summary
 
 
@@ -194,6 +223,8 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
         summary.warnings += analysis.parsed.warnings
         summary.report = analysis.parsed.report
         summary.warnings += [w for w in summary.report.get("warnings", []) if w not in summary.warnings]
+        # Kept on the document before any question is saved: a crash while saving leaves the report.
+        SourceDocument.objects.filter(pk=document.pk).update(import_report=summary.as_dict())
         with _timed(summary, "questions"):
             _save_questions(document=document, pdf=pdf, pages=pages, analysis=analysis, subject=subject,
                             grade=grade, summary=summary, user=user,
@@ -290,15 +321,63 @@ def _stored_ocr(row: Page, page: pymupdf.Page, number: int) -> PageText:
 
 
 def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion]) -> PageText:
-    """Labels inside a figure are part of the figure, not of the question text."""
-    regions = [r for r in regions if not r.is_formula]
+    """Labels inside a figure are part of the figure, not of the question text.
 
-    def inside(box: tuple) -> bool:
+    Two kinds of text inside a figure's box stay text: a line that goes on
+    outside every figure (a figure box drawn a little too tall reaches over the
+    stem line above it) or starts a question, and option letters set one under
+    each of a row of pictures ("A", "B", "C", "D"): they are the question's options.
+    """
+    regions = [r for r in regions if not r.is_formula]  # a formula image is text, in its line
+    if not regions:
+        return page_text
+
+    def region_of(box: tuple) -> int:
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        return any(r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3] for r in regions)
+        for i, r in enumerate(regions):
+            if r.bbox[0] <= cx <= r.bbox[2] and r.bbox[1] <= cy <= r.bbox[3]:
+                return i
+        return -1
 
-    spans = [s for s in page_text.spans if not inside(s.bbox)]
+    where = [region_of(s.bbox) for s in page_text.spans]
+    if all(w < 0 for w in where):
+        return page_text
+    keep = [w < 0 for w in where]
+    index_of = {id(s): i for i, s in enumerate(page_text.spans)}
+    for line in group_lines(page_text.spans):
+        for run in _runs(line):
+            indexes = [index_of[id(s)] for s in run]
+            inside = [i for i in indexes if where[i] >= 0]
+            if not inside:
+                continue
+            if len(inside) < len(indexes) or QUESTION_START.match(line_text(run)):
+                for i in inside:
+                    keep[i] = True
+        if _picture_letters(line, [where[index_of[id(s)]] for s in line]):
+            for s in line:
+                keep[index_of[id(s)]] = True
+    spans = [s for s, kept in zip(page_text.spans, keep, strict=True) if kept]
     return PageText(page_text.number, page_text.width, page_text.height, spans, page_text.ocr, page_text.gutters)
+
+
+def _runs(line: list[Span]) -> list[list[Span]]:
+    """A line cut where runs stand apart (more than a character and a half): a column, a figure's label."""
+    runs: list[list[Span]] = []
+    for span in line:
+        if runs and span.bbox[0] - runs[-1][-1].bbox[2] < 1.5 * max(span.size, runs[-1][-1].size):
+            runs[-1].append(span)
+        else:
+            runs.append([span])
+    return runs
+
+
+def _picture_letters(line: list[Span], regions_of: list[int]) -> bool:
+    """A row of single letters A, B, C… each in its own figure: the labels of picture options."""
+    letters = [s.text.strip().strip("()（）.．") for s in line]
+    if len(line) < 2 or any(len(letter) != 1 for letter in letters):
+        return False
+    in_order = all(ord(b) - ord(a) == 1 for a, b in zip(letters, letters[1:], strict=False))
+    return in_order and letters[0] in "AC" and len(set(regions_of)) == len(line) and min(regions_of) >= 0
 
 
 def _save_page(*, document: SourceDocument, page: pymupdf.Page, number: int, text: PageText, source: str) -> Page:
@@ -372,8 +451,7 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     keeps the batches saved so far, and the next run skips them by hash_id.
     """
     parsed, by_question = analysis.parsed.questions, analysis.figures
-    report = analysis.parsed.report
-    suspects = {label: [w for w in report.get("warnings", []) if label in w] for label in report.get("suspects", [])}
+    reasons = analysis.parsed.report.get("reasons", {})
     rows = {p.row.number: p.row for p in pages}
     hashes = {question_hash(document, q) for q in parsed if q.lines}
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
@@ -384,51 +462,98 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
             for index, question in todo[start : start + SAVE_BATCH]:
                 _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
                                grade=grade, found=by_question.get(index, []), summary=summary, user=user,
-                               suspects=suspects, formulas=analysis.formulas)  # fmt: skip
+                               reasons=reasons.get(question.label, []), formulas=analysis.formulas)  # fmt: skip
         heartbeat()
+
+
+# A fault in one question's content (UnicodeEncodeError from a cut surrogate pair is a ValueError, a
+# figure that is no image a BadImage). A crash of the process or the database (DatabaseError, OSError)
+# is none of these: it stops the import, which a retry continues.
+QUESTION_FAULTS = (QuestionDataError, BadImage, ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any, suspects: dict[str, list[str]],
+                   summary: ImportSummary, user: Any, reasons: list[str],
                    formulas: dict[str, figures.FigureRegion]) -> None:  # fmt: skip
+    """Saves one question. What fails in it is recorded on it (an ``import_error`` flag) and the paper
+    goes on: a figure that cannot be cropped is left out; a question refused as read is saved again
+    with its text made storable and without figures. Only a question refused twice is left out, and
+    the document's report names it."""
     hash_id = question_hash(document, question)
     page_number, bbox = _first_page_box(question.lines, found)
+    problems: list[str] = []
+    crops: list[FigureData] = []
+    for region in found:
+        try:
+            crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
+        except (RuntimeError, ValueError) as exc:  # MuPDF cannot render this part of the page
+            problems.append(f"a figure on page {region.page} could not be cropped ({type(exc).__name__}: {exc})")
     # Formula images stand in the text as [[formula:N]], N their place after the question's figures.
     texts, inline = figures.placeholders([question.text, question.solution, *(o["text"] for o in question.options)],
-                                         formulas, first=len(found))  # fmt: skip
+                                         formulas, first=len(crops))  # fmt: skip
     options = [{**o, "text": t} for o, t in zip(question.options, texts[2:], strict=True)]
+    for region in inline:
+        try:
+            crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
+        except (RuntimeError, ValueError) as exc:
+            problems.append(f"a formula image on page {region.page} could not be cropped ({exc})")
     data = QuestionData(
         hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
         options=options, answers=question.answers, raw_solution=texts[1],
         source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
         boxes=question_boxes(question.lines, found),
-        figures=[_figure_data(pdf, rows, region, hash_id, i) for i, region in enumerate([*found, *inline])],
+        figures=crops,
     )  # fmt: skip
+    note = f"imported from {document.original_name}"[:300]
     # create_question is atomic itself: a refused question rolls back to its own savepoint only.
     try:
-        create_question(data=data, user=user, note=f"imported from {document.original_name}"[:300])
+        saved = create_question(data=data, user=user, note=note)
     except IntegrityError:
         summary.existing += 1  # another import of the same paper saved it first
         return
-    except (QuestionDataError, BadImage) as exc:
-        summary.warnings.append(f"question {question.label} was not imported: {exc}")
-        summary.failed.append({"question": question.label, "reason": str(exc)})
-        return
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        # A fault in this question's content (UnicodeEncodeError from a cut surrogate pair is a ValueError):
-        # create_question rolled back to its own savepoint; the paper goes on with the next question. A
-        # crash of the process or the database (RuntimeError, DatabaseError, OSError) still stops the import.
-        reason = f"{type(exc).__name__}: {exc}"
-        summary.warnings.append(f"question {question.label} was not imported: {reason}")
-        summary.failed.append({"question": question.label, "reason": reason})
-        return
-    if question.label in suspects:
-        Flag.objects.create(question_id=Question.objects.get(hash_id=hash_id).pk, code=Flag.Code.IMPORT_GAP,
-                            message="; ".join(w for w in suspects[question.label]) or "next to a gap",
+    except QUESTION_FAULTS as exc:
+        reason = _fault(exc)
+        try:
+            saved = create_question(data=_storable(data), user=user, note=note)
+        except IntegrityError:
+            summary.existing += 1
+            return
+        except QUESTION_FAULTS as again:
+            message = f"question {question.label} was not imported: {reason}"
+            summary.warnings.append(message if _fault(again) == reason else f"{message}; then {_fault(again)}")
+            summary.failed.append({"question": question.label, "reason": reason})
+            return
+        problems.append(f"saved without its figures and with its text cleaned: {reason}")
+        summary.warnings.append(f"question {question.label} was {problems[-1]}")
+        crops = []
+    if problems:
+        Flag.objects.create(question=saved, code=Flag.Code.IMPORT_ERROR, message=storable("; ".join(problems)),
+                            detail={"report": "pdf import"})  # fmt: skip
+        summary.partial.append({"question": question.label, "problems": problems})
+    if reasons:
+        Flag.objects.create(question=saved, code=Flag.Code.IMPORT_GAP, message=storable("; ".join(reasons)),
                             detail={"report": "pdf import"})  # fmt: skip
     summary.questions += 1
-    summary.figures += len(found)
+    summary.figures += sum(1 for crop in crops if crop.kind == Figure.Kind.FIGURE)
+
+
+def _fault(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, QuestionDataError | BadImage) else f"{type(exc).__name__}: {exc}"
+
+
+def _storable(data: QuestionData) -> QuestionData:
+    """The question as read, each text made storable (no NUL, no lone surrogate), without figures."""
+    return replace(
+        data,
+        text=storable(data.text),
+        options=[
+            {"label": storable(str(o.get("label", ""))), "text": storable(str(o.get("text", "")))} for o in data.options
+        ],  # fmt: skip
+        answers=[storable(str(a)) for a in data.answers],
+        raw_solution=storable(data.raw_solution),
+        figures=[],
+    )
 
 
 def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,

@@ -116,11 +116,24 @@ def _centered_header(span: Span, page: PageText) -> bool:
 QUESTION_START = re.compile(r"^\s*\d{1,3}\s*[．.、]")
 
 
+def _inside_a_line(span: Span, page: PageText) -> bool:
+    """A number set right against other text on its line ("21" + "．如图…", "倾角" + "30" + "度") is
+    part of that line, not a page number, even where the whole line lies in the margin."""
+    reach = 0.5 * span.size
+    return any(
+        s is not span
+        and _overlap(s.bbox, span.bbox) > 0.5 * min(s.bbox[3] - s.bbox[1], span.bbox[3] - span.bbox[1])
+        and (-reach <= s.bbox[0] - span.bbox[2] < reach or -reach <= span.bbox[0] - s.bbox[2] < reach)
+        for s in page.spans
+    )
+
+
 def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
-    running = PAGE_NUMBER.match(span.text) or (repeated and not QUESTION_START.match(span.text))
+    page_number = PAGE_NUMBER.match(span.text) and not _inside_a_line(span, page)
+    running = page_number or (repeated and not QUESTION_START.match(span.text))
     if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.
@@ -265,8 +278,26 @@ CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 MATH_ALPHANUMERIC = re.compile(r"[\U0001d400-\U0001d7ff]+")
 
 
+# Word writes symbols of the Symbol font as private-use code points U+F020-U+F0FF (the font's own
+# codes plus 0xF000); these are the ones exam papers use, as the characters they draw.
+SYMBOL_FONT = {
+    0x2B: "+", 0x2D: "−", 0x3D: "=", 0x3C: "<", 0x3E: ">", 0x44: "Δ", 0x46: "Φ", 0x47: "Γ", 0x4C: "Λ",
+    0x50: "Π", 0x51: "Θ", 0x53: "Σ", 0x57: "Ω", 0x61: "α", 0x62: "β", 0x63: "χ", 0x64: "δ", 0x65: "ε",
+    0x66: "φ", 0x67: "γ", 0x68: "η", 0x6A: "φ", 0x6B: "κ", 0x6C: "λ", 0x6D: "μ", 0x6E: "ν", 0x70: "π",
+    0x71: "θ", 0x72: "ρ", 0x73: "σ", 0x74: "τ", 0x75: "υ", 0x77: "ω", 0x78: "ξ", 0x79: "ψ", 0x7A: "ζ",
+    0xA2: "′", 0xA3: "≤", 0xA5: "∞", 0xAC: "←", 0xAD: "↑", 0xAE: "→", 0xAF: "↓", 0xB0: "°", 0xB1: "±",
+    0xB2: "″", 0xB3: "≥", 0xB4: "×", 0xB5: "∝", 0xB6: "∂", 0xB7: "•", 0xB8: "÷", 0xB9: "≠", 0xBA: "≡",
+    0xBB: "≈", 0xBC: "…", 0xC5: "⊕", 0xD0: "∠", 0xD6: "√", 0xD7: "·", 0xDB: "⇔", 0xDE: "⇒",
+    0xE6: "(", 0xE7: "", 0xE8: "(", 0xE9: "[", 0xEA: "", 0xEB: "[", 0xF6: ")", 0xF7: "", 0xF8: ")",
+    0xF9: "]", 0xFA: "", 0xFB: "]",
+}  # fmt: skip
+SYMBOL_PUA = str.maketrans({0xF000 + code: char for code, char in SYMBOL_FONT.items()})
+PRIVATE_USE = re.compile("[\uf020-\uf0ff]")
+
+
 def normalize_text(text: str) -> str:
-    """Mathematical italic letters (𝑥) as plain letters, and Word's doubled glyphs (𝐺𝐺 for G) undone.
+    """Mathematical italic letters (𝑥) as plain letters, and Word's doubled glyphs (𝐺𝐺 for G) undone;
+    Symbol-font private-use code points as the symbols they draw.
 
     Only the Mathematical Alphanumeric block is folded (NFKC), so full-width
     punctuation and circled numbers stay as printed.
@@ -278,6 +309,8 @@ def normalize_text(text: str) -> str:
             run = run[0::2]
         return unicodedata.normalize("NFKC", run)
 
+    if PRIVATE_USE.search(text):
+        text = text.translate(SYMBOL_PUA)
     return MATH_ALPHANUMERIC.sub(fold, text)
 
 

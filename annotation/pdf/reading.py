@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymupdf
 from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
 from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
+from k12vista.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")  # loaded at the first PDF: about 130 MiB (k12vista/lazy.py)
 
 PAGE_DPI = 110  # page images are for people to compare against; figures are cropped sharper
 OCR_DPI = 120  # 10.5 pt characters come out ~17 px high, enough for PP-OCR; 150 dpi costs 1.5x the time
@@ -77,9 +83,24 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
             for span in line["spans"]:
                 if not span["text"].strip() or span.get("alpha", 255) == 0:
                     continue
+                if span["size"] < MIN_VISIBLE_PT:
+                    continue  # Word leaves formula residue as 1 pt letters: nobody reads them
                 text = normalize_text(span["text"])
-                spans.append(Span(text, tuple(span["bbox"]), span["origin"][1], span["size"], span["flags"]))
+                spans.append(Span(text, _line_box(span), span["origin"][1], span["size"], span["flags"]))
     return PageText(number, page.rect.width, page.rect.height, spans)
+
+
+MIN_VISIBLE_PT = 3.0
+
+
+def _line_box(span: dict) -> tuple[float, float, float, float]:
+    """The run's box, or one from its baseline and size where a glyph (an overbar, a radical) makes it
+    several lines tall: such a box would join the lines it crosses into one."""
+    x0, y0, x1, y1 = span["bbox"]
+    size, baseline = span["size"], span["origin"][1]
+    if y1 - y0 > 1.8 * size and y0 < baseline - 0.2 * size:
+        return (x0, max(y0, baseline - 0.95 * size), x1, min(y1, baseline + 0.3 * size))
+    return (x0, y0, x1, y1)
 
 
 def has_usable_text(page_text: PageText) -> bool:

@@ -36,6 +36,7 @@ SECTION_TYPES = [
 ANSWER_SECTION = re.compile(
     r"^【?(?:参考答案|答案与解析|答案解析|答案及解析|答案[:：]?】?$)|(?:参考答案|试题答案|答案与解析|答案及解析|试题解析)"
 )
+INTRODUCES = re.compile(r"如下\s*[:：]?\s*$")  # "参考答案如下：" inside an answer is no heading
 # Instructions to candidates number their points "1．… 2．…"; they are no questions.
 NOTICE = re.compile(r"^\s*(?:注意事项|考生须知|考生注意|注意)\s*[:：]?")
 UNNUMBERED = re.compile(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*[(（]\s*\d{{1,2}}\s*分\s*[)）]\s*(.*)$")
@@ -50,6 +51,10 @@ SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
 CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
+# What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
+ANSWER_LIKE = re.compile(
+    r"^\s*(?:[A-H]{1,4}(?:\s*(?:【|[。.．;；,，]|$)|\s+\d)|【(?:答案|解析|详解|分析|解答)】|[\[［][A-H]|见解析|略)"
+)
 MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
@@ -68,6 +73,9 @@ class ParsedQuestion:
     part: str = "stem"  # where the next line goes: stem, option, answer or solution
     scope: str = ""  # the section numeral where numbering restarts per section ("二" of 二.3)
     name: str = ""  # the label of a question without a number (a section that is one question: "五")
+    sub_seen: bool = False  # a sub-question (1) has started in the stem
+    options_in_part: bool = False  # the options belong to a sub-question: the question itself is no choice
+    maybe_a: tuple[int, bool] | None = None  # where a stem line that may be option A misread starts
 
     @property
     def label(self) -> str:
@@ -148,8 +156,10 @@ class Segmenter:
         self.entry: AnswerEntry | None = None
         self.answers_key: tuple | None = None
         self.answer_scope = ""
+        self.answer_style: str | None = None  # how the answers of the section being read are numbered
         self.stated: dict[int, tuple[str, int | None]] = {}  # section -> (heading, "共 8 小题" count)
-        self.leftover: dict[tuple[int, int], int] = {}  # (page, column) -> characters read into no question
+        # (page, column) -> characters read into no question there, and the question read before them
+        self.leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]] = {}
         self.in_notice = False
         self.notice_last = 0  # the last point number of the notice being read
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
@@ -160,11 +170,13 @@ class Segmenter:
         if NOTICE.match(text) and not self.in_answers:
             self.in_notice, self.current, self.notice_last = True, None, 0
             return
-        if ANSWER_SECTION.search(text) and len(text) <= 30 and not NUMBER.match(text):
+        if ANSWER_SECTION.search(text) and len(text) <= 30 and not NUMBER.match(text) and not INTRODUCES.search(text):
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
         section = SECTION.match(text)
+        if section and self.in_answers and (section.group(1) or section.group(2)) in self._scopes():
+            section = None  # "七、第1小题：…": the answers to section 七, no heading
         if section:
             self.section += 1
             self.current, self.in_notice = None, False
@@ -200,6 +212,12 @@ class Segmenter:
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
         number = NUMBER.match(text)
+        if number and not self.in_answers and self._answers_begin(int(number.group(1)), text[number.end() :]):
+            # No heading, but the numbering starts again with answers ("15.C【解析】…"): an answer section.
+            self.in_answers, self.current, self.entry, self.in_notice = True, None, None, False
+            self.answers_key = self.answers_key or line.key
+            self.feed(line)
+            return
         if self.in_notice:
             # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
             value = int(number.group(1)) if number else None
@@ -216,7 +234,8 @@ class Segmenter:
                 self._add_to_entry(self.entry, text)
         elif self.current is None and self.questions and not self.in_notice:
             where = (line.page, line.key[2] if len(line.key) > 2 else 0)
-            self.leftover[where] = self.leftover.get(where, 0) + len(text)
+            chars, before = self.leftover.get(where, (0, self.questions[-1]))
+            self.leftover[where] = (chars + len(text), before)
         elif self.current is not None:
             self.current.lines.append(line)
             self._add(self.current, text)
@@ -227,14 +246,18 @@ class Segmenter:
             entry.text.append("\n")
         _join(entry.text, text)
 
+    def _scopes(self) -> set[str]:
+        """The numerals of sections whose numbers restart, and of sections that are one question."""
+        return {q.scope for q in self.questions if q.scope} | {q.name for q in self.questions if q.name}
+
     def _scoped_answers(self, text: str) -> bool:
         """Answers by section where numbers restart: "二、(1)[B](2)[C]", "七、第1小题：…" for a question 七."""
-        scoped = {q.scope for q in self.questions if q.scope} | {q.name for q in self.questions if q.name}
+        scoped = self._scopes()
         if not scoped:
             return False
         heading = re.match(rf"^([{CN_NUMERAL}]+)\s*[、．.]\s*", text)
         if heading and heading.group(1) in scoped:
-            self.answer_scope = heading.group(1)
+            self.answer_scope, self.answer_style = heading.group(1), None
             text = text[heading.end() :]
             if any(q.name == self.answer_scope for q in self.questions):
                 self.entry = AnswerEntry(0, [text], scope=self.answer_scope)
@@ -242,7 +265,14 @@ class Segmenter:
                 return True
         elif not self.answer_scope:
             return False
-        items = list(re.finditer(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]", text))
+        items = self._answer_items(text)
+        if items and items[0].start() > 0 and self.entry is not None and self.entry.number:
+            # "是0的正弦曲线。 (6)大于2的正整数。": the end of one answer, then the next ones.
+            following = [m for m in items if _item_number(m) > self.entry.number]
+            if following and _item_number(following[0]) == self.entry.number + 1:
+                self._add_to_entry(self.entry, text[: following[0].start()].strip())
+                text = text[following[0].start() :]
+                items = self._answer_items(text)
         if not items or items[0].start() > 0:
             if self.entry is not None:
                 self._add_to_entry(self.entry, text)
@@ -252,10 +282,17 @@ class Segmenter:
             return True
         ends = [m.start() for m in items[1:]] + [len(text)]
         for match, end in zip(items, ends, strict=True):
-            number = int(match.group(1) or match.group(2))
-            self.entry = AnswerEntry(number, [text[match.end() : end].strip()], scope=self.answer_scope)
+            self.entry = AnswerEntry(_item_number(match), [text[match.end() : end].strip()], scope=self.answer_scope)
             self.entries.append(self.entry)
         return True
+
+    def _answer_items(self, text: str) -> list[re.Match]:
+        """Where the answers of a section start: numbered as its first answer is, "(1)" or "1."; in a
+        section answered "1. … (1) … (2) …" the bracketed numbers are the parts of one answer."""
+        items = list(SCOPED_ITEM.finditer(text))
+        if items and self.answer_style is None:
+            self.answer_style = "paren" if items[0].group(1) else "dot"
+        return [m for m in items if ("paren" if m.group(1) else "dot") == self.answer_style]
 
     def _choice_run(self, text: str) -> bool:
         run = CHOICE_RUN.match(text)
@@ -283,6 +320,13 @@ class Segmenter:
             self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
             return True
         return False
+
+    def _answers_begin(self, number: int, rest: str) -> bool:
+        """The first question's number again, followed by an answer rather than the question's text."""
+        if not self.questions or number >= self.questions[-1].number:
+            return False
+        first = next((q for q in self.questions if not q.name), None)
+        return first is not None and number == first.number and bool(ANSWER_LIKE.match(rest))
 
     def _repeats(self, number: int, rest: str) -> bool:
         """A number seen before whose text starts as that question's did: a copy of the paper."""
@@ -316,22 +360,60 @@ class Segmenter:
             question.answer = f"{question.answer} {text}".strip()
         elif question.part == "solution":
             question.solution += text
-        elif question.part == "option" or _starts_options(text):
+        elif (row := _letter_row(text, question)) is not None:
+            # Options that are pictures or table columns: only their letters are text ("A B", "（C） （D）").
+            question.options += [{"label": label, "text": ""} for label in row]
+            question.options_in_part = question.options_in_part or question.sub_seen
+            question.part = "stem"  # what follows (a table's rows, the next sub-question) is no option text
+        elif question.part == "option" and SUB_QUESTION.match(text):
+            question.part = "stem"
+            self._add_piece(question, text)
+        elif question.part == "option" or _starts_options(_as_options(text)):
+            self._add_options(question, _as_options(text))
+        elif question.maybe_a is not None and not question.options and _starts_option_b(text):
+            # "(4) 在质量…" then "(B) 在压强…": the line read as (4) or "A " was option A after all.
+            at, question.sub_seen = question.maybe_a
+            first = "".join(question.stem[at:]).strip()
+            del question.stem[at:]
+            while question.stem and question.stem[-1] == "\n":
+                question.stem.pop()
+            question.maybe_a = None
+            self._add_options(question, _as_options(first) if _as_options(first) != first else _force_a(first))
             self._add_options(question, text)
         else:
-            if SUB_QUESTION.match(text):
+            if not question.options and (LOOKALIKE_A.match(text) or BARE_A.match(text)):
+                question.maybe_a = (len(question.stem) + (1 if SUB_QUESTION.match(text) and question.stem else 0),
+                                    question.sub_seen)  # fmt: skip
+            if sub := SUB_QUESTION.match(text):
                 text = normalize_sub_question(text)
+                # ①②③④ before the options are statements the options combine ("A．①②"), not parts.
+                question.sub_seen = question.sub_seen or bool(sub.group(1))
                 if question.stem:
                     question.stem.append("\n")
             _join(question.stem, text)
 
     def _add_options(self, question: ParsedQuestion, text: str) -> None:
-        starts = list(OPTION.finditer(text))
-        if not starts or starts[0].start() > 0:
-            # A wrapped option: the text goes on from the last option.
-            if question.options:
-                question.options[-1]["text"] += text if not text.isascii() else " " + text
+        last = question.options[-1]["label"] if question.options else ""
+        if question.options and _starts_options(text):
+            # The letters start again at A: a sub-question's own options, or a row "A. A B. B" naming the
+            # cells of a table already read. The question keeps its first options; these stay in the stem.
+            question.part = "stem"
+            _join(question.stem, "\n" + text)
             return
+        starts = _markers(text, after=last)
+        if not starts or starts[0].start() > 0:
+            # A wrapped option: the text goes on from the last option (and may hold the next ones: OCR
+            # loses a line's first letter, "√2/2 G D. 1G").
+            end = starts[0].start() if starts else len(text)
+            if question.options:
+                head = text[:end].strip()
+                question.options[-1]["text"] += head if not head.isascii() else " " + head
+            text = text[end:]
+            if not starts:
+                return
+            starts = _markers(text, after=last)
+        if not question.options:
+            question.options_in_part = question.sub_seen
         question.part = "option"
         for match, following in zip(starts, [*starts[1:], None], strict=True):
             end = following.start() if following else len(text)
@@ -341,6 +423,7 @@ class Segmenter:
         self._merge_copies()
         self._scope_numbers()
         for question in self.questions:
+            self.warnings += fill_option_gaps(question)
             if not question.qtype:
                 question.qtype = guess_type(question)
             elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
@@ -421,8 +504,18 @@ class Segmenter:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
+            if question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
+                question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
 
 
+SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]")
+
+
+def _item_number(match: re.Match) -> int:
+    return int(match.group(1) or match.group(2))
+
+
+OCR_KEY = re.compile(r"^[\[［]?\s*[A-H4](?:\s*[;；,，、]?\s*[A-H4])*\s*[\]］]?$")
 KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
 
 
@@ -442,15 +535,24 @@ LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no 
 
 
 def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
-                       leftover: dict[tuple[int, int], int]) -> dict:  # fmt: skip
+                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]]) -> dict:  # fmt: skip
     """What a person checks first on an import: every number found once, sections as long as they say.
 
     ``warnings`` lists each gap, duplicate, count that differs from its heading
     and column whose text went to no question; ``suspects`` holds the labels of
-    the questions next to each of them, which get a flag.
+    the questions next to each of them, which get a flag, and ``reasons`` the
+    warnings that concern each of those questions (the flag's message).
     """
     report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
-                    "leftover": [], "warnings": [], "suspects": []}  # fmt: skip
+                    "leftover": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
+
+    def warn(message: str, *near: ParsedQuestion) -> None:
+        report["warnings"].append(message)
+        for question in near:
+            report["reasons"].setdefault(question.label, [])
+            if message not in report["reasons"][question.label]:
+                report["reasons"][question.label].append(message)
+
     by_scope: dict[str, list[ParsedQuestion]] = {}
     for question in questions:
         if not question.name:
@@ -461,26 +563,25 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
                 label = f"{scope}.{missing}" if scope else str(missing)
                 report["gaps"].append(label)
-                report["warnings"].append(f"question {label} was not found (between {before.label} and {after.label})")
-                report["suspects"] += [before.label, after.label]
+                warn(f"question {label} was not found (between {before.label} and {after.label})", before, after)
         for question in members:
             if question.number in seen:
                 report["duplicates"].append(question.label)
-                report["warnings"].append(f"question number {question.label} appears twice")
-                report["suspects"].append(question.label)
+                warn(f"question number {question.label} appears twice", seen[question.number], question)
             seen[question.number] = question
     for section, (heading, count) in sorted(stated.items()):
         found = [q for q in questions if q.section == section]
         report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
         if count is not None and found and count != len(found):
-            report["warnings"].append(f"the section “{heading}” states {count} questions, {len(found)} were found")
-            report["suspects"] += [found[0].label, found[-1].label]
-    for (page, column), chars in sorted(leftover.items()):
+            warn(f"the section “{heading}” states {count} questions, {len(found)} were found", found[0], found[-1])
+    position = {id(q): i for i, q in enumerate(questions)}
+    for (page, column), (chars, before) in sorted(leftover.items(), key=lambda item: item[0]):
         if chars >= LEFTOVER_CHARS:
             report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
-            message = f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question"
-            report["warnings"].append(message)
-    report["suspects"] = sorted(set(report["suspects"]))
+            at = position.get(id(before))
+            near = [] if at is None else questions[at : at + 2]
+            warn(f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question", *near)
+    report["suspects"] = sorted(report["reasons"])
     return report
 
 
@@ -509,6 +610,86 @@ def _starts_options(text: str) -> bool:
     """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
     match = OPTION.match(text)
     return bool(match) and _label(match) == "A" and not POINT_LIST.match(text)
+
+
+def _markers(text: str, *, after: str = "") -> list[re.Match]:
+    """The option markers of a line whose letters go on in order after ``after``; "B" inside option A's
+    text ("A．B 点的电势高") is text. A letter may be skipped (OCR lost it): gaps are filled at the end."""
+    kept: list[re.Match] = []
+    last = after
+    for match in OPTION.finditer(text):
+        label = _label(match)
+        if label > last and ord(label) - ord(last or "@") <= 2:
+            kept.append(match)
+            last = label
+    return kept
+
+
+# OCR reads a line's first option letter as a look-alike: "(4)" or "4．" for (A), Greek or Cyrillic A.
+LOOKALIKE_A = re.compile(r"^(?:[(（]\s*[4ΑА]\s*[)）]|[4ΑА]\s*[.．、](?!\d))")
+# A first letter whose dot was lost ("A 可以发生水解反应 B. 所有…"): the next letter's marker shows it.
+BARE_A = re.compile(r"^A\s+(?=[^\sA-Za-z.．、:：])")
+
+
+def _as_options(text: str) -> str:
+    """A line that starts an option row written or read imperfectly, as it was printed: ``A．…``."""
+    fixed = LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else None
+    if fixed is None and BARE_A.match(text):
+        fixed = BARE_A.sub("A．", text)
+    if fixed is not None and any(_label(m) == "B" for m in OPTION.finditer(fixed)):
+        return fixed
+    return text
+
+
+def _force_a(text: str) -> str:
+    """A line taken for option A: its misread first letter as printed."""
+    return LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else BARE_A.sub("A．", text)
+
+
+def _starts_option_b(text: str) -> bool:
+    match = OPTION.match(text)
+    return bool(match) and _label(match) == "B"
+
+
+ROW_LETTER = r"(?:[(（]\s*[A-H]\s*[)）]|[A-H](?:\s*[.．])?)"
+LETTER_ROW = re.compile(rf"^{ROW_LETTER}(?:\s*{ROW_LETTER})*$")
+CHOICE_STEM = re.compile(r"[(（]\s*[)）]\s*$|下列|的是[:：]?\s*$|哪[个些一]|正确|错误")
+
+
+def _letter_row(text: str, question: ParsedQuestion) -> list[str] | None:
+    """Letters alone on a line that go on in order, under pictures or over table columns: "A B C D"."""
+    text = text.strip()
+    if not LETTER_ROW.match(text):
+        return None
+    letters = re.findall(r"[A-H]", text)
+    last = question.options[-1]["label"] if question.options else ""
+    # Consecutive, and following on from the options so far (one letter lost to OCR may be skipped).
+    if any(ord(b) - ord(a) != 1 for a, b in zip(letters, letters[1:], strict=False)):
+        return None
+    if ord(letters[0]) - ord(last or "@") not in (1, 2):
+        return None
+    bracketed = "(" in text or "（" in text or "." in text or "．" in text
+    if len(letters) < 2 and not (bracketed or last):
+        return None
+    # Only in a question that asks to choose: labels of a figure's points are no options.
+    choice = question.qtype == QuestionType.MULTIPLE_CHOICE or (
+        not question.qtype and bool(CHOICE_STEM.search(question.text))
+    )
+    return letters if choice or last else None
+
+
+def fill_option_gaps(question: ParsedQuestion) -> list[str]:
+    """Options A, B, D: C was printed but not read (OCR lost its letter). It is kept, empty, and said."""
+    if not question.options:
+        return []
+    labels = [o["label"] for o in question.options]
+    wanted = [chr(c) for c in range(ord("A"), ord(max(labels)) + 1)]
+    missing = [label for label in wanted if label not in labels]
+    if not missing or len(labels) != len(set(labels)):
+        return []
+    by_label = {o["label"]: o for o in question.options}
+    question.options = [by_label.get(label, {"label": label, "text": ""}) for label in wanted]
+    return [f"question {question.label}: the text of option {label} was not read" for label in missing]
 
 
 def split_entry(text: str) -> tuple[str, str]:
@@ -544,7 +725,7 @@ def split_answer(answer: str, qtype: str) -> list[str]:
 
 def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
     """Type of a question outside any recognised section."""
-    if options and len(question.options) >= 2:
+    if options and len(question.options) >= 2 and not question.options_in_part:
         return QuestionType.MULTIPLE_CHOICE
     blanks = re.search(r"_{3,}|＿{2,}", question.text)
     if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):

@@ -7,8 +7,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import cache
 
-from scipy.stats import t as student_t
-
 from inference.leaderboard.core import (
     CORRECT,
     ERROR_CODES,
@@ -37,6 +35,8 @@ def t_quantile(p: float, df: int) -> float:
     """The p-quantile of Student's t with ``df`` degrees of freedom (scipy)."""
     if not 0.0 < p < 1.0 or df < 1:
         raise ValueError(f"need 0 < p < 1 and df >= 1, got p={p!r}, df={df!r}")
+    from scipy.stats import t as student_t  # here, not at import: scipy.stats is ~70 MiB every process would carry
+
     return float(student_t.ppf(p, df))
 
 

@@ -97,7 +97,8 @@ def _rows(run: FilterRun) -> Iterator[tuple]:
     """(cot id, question id, question text, reference answer, position, step text, label, explanation), ordered."""
     q = connection.ops.quote_name
     sql = f"""
-        SELECT c.id, c.question_id, c.question_text, c.reference_answer, s.position, s.text, l.label, l.explanation
+        SELECT c.id::int8, c.question_id::int8, c.question_text::text, c.reference_answer::text, s.position::int4,
+               s.text::text, l.label::text, l.explanation::text
         FROM {q(FilteredChain._meta.db_table)} f
         JOIN {q(ChainOfThought._meta.db_table)} c ON c.id = f.cot_id
         JOIN {q(Step._meta.db_table)} s ON s.cot_id = c.id
@@ -105,8 +106,17 @@ def _rows(run: FilterRun) -> Iterator[tuple]:
         WHERE f.run_id = %s AND f.removed_by = ''
         ORDER BY c.id, s.position
     """
+    params = [run.label_source, run.label_rater, run.pk]
+    if connection.vendor == "postgresql":
+        # COPY streams the rows as the server produces them (the client's reading paces it, so
+        # memory stays flat) and psycopg decodes its binary rows in C: no cursor round trips,
+        # and the plan is the one for all rows, not a cursor's plan for the first tenth.
+        with connection.cursor() as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)", params) as copy:
+            copy.set_types(["int8", "int8", "text", "text", "int4", "text", "text", "text"])
+            yield from copy.rows()
+        return
     with connection.chunked_cursor() as cursor:
-        cursor.execute(sql, [run.label_source, run.label_rater, run.pk])
+        cursor.execute(sql.replace("::int8", "").replace("::int4", "").replace("::text", ""), params)
         while rows := cursor.fetchmany(FETCH_ROWS):
             yield from rows
 
@@ -129,39 +139,30 @@ def examples(run: FilterRun) -> Iterator[dict]:
 
 
 class _Images:
-    """Copies each figure once into images/ and remembers its relative path."""
+    """Copies each figure of the kept chains' questions once into images/, before the rows are
+    read (on PostgreSQL the rows come by COPY, and the connection serves nothing else meanwhile),
+    and remembers each question's relative paths: memory grows with the questions, not the records."""
 
-    CACHE = 20000
-
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, run: FilterRun) -> None:
         self.root = root
         (root / "images").mkdir()
         self.by_question: dict[int, list[str]] = {}
         self.written = 0
+        questions = ChainOfThought.objects.filter(pk__in=kept_chain_ids(run)).values("question_id")
+        figures = Figure.objects.filter(question_id__in=questions).order_by("question_id", "position", "id")
+        for figure in figures.iterator(chunk_size=2000):
+            suffix = Path(figure.image.name).suffix.lower() or ".png"
+            relative = f"images/{figure.pk}{suffix}"
+            try:
+                with figure.image.open("rb") as source, open(root / relative, "wb") as out:
+                    shutil.copyfileobj(source, out)
+            except OSError as exc:
+                raise ExportError(f"figure {figure.pk} of question {figure.question_id} cannot be read: {exc}") from exc
+            self.written += 1
+            self.by_question.setdefault(figure.question_id, []).append(relative)
 
     def for_question(self, question_id: int | None) -> list[str]:
-        if question_id is None:
-            return []
-        if question_id not in self.by_question:
-            if len(self.by_question) > self.CACHE:  # chains come grouped by question: old ones are done
-                self.by_question.clear()
-            paths = []
-            for figure in Figure.objects.filter(question_id=question_id).order_by("position", "id"):
-                suffix = Path(figure.image.name).suffix.lower() or ".png"
-                relative = f"images/{figure.pk}{suffix}"
-                target = self.root / relative
-                if not target.exists():
-                    try:
-                        with figure.image.open("rb") as source, open(target, "wb") as out:
-                            shutil.copyfileobj(source, out)
-                    except OSError as exc:
-                        raise ExportError(
-                            f"figure {figure.pk} of question {question_id} cannot be read: {exc}"
-                        ) from exc
-                    self.written += 1
-                paths.append(relative)
-            self.by_question[question_id] = paths
-        return self.by_question[question_id]
+        return self.by_question.get(question_id, []) if question_id is not None else []
 
 
 def _manifest(export: TrainingExport, root: Path, counts: dict) -> dict:
@@ -236,7 +237,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     partial = final.with_name(final.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    images = _Images(partial)
+    images = _Images(partial, run)
     total = run.kept
     counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
     outs = {name: open(partial / formats.FILE_NAMES[name], "w", encoding="utf-8") for name in export.formats}  # noqa: SIM115

@@ -35,7 +35,7 @@ DEFAULTS = {
 
 def missing_images(export_dir: Path, data_file: str) -> list[str]:
     """Every image the data file names that is not a file in the export (streamed)."""
-    missing = []
+    missing: list[str] = []
     with open(export_dir / data_file, encoding="utf-8") as lines:
         for line in lines:
             missing.extend(path for path in json.loads(line).get("images", []) if not (export_dir / path).is_file())

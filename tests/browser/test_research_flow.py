@@ -5,8 +5,6 @@ real worker calling a scripted OpenAI-compatible server on this machine."""
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,6 +14,7 @@ from k12vista.roles import Role
 from tests.annotation_factories import make_question
 from tests.browser.conftest import log_in
 from tests.conftest import PASSWORD, make_person
+from tests.scripted_models import ScriptedHandler, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -47,7 +46,7 @@ QUESTIONS = {
 DIRECT_JUDGE, STEP_JUDGE, STEP_ANSWER = "阅卷老师", "解题过程评价专家", "请一步一步地推理求解"
 
 
-class Answering(BaseHTTPRequestHandler):
+class Answering(ScriptedHandler):
     """An OpenAI-compatible server that answers by what it is asked: a judge
     prompt gets the scripted judgment of the question in it, any other prompt
     an answer (with numbered steps when the prompt asks for them)."""
@@ -55,7 +54,7 @@ class Answering(BaseHTTPRequestHandler):
     seen: list[str] = []
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_body()
         asked = json.dumps(body["messages"], ensure_ascii=False)
         type(self).seen.append(asked)
         marker = next((m for m in QUESTIONS if m in asked), None)
@@ -67,30 +66,14 @@ class Answering(BaseHTTPRequestHandler):
             content = "步骤1：由题意得 $x=2$。\n步骤2：检验符合条件。\n答案：B"
         else:
             content = "答案：B"
-        reply = {
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-        }  # fmt: skip
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_completion(body, content, usage=(11, 7))
 
 
 @pytest.fixture
 def answering_server():
     Answering.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(Answering) as base_url:
+        yield base_url
 
 
 def make_questions():

@@ -1,0 +1,83 @@
+"""PEBench releases through the API: the same services and the same blind rule as the pages
+(``pem.releases.may_read``: never to annotators nor to anyone with an open labelling task)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiTypes, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from pem import releases
+from pem.models import PEBenchRelease
+
+
+class PEBenchReleaseOutput(serializers.ModelSerializer):
+    download = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PEBenchRelease
+        fields = ["version", "name", "status", "error", "studio_commit", "summary", "sha256", "size", "created",
+                  "published", "job", "download"]  # fmt: skip
+
+    def get_download(self, release: PEBenchRelease) -> str | None:
+        return reverse("pem:pebench_release_file", args=[release.version]) if release.path else None
+
+
+class PEBenchReleaseInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+def check_reader(request: Request, *, build: bool = False) -> None:
+    if not (releases.may_build if build else releases.may_read)(request.user):
+        raise PermissionDenied("PEBench releases hold every item's labels: not for annotators or open labelling tasks")
+
+
+@extend_schema(request=PEBenchReleaseInput, responses={200: PEBenchReleaseOutput(many=True), 202: PEBenchReleaseOutput})
+@api_view(["GET", "POST"])
+def release_list(request: Request) -> Response:
+    check_reader(request, build=request.method == "POST")
+    if request.method == "POST":
+        given = PEBenchReleaseInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            release = releases.start_release(by=request.user, name=given.validated_data["name"])
+        except releases.PEBenchReleaseError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        return Response(PEBenchReleaseOutput(release).data, status=status.HTTP_202_ACCEPTED)
+    return Response(PEBenchReleaseOutput(PEBenchRelease.objects.all()[:100], many=True).data)
+
+
+@extend_schema(responses={200: PEBenchReleaseOutput})
+@api_view(["GET"])
+def release_detail(request: Request, version: int) -> Response:
+    check_reader(request)
+    release = get_object_or_404(PEBenchRelease, version=version)
+    return Response(PEBenchReleaseOutput(release).data | {"agreement": release.agreement})
+
+
+@extend_schema(request=None, responses={200: PEBenchReleaseOutput})
+@api_view(["POST"])
+def release_publish(request: Request, version: int) -> Response:
+    check_reader(request, build=True)
+    release = get_object_or_404(PEBenchRelease, version=version)
+    try:
+        release = releases.publish_release(release=release, by=request.user)
+    except releases.PEBenchReleaseError as exc:
+        raise ValidationError({"detail": str(exc)}) from exc
+    return Response(PEBenchReleaseOutput(release).data)
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT})
+@api_view(["GET"])
+def release_compare(request: Request) -> Response:
+    check_reader(request)
+    versions = [request.query_params.get("old", ""), request.query_params.get("new", "")]
+    if not all(v.isdigit() for v in versions):
+        raise ValidationError({"detail": "give the versions to compare as ?old=N&new=M"})
+    old, new = (get_object_or_404(PEBenchRelease, version=int(v)) for v in versions)
+    return Response(releases.compare_releases(old, new))
