@@ -93,7 +93,8 @@ def page_em(page_text: PageText) -> float:
 def _with_labels(box: Box, page_text: PageText, em: float) -> Box:
     """Grows a figure's box over the short labels next to it and its caption under it, so the crop keeps them."""
     reach = (box[0] - LABEL_REACH_PT, box[1] - LABEL_REACH_PT, box[2] + LABEL_REACH_PT, box[3] + LABEL_REACH_PT)
-    labels = [s.bbox for s in page_text.spans if LABEL.match(s.text) and _overlaps(s.bbox, reach)]
+    labels = [s.bbox for s in page_text.spans
+              if LABEL.match(s.text) and _overlaps(s.bbox, reach) and _alone(s, page_text)]  # fmt: skip
     grown = union([box, *labels])
     below = (grown[0] - em, grown[3], grown[2] + em, grown[3] + CAPTION_REACH_EM * em)
     captions = [s.bbox for s in page_text.spans if is_caption(s.text) and _inside(s.bbox, below)]
@@ -102,6 +103,16 @@ def _with_labels(box: Box, page_text: PageText, em: float) -> Box:
 
 # A vertex, a point, a quantity beside a drawing: a few Latin or Greek letters, digits, primes (no Chinese).
 LABEL = re.compile(r"^\s*[A-Za-zα-ωΑ-Ω0-9'′°+\-−·]{1,3}\s*$")
+
+
+def _alone(span: Span, page_text: PageText) -> bool:
+    """No text runs on from it in its line: a label, not an option letter ("A" then "．小磁体...")."""
+    for other in page_text.spans:
+        if other is span or min(other.bbox[3], span.bbox[3]) - max(other.bbox[1], span.bbox[1]) <= 0:
+            continue
+        if max(other.bbox[0] - span.bbox[2], span.bbox[0] - other.bbox[2]) < 0.3 * max(span.size, 1):
+            return False
+    return True
 
 
 def is_caption(text: str) -> bool:
@@ -201,7 +212,8 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     labels = [im for im in images if im in formulas or _small(im.bbox)]
     for part in merged:
         for image in labels:
-            if _overlaps(part.bbox, image.bbox, slack=2):
+            # Its middle on the figure (or just beside it): a picture of "(A)" under it is an option's, not its.
+            if _inside(image.bbox, part.bbox, slack=6):
                 part.bbox = union([part.bbox, image.bbox])
                 part.images.append(image)
     on_figures = {id(im) for part in merged for im in part.images}
@@ -211,7 +223,11 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
         if not _side_ok(part.bbox, area):
             continue
         box = _with_labels(part.bbox, page_text, em)
-        if page_text.ocr:
+        if page_text.ocr and part.images:
+            # A picture on a page read by OCR (outlined text): its own box; OCR's lines next to it are too coarse
+            # to tell a label from an option line.
+            regions.append(FigureRegion(page_text.number, part.bbox, "embedded", _scale_of(part)))
+        elif page_text.ocr:
             regions.append(FigureRegion(page_text.number, box, "drawing", _scan_scale(page)))
         elif part.images:
             regions.append(FigureRegion(page_text.number, box, "embedded", _scale_of(part)))
