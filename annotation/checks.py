@@ -4,16 +4,57 @@ and are left alone here."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext
 
 from annotation.latex import count_blanks, latex_problems_in
-from annotation.models import Flag, Question
+from annotation.models import Figure, Flag, Question
 from k12vista.text import storable
 from k12vista.vocabulary import QuestionType
 
 Code = Flag.Code
+
+# Flags written by the import (a gap in the paper next to the question, a part it could not import): the
+# question's content cannot tell them again, so a rule refresh leaves them for a person to resolve.
+KEPT_ON_REFRESH = (Code.IMPORT_GAP, Code.IMPORT_ERROR)
+
+# Words that point the reader at a figure: 如图(所示), 如下图, 右图, 图1, 图(a), 图甲, 甲图, 见图, 示意图.
+# 图像/图象 (a function's graph, often to be drawn) and 作图 point at none.
+FIGURE_REFERENCE = re.compile(
+    r"如图|[上下左右]图|[甲乙丙丁]图|见图|所示图|示意图|(?<![作画绘])图\s*[（(]?\s*[0-9０-９一二三四五六七八九十甲乙丙丁a-dA-D]"
+)
+# The placeholder an import leaves in the text where the paper set a formula as an image.
+FORMULA_PLACEHOLDER = re.compile(r"\[\[formula:(\d+)\]\]")
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+MATH_SPAN = re.compile(r"(?<!\\)\$(?!\$)(.+?)(?<!\\)\$", re.DOTALL)
+TEXT_IN_MATH = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|operatorname|ce|pu)\s*\{[^{}]*\}")
+SCRIPTED_HAN = re.compile(r"[\^_]\s*\{[^{}]*[\u3400-\u4dbf\u4e00-\u9fff]")
+DOUBLED_MATH_LETTER = re.compile(r"([\U0001d400-\U0001d7ff])\1")
+
+
+def refers_to_figure(text: str) -> bool:
+    return bool(FIGURE_REFERENCE.search(text))
+
+
+def garbling_in(text: str) -> list[str]:
+    """What in a text shows that it was read wrongly (the PDF's text layer or OCR), in words."""
+    found = []
+    if "\ufffd" in text:
+        found.append(gettext("U+FFFD replacement characters (an unreadable font)"))
+    if DOUBLED_MATH_LETTER.search(text):
+        found.append(gettext("doubled mathematical italic letters (Word's 𝑥𝑥 for x)"))
+    plain = text.replace("\\$", "").replace("$$", "")
+    if plain.count("$") % 2:
+        found.append(gettext("an unbalanced $"))
+    math = " ".join(TEXT_IN_MATH.sub("", m.group(1)) for m in MATH_SPAN.finditer(plain))
+    if SCRIPTED_HAN.search(text):
+        found.append(gettext("Chinese inside a superscript or subscript"))
+    elif HAN.search(math):
+        found.append(gettext("Chinese inside math"))
+    return found
 
 
 def place_name(where: str) -> str:
@@ -67,26 +108,38 @@ def rule_findings(
                     {"blanks": blanks, "answers": len(question.answers)},
                 )
             )
-    problems = latex_problems_in(latex_texts(question))[0] if latex is None else latex
+    texts = latex_texts(question)
+    problems = latex_problems_in(texts)[0] if latex is None else latex
     for where, found_here in problems.items():
         found += [(Code.LATEX_ERROR, gettext("%(where)s: %(error)s") % {"where": place_name(where), "error": p.message},
                    {"where": where, "tex": p.tex}) for p in found_here]  # fmt: skip
+    for where, text in texts.items():
+        if garbled := garbling_in(text):
+            message = gettext("%(where)s: %(found)s.") % {"where": place_name(where), "found": "; ".join(garbled)}
+            found.append((Code.GARBLED_TEXT, message, {"where": where, "found": garbled}))
     figures = list(question.figures.all()) if figures is None else figures
-    if not figures:
-        found.append((Code.FIGURE_MISSING, gettext("The question has no figure."), {}))
+    formulas = [f for f in figures if f.kind == Figure.Kind.FORMULA]
+    figures = [f for f in figures if f.kind != Figure.Kind.FORMULA]
+    placeholders = sorted({int(n) for t in texts.values() for n in FORMULA_PLACEHOLDER.findall(t)})
+    if placeholders:
+        message = gettext("%(n)d formulas are images in the text; type them as LaTeX.") % {"n": len(placeholders)}
+        found.append((Code.FORMULA_IMAGE, message, {"placeholders": placeholders, "formula_images": len(formulas)}))
+    reference = FIGURE_REFERENCE.search(question.text + "\n" + "\n".join(o.get("text", "") for o in question.options))
+    if reference and not figures:
+        message = gettext("The text refers to a figure (%(reference)s) but none is attached.") % {
+            "reference": reference.group()
+        }
+        found.append((Code.FIGURE_MISSING, message, {"reference": reference.group()}))
     for figure in figures:
-        if min(figure.width, figure.height) < settings.FIGURE_MIN_SIDE_PX:
+        # The pixels the source held: a figure enlarged to the standard size keeps the detail it had.
+        width, height = figure.source_width or figure.width, figure.source_height or figure.height
+        if min(width, height) < settings.FIGURE_MIN_SIDE_PX:
             found.append(
                 (
                     Code.LOW_RESOLUTION,
-                    gettext("Figure %(n)d is %(width)d×%(height)d px, below %(min)d px.")
-                    % {
-                        "n": figure.position + 1,
-                        "width": figure.width,
-                        "height": figure.height,
-                        "min": settings.FIGURE_MIN_SIDE_PX,
-                    },  # fmt: skip
-                    {"figure": figure.position},
+                    gettext("Figure %(n)d is %(width)d×%(height)d px in the source, below %(min)d px.")
+                    % {"n": figure.position + 1, "width": width, "height": height, "min": settings.FIGURE_MIN_SIDE_PX},
+                    {"figure": figure.position, "source": [width, height]},
                 )
             )
         if figure.sharpness is not None and figure.sharpness < settings.FIGURE_BLUR_THRESHOLD:
@@ -110,7 +163,8 @@ def refresh_rule_flags(question: Question, findings: list[tuple[str, str, dict]]
     """Replaces the question's open rule flags with what the rules find now
     (or with ``findings`` already computed for it)."""
     findings = rule_findings(question) if findings is None else findings
-    Flag.objects.filter(question=question, origin=Flag.Origin.RULE, resolved_at__isnull=True).delete()
+    open_rule_flags = Flag.objects.filter(question=question, origin=Flag.Origin.RULE, resolved_at__isnull=True)
+    open_rule_flags.exclude(code__in=KEPT_ON_REFRESH).delete()
     return Flag.objects.bulk_create(
         Flag(question=question, code=code, origin=Flag.Origin.RULE, message=storable(message), detail=detail)
         for code, message, detail in findings

@@ -120,7 +120,8 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
         prepared.knowledge_points = data.knowledge_points
         prepared.row = _question_row(data, prepared.content_hash)
         # What the rules read of a figure (model instances cost more than the rest of this line).
-        unsaved = [SimpleNamespace(position=i, width=p.width, height=p.height, sharpness=p.sharpness)
+        unsaved = [SimpleNamespace(position=i, width=p.width, height=p.height, sharpness=p.sharpness,
+                                   kind=Figure.Kind.FIGURE, source_width=None, source_height=None)
                    for i, p in enumerate(ready)]  # fmt: skip
         prepared.figures = [
             {"position": i, "content": p.content, "extension": p.extension, "width": p.width, "height": p.height,

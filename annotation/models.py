@@ -199,6 +199,9 @@ class Question(models.Model):
     )
     source_page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
     bbox = models.JSONField(null=True, blank=True)  # [x0, y0, x1, y1] in PDF points on source_page
+    # Every region the question was read from, [page number, x0, y0, x1, y1] in PDF points: one per column
+    # run of its lines and one per figure, so a question cut wrongly shows it on its pages.
+    boxes = models.JSONField(_("regions on the page"), default=list, blank=True)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.IMPORTED)
     reject_reason = models.TextField(_("reason for rejection"), blank=True)
     # Optimistic concurrency: a save must name the version it started from.
@@ -227,7 +230,14 @@ class Figure(models.Model):
         DRAWING = "drawing", _("Vector drawing")
         IMPORTED = "imported", _("Imported file")
 
+    class Kind(models.TextChoices):
+        FIGURE = "figure", _("Figure")
+        # A formula the paper set as a small image (Word/MathType): shown inline in the text at its
+        # placeholder until someone types it as LaTeX; never counted as the question's figure.
+        FORMULA = "formula", _("Formula image")
+
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="figures")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.FIGURE)
     position = models.PositiveSmallIntegerField(default=0)
     image = models.ImageField(upload_to=figure_image_name, max_length=300, db_index=True)
     width = models.PositiveIntegerField(default=0)
@@ -236,6 +246,10 @@ class Figure(models.Model):
     page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="figures")
     bbox = models.JSONField(null=True, blank=True)  # crop box in PDF points on page
     sharpness = models.FloatField(null=True, blank=True)  # variance of the Laplacian over ink pixels
+    # Pixels the source held (an embedded image's own size, a scan's pixels under the box), before the
+    # figure was enlarged to the standard size; None for vector drawings, which have no pixel limit.
+    source_width = models.PositiveIntegerField(null=True, blank=True)
+    source_height = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["question", "position", "id"]
@@ -278,6 +292,8 @@ class Flag(models.Model):
         MODEL_CHECK = "model_check", _("Found by a model check")
         IMPORT_GAP = "import_gap", _("Next to a gap in the imported paper")
         IMPORT_ERROR = "import_error", _("Part of the question could not be imported")
+        GARBLED_TEXT = "garbled_text", _("Garbled text")
+        FORMULA_IMAGE = "formula_image", _("Formula kept as an image")
 
     class Origin(models.TextChoices):
         RULE = "rule", _("Rule")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import re
 import shutil
 import subprocess
 import threading
@@ -63,9 +64,29 @@ class OCRBackend:
     """
 
     name = "ocr"
+    reads_formulas = False  # True where ``read_formula`` gives LaTeX
 
     def recognize(self, image: Image.Image) -> OCRResult:
         raise NotImplementedError
+
+    def read_formula(self, image: Image.Image) -> str | None:
+        """The LaTeX of a formula set as an image (without ``$``), or None when this backend cannot read one."""
+        if not self.reads_formulas:
+            return None
+        return formula_of(self.recognize(image).markdown)
+
+
+def formula_of(markdown: str) -> str | None:
+    """The one formula in a backend's reading of a formula image: the math between ``$`` (or ``\\(``), else
+    the text itself if it holds no Chinese; None for an empty or prose reading."""
+    text = markdown.strip()
+    for opening, closing in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        inner = text[len(opening) : -len(closing)]
+        if text.startswith(opening) and text.endswith(closing) and len(text) > 2 * len(opening) and "$" not in inner:
+            return inner.strip() or None
+    if not text or "\n" in text or re.search(r"[\u3400-\u9fff]", text):
+        return None
+    return text
 
 
 _instances: dict[str, OCRBackend] = {}
@@ -202,6 +223,7 @@ class MathpixBackend(OCRBackend):
     """Mathpix v3/text: formulas come back as LaTeX inside ``$...$``."""
 
     name = "mathpix"
+    reads_formulas = True
     default_url = "https://api.mathpix.com/v3/text"
     timeout_seconds = 60
 

@@ -132,6 +132,17 @@ def annotators():
     return people_with_role(Role.ANNOTATOR)
 
 
+def mergeable_in_document(question: Question) -> set[int]:
+    """Ids of the questions of its document that may be merged into this one: detected after it,
+    still only imported, and held by nobody."""
+    if question.source_document_id is None:
+        return set()
+    held = Assignment.objects.filter(question=OuterRef("pk"), done_at__isnull=True)
+    free = Question.objects.filter(source_document_id=question.source_document_id, id__gt=question.id,
+                                   status=Question.Status.IMPORTED).exclude(Exists(held))  # fmt: skip
+    return set(free.values_list("id", flat=True))
+
+
 def next_in_document(question: Question) -> Question | None:
     """The question detected right after this one in its document, if nobody holds it."""
     if question.source_document_id is None:

@@ -24,4 +24,6 @@ class QuestionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_figures(self, question) -> list[dict]:
-        return [{"url": f.image.url, "width": f.width, "height": f.height} for f in question.figures.all()]
+        # "formula": an image standing for a formula at the text's [[formula:N]] (N its position).
+        return [{"url": f.image.url, "width": f.width, "height": f.height, "kind": f.kind, "position": f.position}
+                for f in question.figures.all()]  # fmt: skip

@@ -51,6 +51,10 @@ class FigureData:
     origin: str = Figure.Origin.IMPORTED
     page: Page | None = None
     bbox: list[float] | None = None
+    kind: str = Figure.Kind.FIGURE
+    # What the source held before the figure was enlarged: quality flags are measured on it.
+    source_size: tuple[int, int] | None = None
+    source_sharpness: float | None = None
 
 
 @dataclass
@@ -73,6 +77,7 @@ class QuestionData:
     source_document: SourceDocument | None = None
     source_page: Page | None = None
     bbox: list[float] | None = None
+    boxes: list[list[float]] = field(default_factory=list)  # [page number, x0, y0, x1, y1], as Question.boxes
 
 
 # --- content and its hash ----------------------------------------------------
@@ -151,21 +156,29 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         source_document=data.source_document,
         source_page=data.source_page,
         bbox=data.bbox,
+        boxes=data.boxes,
         content_hash=hash_content(content_of(data)),
     )
-    unsaved = [
-        Figure(position=i, width=p.width, height=p.height, sharpness=p.sharpness) for i, p in enumerate(prepared)
-    ]
+    unsaved = [_figure_row(i, f, p) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
     findings = checks.rule_findings(question, figures=unsaved)
     with transaction.atomic():
         question.save()
         question.knowledge_points.set(knowledge_points_for(data.subject, data.knowledge_points))
-        for position, (figure, ready) in enumerate(zip(data.figures, prepared, strict=True)):
-            attach_figure(question=question, prepared=ready, position=position, origin=figure.origin,
-                          page=figure.page, bbox=figure.bbox)  # fmt: skip
+        for position, row in enumerate(unsaved):
+            row.question = question
+            _store_figure(row, prepared[position])
         QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
         checks.refresh_rule_flags(question, findings)
     return question
+
+
+def _figure_row(position: int, data: FigureData, prepared: images.PreparedFigure) -> Figure:
+    """The figure's row before it is saved; its quality is the source's where the source is known."""
+    source = data.source_size or (None, None)
+    sharpness = data.source_sharpness if data.source_size else prepared.sharpness
+    return Figure(position=position, width=prepared.width, height=prepared.height, sharpness=sharpness,
+                  origin=data.origin, page=data.page, bbox=data.bbox, kind=data.kind, source_width=source[0],
+                  source_height=source[1])  # fmt: skip
 
 
 def attach_figure(
@@ -180,6 +193,11 @@ def attach_figure(
     figure = Figure(
         question=question, position=position, origin=origin, page=page, bbox=bbox, sharpness=prepared.sharpness
     )
+    return _store_figure(figure, prepared)
+
+
+def _store_figure(figure: Figure, prepared: images.PreparedFigure) -> Figure:
+    question, position = figure.question, figure.position
     figure.image.save(f"{question.hash_id}-{position}.{prepared.extension}", ContentFile(prepared.content), save=False)
     # Known already; saves Django from reopening the file to measure it.
     figure.width, figure.height = prepared.width, prepared.height
@@ -510,6 +528,8 @@ def recrop_figure(*, figure: Figure, bbox: Sequence[float], user: Any) -> Figure
     old_bbox, old_file = figure.bbox, figure.image.name
     figure.bbox = [round(v, 2) for v in (x0, y0, x1, y1)]
     figure.sharpness = prepared.sharpness
+    # Cut from the rendered page: its pixels are the source now.
+    figure.source_width, figure.source_height = crop.size
     figure.image.save(
         f"{figure.question.hash_id}-{figure.position}-crop.png", ContentFile(prepared.content), save=False
     )
@@ -533,16 +553,59 @@ def split_question(*, question: Question, at: int, user: Any) -> Question:
     first, second = current.text[:at].rstrip(), current.text[at:].strip()
     if not first or not second:
         raise QuestionDataError("split inside the text, so that both parts keep some of it")
-    suffix = Question.objects.filter(hash_id__startswith=f"{current.hash_id}-s").count() + 1
+    # A PDF question's id is a whole SHA-256 (64 characters): cut to leave room for the suffix, never the suffix.
+    base = current.hash_id[:56]
+    suffix = Question.objects.filter(hash_id__startswith=f"{base}-s").count() + 1
     data = QuestionData(
-        hash_id=f"{current.hash_id}-s{suffix}"[:64], subject=current.subject, grade=current.grade,
+        hash_id=f"{base}-s{suffix}", subject=current.subject, grade=current.grade,
         qtype=current.qtype, text=second, source=current.source, source_document=current.source_document,
-        source_page=current.source_page, bbox=current.bbox,
+        source_page=current.source_page, bbox=current.bbox, boxes=current.boxes,
     )  # fmt: skip
     created = create_question(data=data, user=user, note=f"split from {current.hash_id}")
     edit_question(question=current, changes={"text": first}, user=user, expected_version=current.version,
                   note=f"split into {created.hash_id}")  # fmt: skip
     return created
+
+
+@dataclass
+class PageCut:
+    """One page of a question's document as the OCR review shows it: where this question was read, and
+    where the questions around it were, so that a wrong cut shows."""
+
+    page: Page
+    mine: list[list[float]]  # [x0, y0, x1, y1] in PDF points
+    others: list[tuple[Question, list[float]]]
+
+
+def boxes_of(question: Question) -> list[list[float]]:
+    """[page, x0, y0, x1, y1] for each region of the question (its first-page box for older imports)."""
+    if question.boxes:
+        return question.boxes
+    if question.bbox and question.source_page is not None:
+        return [[question.source_page.number, *question.bbox]]
+    return []
+
+
+def page_cuts(question: Question) -> list[PageCut]:
+    """The pages the question was read from, each with its boxes and the other questions' boxes on it."""
+    if question.source_document_id is None:
+        return []
+    numbers = sorted({int(box[0]) for box in boxes_of(question)})
+    pages = {p.number: p for p in Page.objects.filter(document_id=question.source_document_id, number__in=numbers)}
+    around = Question.objects.filter(source_document_id=question.source_document_id).exclude(pk=question.pk)
+    around = around.exclude(status=Question.Status.REJECTED).select_related("source_page")
+    cuts = []
+    for number in numbers:
+        if number not in pages:
+            continue
+        mine = [box[1:] for box in boxes_of(question) if int(box[0]) == number]
+        others = [(q, box[1:]) for q in around for box in boxes_of(q) if int(box[0]) == number]
+        cuts.append(PageCut(pages[number], mine, others))
+    return cuts
+
+
+def _renumbered(text: str, offset: int) -> str:
+    return checks.FORMULA_PLACEHOLDER.sub(lambda m: f"[[formula:{int(m.group(1)) + offset}]]", text)
 
 
 @transaction.atomic
@@ -561,6 +624,11 @@ def merge_questions(*, first: Question, second: Question, user: Any) -> Question
     offset = first.figures.count()
     for figure in second.figures.all():
         Figure.objects.filter(pk=figure.pk).update(question=first, position=offset + figure.position)
+    # Its formula placeholders follow their images to their new positions.
+    changes["text"] = "\n".join(t for t in (first.text, _renumbered(second.text, offset)) if t)
+    changes["options"] = first.options + [{**o, "text": _renumbered(o.get("text", ""), offset)} for o in second.options]
+    first.boxes = first.boxes + second.boxes
+    Question.objects.filter(pk=first.pk).update(boxes=first.boxes)
     merged = edit_question(question=first, changes=changes, user=user, expected_version=first.version,
                            note=f"merged {second.hash_id}")  # fmt: skip
     reject(question=second, reason=f"merged into {first.hash_id}", user=user)

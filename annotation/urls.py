@@ -11,6 +11,7 @@ urlpatterns = [
     path("review/<int:pk>/figures/<int:figure_pk>/crop/", views.recrop, name="recrop"),
     path("review/<int:pk>/split/", views.split, name="split"),
     path("review/<int:pk>/merge-next/", views.merge_next, name="merge_next"),
+    path("review/<int:pk>/merge/<int:other_pk>/", views.merge_into, name="merge_into"),
     path("steps/<int:pk>/", views.steps, name="steps"),
     path("work/<int:pk>/reject/", views.reject, name="reject"),
     path("work/<int:pk>/heartbeat/", views.heartbeat, name="heartbeat"),

@@ -133,6 +133,8 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
         "conflict": conflict,
         "reject_form": RejectForm(),
         "status": 409 if conflict else 200,
+        "cuts": services.page_cuts(question),
+        "mergeable": queues.mergeable_in_document(question),
     }
     if request.htmx and conflict:
         return render(request, "annotation/review.html#conflict", ctx, status=409)
@@ -405,6 +407,22 @@ def split(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, _("The question was not split: %(reason)s") % {"reason": exc})
     else:
         messages.success(request, _("Split off %(id)s; it waits in the queue.") % {"id": created.hash_id})
+    return redirect(work_url(assignment))
+
+
+@role_required(Role.ANNOTATOR)
+@require_POST
+def merge_into(request: HttpRequest, pk: int, other_pk: int) -> HttpResponse:
+    """Merges a question picked on the page (detected after this one, free) into this one."""
+    assignment = queues.get_assignment_for_user(request.user, pk)
+    question = assignment.question
+    if other_pk not in queues.mergeable_in_document(question):
+        messages.error(request, _("That question cannot be merged into this one: it comes before it, belongs to "
+                                  "another document, or someone holds it."))  # fmt: skip
+        return redirect(work_url(assignment))
+    other = Question.objects.get(pk=other_pk)
+    services.merge_questions(first=question, second=other, user=request.user)
+    messages.success(request, _("Merged %(id)s into this question.") % {"id": other.hash_id})
     return redirect(work_url(assignment))
 
 

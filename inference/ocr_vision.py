@@ -44,6 +44,7 @@ LINE_SHARE = 0.03
 
 class VisionOCRBackend(OCRBackend):
     name = "vision-model"
+    reads_formulas = True  # the model writes formulas in LaTeX (the ocr_page prompt asks it to)
     # Seconds before the first retry of a busy or restarting server; doubled each time.
     backoff_seconds = 1.0
 

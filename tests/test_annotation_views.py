@@ -164,7 +164,7 @@ def test_it_refuses_an_empty_solution(steps_held, annotator, login):
 
 
 def test_it_lets_researchers_browse_and_filter_with_keyset_pages(researcher, login):
-    math = [make_question(figures=[]) for _ in range(3)]
+    math = [make_question(figures=[], text="如图，求 $x$") for _ in range(3)]
     make_question(subject="physics", figures=[])
     client = login(researcher)
     body = client.get("/annotate/questions/", {"subject": "math"}).content.decode()

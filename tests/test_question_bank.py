@@ -62,7 +62,9 @@ def test_it_stores_figures_at_the_standard_size(settings):
         ({"text": "  "}, "empty_text"),
         ({"text": "求 $\\frac{1}{$ 的值"}, "latex_error"),
         ({"text": "求 $x^2 的值"}, "latex_error"),
-        ({"figures": []}, "figure_missing"),
+        ({"figures": [], "text": "如图所示，$AB=2$，则 $x$ 等于"}, "figure_missing"),
+        ({"text": "电阻 $R=2\\Omega$，求$ 电流"}, "garbled_text"),
+        ({"text": "𝑥𝑥 的值为 ___"}, "garbled_text"),
         ({"qtype": "fill_in_blank", "text": "$1+1=$___，$2+2=$___", "answers": ["2"], "options": []}, "blank_mismatch"),
     ],
 )
@@ -87,6 +89,83 @@ def test_it_flags_blurred_and_small_figures(settings, english):
     assert "low_resolution" in open_flags(small)
     flag = blurred.flags.get(code="blurred_figure")
     assert "threshold" in flag.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["已知 $x^2=4$，且 $x>0$，则 $x$ 等于", "画出函数 $y=x^2$ 的图像", "作图题：用直尺作角平分线"],
+)
+def test_a_question_that_refers_to_no_figure_is_not_flagged_for_lacking_one(text):
+    assert "figure_missing" not in open_flags(make_question(figures=[], text=text))
+
+
+@pytest.mark.parametrize("text", ["如图，$AB=2$", "右图中电流表的示数", "图1所示电路", "由图（a）可知", "甲图中"])
+def test_a_question_that_refers_to_a_figure_it_lacks_is_flagged(text):
+    flags = open_flags(make_question(figures=[], text=text))
+    assert "figure_missing" in flags and "figure_missing" not in open_flags(make_question(text=text))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("两点 ${}^{上两点}$ 间距离", "superscript"),
+        ("$v=3千米$ 每时", "Chinese inside math"),
+        ("电压为 𝑈𝑈", "doubled"),
+        ("读数 \ufffd\ufffd 伏", "U+FFFD"),
+        ("$x+1=2", "unbalanced"),
+    ],
+)
+def test_it_flags_garbled_text(text, found, english):
+    question = make_question(text=text)
+    flag = question.flags.get(code="garbled_text")
+    assert found in flag.message and flag.detail["where"] == "text"
+
+
+def test_math_with_chinese_in_text_commands_is_not_garbled():
+    question = make_question(text="质量 $m=2\\,\\text{千克}$，$\\ce{H2O}$ 的系数，价格 \\$5")
+    assert "garbled_text" not in open_flags(question)
+
+
+def test_quality_flags_read_the_source_pixels_not_the_enlarged_figure(settings, english):
+    """A 40x30 px image enlarged to 400x300 for the page is still 40x30 px of detail."""
+    settings.FIGURE_MIN_SIDE_PX = 100
+    enlarged = make_question(figures=[FigureData(content=figure_png((400, 300)), source_size=(40, 30))])
+    assert "low_resolution" in open_flags(enlarged)
+    assert "40×30 px in the source" in enlarged.flags.get(code="low_resolution").message
+    drawn = make_question(figures=[FigureData(content=figure_png((400, 300)), origin="drawing")])
+    assert "low_resolution" not in open_flags(drawn)
+    figure = enlarged.figures.get()
+    assert (figure.width, figure.height, figure.source_width, figure.source_height) == (400, 300, 40, 30)
+
+
+def test_a_formula_image_is_no_figure_and_its_placeholder_is_flagged(settings):
+    settings.FIGURE_MIN_SIDE_PX = 100
+    formula = FigureData(content=figure_png((60, 24)), kind="formula", source_size=(60, 24))
+    question = make_question(
+        text="如图，小球的速度 [[formula:1]] 不变", figures=[FigureData(content=figure_png()), formula]
+    )
+    flags = open_flags(question)
+    assert "formula_image" in flags and "low_resolution" not in flags and "figure_missing" not in flags
+    only_formula = make_question(
+        text="由图1可知 [[formula:0]]", figures=[FigureData(content=figure_png(), kind="formula")]
+    )
+    assert "figure_missing" in open_flags(only_formula)
+    # Typed as LaTeX, the flag goes.
+    services.edit_question(
+        question=question, user=None, expected_version=1, changes={"text": "如图，小球的速度 $v_0$ 不变"}
+    )
+    assert "formula_image" not in open_flags(question)
+
+
+def test_a_rule_refresh_keeps_the_flags_the_import_wrote():
+    from annotation import checks
+    from annotation.models import Flag
+
+    question = make_question()
+    Flag.objects.create(question=question, code=Flag.Code.IMPORT_GAP, message="question 3 was not found")
+    checks.refresh_rule_flags(question)
+    services.edit_question(question=question, user=None, expected_version=1, changes={"answers": ["C"]})
+    assert "import_gap" in open_flags(question)
 
 
 def test_it_records_every_changed_field_in_the_history(annotator):

@@ -90,3 +90,58 @@ def test_it_splits_and_crops_from_the_screen(page, annotator, other_annotator, l
     # someone else's assignment: nothing happens
     other = login(other_annotator)
     assert other.post(f"/annotate/review/{held.pk}/split/", {"at": "1"}).status_code == 404
+
+
+def test_the_review_page_shows_each_questions_boxes_on_its_page(page, annotator, login):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    before = make_question(text="丙题", source_document=page.document, source_page=page, boxes=[[1, 50, 20, 240, 55]])
+    first = make_question(text="甲题的前半", source_document=page.document, source_page=page,
+                          boxes=[[1, 50, 60, 240, 120], [1, 260, 60, 450, 90]])  # fmt: skip
+    second = make_question(text="乙题的全文", source_document=page.document, source_page=page,
+                           boxes=[[1, 260, 95, 450, 200]])  # fmt: skip
+    held = Assignment.objects.create(question=first, annotator=annotator, task=Assignment.Task.OCR_REVIEW,
+                                     locked_until=timezone.now() + timedelta(hours=1))  # fmt: skip
+    body = login(annotator).get(f"/annotate/review/{held.pk}/").content.decode()
+    assert body.count('class="bbox mine"') == 2  # the question ran over two columns
+    assert 'data-bbox="50,60,240,120"' in body and 'data-bbox="260,60,450,90"' in body
+    later = body.split(f'data-question="{second.hash_id}"')[1].split("</div>")[0]
+    assert 'data-bbox="260,95,450,200"' in later and f"/annotate/review/{held.pk}/merge/{second.pk}/" in later
+    # A question detected before this one is shown, but offers no merge into it.
+    earlier = body.split(f'data-question="{before.hash_id}"')[1].split("</div>")[0]
+    assert 'data-bbox="50,20,240,55"' in earlier and "/merge/" not in earlier
+
+
+def test_a_question_picked_on_the_page_is_merged_into_the_one_under_review(page, annotator, other_annotator, login):
+    first = make_question(text="甲题的前半", source_document=page.document, boxes=[[1, 50, 60, 240, 120]])
+    formula = FigureData(content=figure_png((60, 24)), kind="formula")
+    second = make_question(text="甲题的后半 [[formula:0]]", source_document=page.document,
+                           boxes=[[1, 260, 60, 450, 90]], figures=[formula])  # fmt: skip
+    held = queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
+    assert held.question == first
+    client = login(annotator)
+    # Not one of this document's later, free questions: refused, nothing changes.
+    stranger = make_question(text="别的卷子")
+    client.post(f"/annotate/review/{held.pk}/merge/{stranger.pk}/")
+    assert Question.objects.get(pk=stranger.pk).status == Question.Status.IMPORTED
+    client.post(f"/annotate/review/{held.pk}/merge/{second.pk}/")
+    first.refresh_from_db()
+    # The formula placeholder follows its image (position 1 after the first question's own figure).
+    assert first.text == "甲题的前半\n甲题的后半 [[formula:1]]"
+    assert first.figures.get(position=1).kind == "formula"
+    assert first.boxes == [[1, 50, 60, 240, 120], [1, 260, 60, 450, 90]]
+    assert Question.objects.get(pk=second.pk).status == Question.Status.REJECTED
+    # Someone else cannot merge through this assignment.
+    third = make_question(text="丁题", source_document=page.document)
+    assert login(other_annotator).post(f"/annotate/review/{held.pk}/merge/{third.pk}/").status_code == 404
+
+
+def test_a_question_with_a_full_length_id_splits_too(annotator):
+    """A PDF question's hash_id is a 64-character SHA-256: the split-off id must still be new."""
+    question = make_question(hash_id="a" * 64, text="1. 第一题。2. 第二题。3. 第三题。")
+    first = services.split_question(question=question, at=question.text.index("2."), user=annotator)
+    second = services.split_question(question=Question.objects.get(pk=question.pk), at=6, user=annotator)
+    assert len({question.hash_id, first.hash_id, second.hash_id}) == 3
+    assert all(len(q.hash_id) <= 64 for q in (first, second))

@@ -277,8 +277,8 @@ def read_page(page: pymupdf.Page, number: int) -> tuple[PageText, str, list[figu
     if not reading.has_usable_text(page_text):
         backend = get_ocr_backend()
         page_text, source = reading.ocr_layer(page, number, backend), backend.name
-    regions = figures.figure_regions(page, page_text)
-    return _without_figure_text(page_text, regions), source, regions
+    regions = figures.read_formulas(page, figures.figure_regions(page, page_text))
+    return figures.with_formulas(_without_figure_text(page_text, regions), regions), source, regions
 
 
 @dataclass
@@ -288,14 +288,16 @@ class Analysis:
     parsed: Segmented
     layouts: dict[int, PageLayout]
     figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
+    formulas: dict[str, figures.FigureRegion] = field(default_factory=dict)  # formula images by placeholder
 
 
 def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
     """Reading order, questions and each question's figures: the import without the database."""
     lines, layouts = reading_order(texts)
     parsed = segment(lines)
-    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions]
-    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key))
+    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions if not r.is_formula]
+    formulas = {r.token: r for r in regions if r.is_formula}
+    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key), formulas)
 
 
 def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,
@@ -304,8 +306,8 @@ def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, r
         # OCR'd by an earlier run of this import (one that crashed later): read, not redone.
         summary.ocr_pages += 1
         page_text = _stored_ocr(row, page, number)
-        regions = figures.figure_regions(page, page_text)
-        return ImportedPage(row, _without_figure_text(page_text, regions), regions)
+        regions = figures.read_formulas(page, figures.figure_regions(page, page_text))
+        return ImportedPage(row, figures.with_formulas(_without_figure_text(page_text, regions), regions), regions)
     page_text, source, regions = read_page(page, number)
     if source != "text-layer":
         summary.ocr_pages += 1
@@ -328,6 +330,7 @@ def _without_figure_text(page_text: PageText, regions: list[figures.FigureRegion
     stem line above it) or starts a question, and option letters set one under
     each of a row of pictures ("A", "B", "C", "D"): they are the question's options.
     """
+    regions = [r for r in regions if not r.is_formula]  # a formula image is text, in its line
     if not regions:
         return page_text
 
@@ -419,6 +422,20 @@ def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figu
     return assigned
 
 
+def question_boxes(lines: list[Line], regions: list[figures.FigureRegion]) -> list[list[float]]:
+    """[page, x0, y0, x1, y1] for each run of the question's lines in one column, and for each figure."""
+    runs: list[tuple[tuple, list[Line]]] = []
+    for line in lines:
+        where = line.key[:3]  # page, band, column
+        if runs and runs[-1][0] == where:
+            runs[-1][1].append(line)
+        else:
+            runs.append((where, [line]))
+    boxes = [[run[0].page, *union([line.bbox for line in run])] for _, run in runs]
+    boxes += [[r.page, *r.bbox] for r in regions if not r.is_formula]
+    return [[box[0]] + [round(v, 2) for v in box[1:]] for box in boxes]
+
+
 def _first_page_box(lines: list[Line], regions: list[figures.FigureRegion]) -> tuple[int, list[float]]:
     page = lines[0].page
     boxes = [line.bbox for line in lines if line.page == page] + [r.bbox for r in regions if r.page == page]
@@ -447,7 +464,7 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
             for index, question in todo[start : start + SAVE_BATCH]:
                 _save_question(document=document, pdf=pdf, rows=rows, question=question, subject=subject,
                                grade=grade, found=by_question.get(index, []), summary=summary, user=user,
-                               reasons=reasons.get(question.label, []))  # fmt: skip
+                               reasons=reasons.get(question.label, []), formulas=analysis.formulas)  # fmt: skip
         heartbeat()
 
 
@@ -459,7 +476,8 @@ QUESTION_FAULTS = (QuestionDataError, BadImage, ValueError, TypeError, KeyError,
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any, reasons: list[str]) -> None:  # fmt: skip
+                   summary: ImportSummary, user: Any, reasons: list[str],
+                   formulas: dict[str, figures.FigureRegion]) -> None:  # fmt: skip
     """Saves one question. What fails in it is recorded on it (an ``import_error`` flag) and the paper
     goes on: a figure that cannot be cropped is left out; a question refused as read is saved again
     with its text made storable and without figures. Only a question refused twice is left out, and
@@ -473,10 +491,20 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
             crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
         except (RuntimeError, ValueError) as exc:  # MuPDF cannot render this part of the page
             problems.append(f"a figure on page {region.page} could not be cropped ({type(exc).__name__}: {exc})")
+    # Formula images stand in the text as [[formula:N]], N their place after the question's figures.
+    texts, inline = figures.placeholders([question.text, question.solution, *(o["text"] for o in question.options)],
+                                         formulas, first=len(crops))  # fmt: skip
+    options = [{**o, "text": t} for o, t in zip(question.options, texts[2:], strict=True)]
+    for region in inline:
+        try:
+            crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
+        except (RuntimeError, ValueError) as exc:
+            problems.append(f"a formula image on page {region.page} could not be cropped ({exc})")
     data = QuestionData(
-        hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=question.text,
-        options=question.options, answers=question.answers, raw_solution=question.solution,
+        hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
+        options=options, answers=question.answers, raw_solution=texts[1],
         source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
+        boxes=question_boxes(question.lines, found),
         figures=crops,
     )  # fmt: skip
     note = f"imported from {document.original_name}"[:300]
@@ -509,7 +537,7 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         Flag.objects.create(question=saved, code=Flag.Code.IMPORT_GAP, message=storable("; ".join(reasons)),
                             detail={"report": "pdf import"})  # fmt: skip
     summary.questions += 1
-    summary.figures += len(crops)
+    summary.figures += sum(1 for crop in crops if crop.kind == Figure.Kind.FIGURE)
 
 
 def _fault(exc: Exception) -> str:
@@ -532,7 +560,9 @@ def _storable(data: QuestionData) -> QuestionData:
 
 def _figure_data(pdf: pymupdf.Document, rows: dict[int, Page], region: figures.FigureRegion, hash_id: str,
                  position: int) -> FigureData:  # fmt: skip
-    content = figures.crop(pdf[region.page - 1], region.bbox)
-    origin = Figure.Origin.EMBEDDED if region.origin == "embedded" else Figure.Origin.DRAWING
-    return FigureData(content=content, name=f"{hash_id[:12]}-{position}.bmp", origin=origin, page=rows[region.page],
-                      bbox=[round(v, 2) for v in region.bbox])  # fmt: skip
+    cut = figures.crop_region(pdf[region.page - 1], region)
+    origin = Figure.Origin.DRAWING if region.origin == "drawing" else Figure.Origin.EMBEDDED
+    kind = Figure.Kind.FORMULA if region.is_formula else Figure.Kind.FIGURE
+    return FigureData(content=cut.content, name=f"{hash_id[:12]}-{position}.bmp", origin=origin,
+                      page=rows[region.page], bbox=[round(v, 2) for v in region.bbox], kind=kind,
+                      source_size=cut.source_size, source_sharpness=cut.source_sharpness)  # fmt: skip

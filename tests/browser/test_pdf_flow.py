@@ -2,9 +2,13 @@
 Chinese exam, sees its questions and figures, corrects one, accepts it, writes
 its solution steps and submits."""
 
+import json
+
 import pytest
 
-from annotation.models import Question
+from annotation import services
+from annotation.models import Question, SourceDocument
+from bench import real_papers
 from k12vista.roles import Role
 from tests import fixtures_pdf
 from tests.browser.conftest import log_in
@@ -35,7 +39,8 @@ def test_it_takes_an_exam_pdf_to_corrected_steps(page, worker, tmp_path):
     page.click("button[value=ocr_review]")
     page.wait_for_url("**/annotate/review/*/")
     assert page.locator(".page-frame img").count() == 1  # the page image with the question's box
-    assert page.locator(".page-frame .bbox").count() == 1
+    assert page.locator(".page-frame .bbox.mine").count() == 1
+    assert page.locator(".page-frame .bbox.other").count() >= 1  # the questions around it, for a wrong cut
     text = page.input_value("#id_text")
     assert "x^{2}" in text  # the superscript came back as LaTeX
     page.fill("#id_text", text.replace("则 x 的值是", "则 $x$ 的值是"))
@@ -93,4 +98,70 @@ def test_the_import_page_shows_the_consistency_report_with_its_gaps(page, worker
     assert report.get_attribute("data-gaps") == "1" and report.locator(".gaps").inner_text() == "3"
     assert "question 3 was not found" in page.locator("#import-report").inner_text()
     assert page.locator(".imported-question [data-code=import_gap]").count() == 2
+    assert page.problems == []
+
+
+# --- real papers (../shared/realdata/exams, skipped where absent) -------------------------------------
+
+REAL = real_papers.default_folder()
+needs_real = pytest.mark.skipif(not (REAL / "expected.json").exists(), reason="../shared/realdata is not here")
+# The smallest of their kinds: two A3 pages in three columns (text layer), and two A3 pages whose first is a
+# raster scan read by OCR (the default backend, RapidOCR, in the worker).
+THREE_COLUMNS = "math_2024_shanghai.pdf"
+SCANNED = "math_2021_quanguojia_li.pdf"
+
+
+def _report(page):
+    report = page.locator("#consistency-report")
+    numbers = [n for n in report.locator(".numbers").inner_text().split(", ") if n]
+    gaps = int(report.get_attribute("data-gaps"))
+    return numbers, gaps
+
+
+@needs_real
+def test_an_annotator_imports_real_papers_and_fixes_a_wrong_cut_on_the_page(page, worker, tmp_path):
+    expected = {p["file"]: p for p in json.loads((REAL / "expected.json").read_text(encoding="utf-8"))}
+    make_person("sun", Role.ANNOTATOR)
+    log_in(page, "sun", PASSWORD)
+    page.wait_for_url("**/annotate/")
+
+    # A three-column A3 paper: its report lists the numbers found and any gap, each gap said in words.
+    _import(page, REAL / THREE_COLUMNS)
+    numbers, gaps = _report(page)
+    assert len(numbers) >= 0.9 * expected[THREE_COLUMNS]["question_count"]
+    assert gaps == 0 or len(page.locator("#import-report li").all()) >= gaps  # each gap is a warning too
+    columns = SourceDocument.objects.get(original_name=THREE_COLUMNS)
+    assert page.locator(".imported-question").count() == Question.objects.filter(source_document=columns).count()
+
+    # A paper whose first page is a scan: the worker reads it by OCR; its report is there too.
+    page.goto("/annotate/imports/")
+    page.set_input_files("#pdf-upload input[type=file]", str(REAL / SCANNED))
+    page.click("#pdf-upload button[type=submit]")
+    page.wait_for_url("**/annotate/imports/*/")
+    page.wait_for_selector("#import-report", timeout=420000)
+    page.reload()
+    scanned = SourceDocument.objects.get(original_name=SCANNED)
+    assert scanned.pages.get(number=1).text_source != "text-layer"  # read by OCR
+    assert Question.objects.filter(source_document=scanned, source_page__number=1).exists()  # from the scan
+    numbers, gaps = _report(page)
+    assert len(numbers) >= 0.9 * expected[SCANNED]["question_count"]
+    assert gaps == 0 or len(page.locator("#import-report li").all()) >= gaps
+
+    # A question cut in two (as a detector may cut it): the annotator sees both pieces on the page and joins them.
+    first = Question.objects.filter(source_document=columns).order_by("id").first()
+    at = len(first.text) // 2
+    tail = services.split_question(question=first, at=at, user=None)
+    head_text = Question.objects.get(pk=first.pk).text
+    page.goto("/annotate/")
+    page.click("button[value=ocr_review]")
+    page.wait_for_url("**/annotate/review/*/")
+    assert page.locator(".page-frame .bbox.mine").count() >= 1
+    piece = page.locator(f'.page-frame .bbox.other[data-question="{tail.hash_id}"]').first
+    assert piece.count() == 1
+    piece.locator("button").click()
+    page.wait_for_url("**/annotate/review/*/")
+    joined = Question.objects.get(pk=first.pk)
+    assert joined.text.startswith(head_text) and tail.text in joined.text
+    assert Question.objects.get(pk=tail.pk).status == Question.Status.REJECTED
+    assert page.locator(f'.page-frame .bbox.other[data-question="{tail.hash_id}"]').count() == 0
     assert page.problems == []
