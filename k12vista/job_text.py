@@ -30,6 +30,8 @@ KIND_LABELS = {
     "inference.run_local": _("Inference run (transformers on CPU)"),
     "inference.run_offline": _("Inference run (vLLM offline engine)"),
     "inference.score": _("Scoring run"),
+    "inference.score_local": _("Scoring run on a local model"),
+    "inference.campaign": _("Campaign"),
     "k12vista.worker_check": _("Worker check (cpu queue)"),
     "k12vista.worker_check_io": _("Worker check (io queue)"),
     "pem.agreement": _("Compute the agreement report"),
