@@ -41,7 +41,7 @@ def _decoded(content: bytes, *, name: str, gray: bool = False, fit_side: int | N
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(content))
+            image: Image.Image = Image.open(io.BytesIO(content))
             if image.format not in ACCEPTED_FORMATS:
                 raise BadImage(f"{name}: {image.format or 'unknown'} images are not accepted")
             if image.format == "JPEG" and image.mode in ("RGB", "L"):

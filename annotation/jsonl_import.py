@@ -68,7 +68,7 @@ from annotation.services import (
 from k12vista.bulk import analyze
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from k12vista.text import storable
+from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     STAGE_LAST_GRADE,
     QuestionType,
@@ -82,8 +82,6 @@ from k12vista.vocabulary import (
 # and reading it whole would defeat the flat memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 PROGRESS_EVERY = 100
-# Per-line problems kept in the report; the counts stay exact past it.
-REPORT_LIMIT = 1000
 # Small entries may compress very well (a blank page, a run of spaces) and are
 # harmless; the ratio limit is for entries big enough to hurt.
 RATIO_CHECK_MIN_BYTES = 1024 * 1024
@@ -107,37 +105,12 @@ class RecordError(ValueError):
 # --- the report -----------------------------------------------------------------
 
 
-@dataclass
-class ImportReport:
-    created: int = 0
-    unchanged: int = 0
-    conflicts: int = 0
-    failed: int = 0
-    conflict_lines: list[dict] = field(default_factory=list)
-    failed_lines: list[dict] = field(default_factory=list)
+class ImportReport(LineReport):
+    key_name = "hash_id"
 
     def conflict(self, line: int, hash_id: str, fields: list[str]) -> None:
-        self.conflicts += 1
-        if len(self.conflict_lines) < REPORT_LIMIT:
-            reason = f"a question with this hash_id has different {', '.join(fields)}; it was not overwritten"
-            self.conflict_lines.append({"line": line, "hash_id": hash_id, "reason": reason, "fields": fields})
-
-    def fail(self, line: int, hash_id: str, reason: str) -> None:
-        self.failed += 1
-        if len(self.failed_lines) < REPORT_LIMIT:
-            self.failed_lines.append({"line": line, "hash_id": storable(hash_id), "reason": storable(reason[:1000])})
-
-    def as_dict(self) -> dict:
-        return {
-            "created": self.created,
-            "unchanged": self.unchanged,
-            "conflicts": self.conflicts,
-            "failed": self.failed,
-            "conflict_lines": self.conflict_lines,
-            "conflict_lines_truncated": self.conflicts > len(self.conflict_lines),
-            "failed_lines": self.failed_lines,
-            "failed_lines_truncated": self.failed > len(self.failed_lines),
-        }
+        reason = f"a question with this hash_id has different {', '.join(fields)}; it was not overwritten"
+        self.conflict_at(line, hash_id, reason, fields=fields)
 
 
 # --- reading the file -------------------------------------------------------------

@@ -20,10 +20,11 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Q
 
-from annotation.jsonl_import import REPORT_LIMIT, split_steps
+from annotation.jsonl_import import split_steps
 from inference.default_prompts import FINAL_ANSWER_PREFIX
 from inference.models import InferenceRun, Judgment, Response, ScoringRun
 from inference.parsing import answer_after_reasoning
+from k12vista.reports import REPORT_LIMIT
 from k12vista.vocabulary import TAXONOMY_VERSION
 from pem.alignment import align
 from pem.models import Alignment, ChainOfThought, StepLabel

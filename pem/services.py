@@ -31,9 +31,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
-from annotation.jsonl_import import REPORT_LIMIT, RecordError
+from annotation.jsonl_import import RecordError
 from annotation.models import Question
-from k12vista.text import storable
+from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
     Stage,
@@ -56,21 +56,10 @@ class PEBenchError(ValueError):
 
 
 @dataclass
-class ImportReport:
-    created: int = 0
-    unchanged: int = 0
+class ImportReport(LineReport):
     updated: int = 0
-    conflicts: int = 0
-    failed: int = 0
     warnings: int = 0
-    conflict_lines: list[dict] = field(default_factory=list)
-    failed_lines: list[dict] = field(default_factory=list)
     warning_lines: list[dict] = field(default_factory=list)
-
-    @staticmethod
-    def _add(rows: list[dict], row: dict) -> None:
-        if len(rows) < REPORT_LIMIT:
-            rows.append(row)
 
     def tally(self, outcome: Outcome) -> None:
         kind, line, key, detail, warnings = outcome
@@ -80,24 +69,14 @@ class ImportReport:
         if kind in ("created", "unchanged", "updated"):
             setattr(self, kind, getattr(self, kind) + 1)
         elif kind == "conflict":
-            self.conflicts += 1
-            self._add(self.conflict_lines, {"line": line, "key": key, "reason": detail})
+            self.conflict_at(line, key, detail)
         elif kind == "failed":
-            self.failed += 1
-            self._add(self.failed_lines, {"line": line, "key": storable(key), "reason": storable(detail[:1000])})
+            self.fail(line, key, detail)
 
     def as_dict(self) -> dict:
-        return {
-            "created": self.created,
-            "unchanged": self.unchanged,
+        return super().as_dict() | {
             "updated": self.updated,
-            "conflicts": self.conflicts,
-            "failed": self.failed,
             "warnings": self.warnings,
-            "conflict_lines": self.conflict_lines,
-            "conflict_lines_truncated": self.conflicts > len(self.conflict_lines),
-            "failed_lines": self.failed_lines,
-            "failed_lines_truncated": self.failed > len(self.failed_lines),
             "warning_lines": self.warning_lines,
             "warning_lines_truncated": self.warnings > len(self.warning_lines),
         }

@@ -225,7 +225,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
 
 
 def test_it_caps_the_listed_problems_and_says_so(researcher, tmp_path, monkeypatch):
-    monkeypatch.setattr(jsonl_import, "REPORT_LIMIT", 2)
+    monkeypatch.setattr("k12vista.reports.REPORT_LIMIT", 2)
     path = write_lines(tmp_path / "q.jsonl", ["{", "{", "{"])
 
     report = import_questions_file(path=path, user=researcher).as_dict()
