@@ -183,7 +183,7 @@ def test_a_scoring_run_is_started_listed_and_read_with_its_judgments(researcher,
     assert rescore.status_code == 202 and rescore.json()["kind"] == "inference.score"
 
 
-def test_scoring_is_refused_while_the_run_is_still_answering(researcher, model_server):
+def test_scoring_is_refused_while_the_run_is_still_answering(researcher, model_server, english):
     make_question()
     client = api(researcher)
     create_endpoints(client, model_server)
