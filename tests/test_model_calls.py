@@ -243,3 +243,31 @@ def test_it_reads_retry_after_given_as_a_date():
     when = email.utils.format_datetime(timezone.now() + timedelta(seconds=30), usegmt=True)
     response = httpx2.Response(429, headers={"Retry-After": when}, request=httpx2.Request("POST", "http://x/v1"))
     assert 25 <= calls.retry_after(openai.APIStatusError("x", response=response, body=None)) <= 30
+
+
+@pytest.mark.django_db
+def test_answers_saved_in_bulk_are_stored_as_the_orm_stores_them(researcher):
+    from inference.models import Response
+
+    endpoint = make_endpoint("http://127.0.0.1:9/v1")
+    questions = [make_question() for _ in range(3)]
+    run = start_run(endpoint, researcher)
+    services.create_missing_responses(run)
+    ok, failed, untouched = (Response.objects.get(run=run, question=q) for q in questions)
+    answered = calls.client.Completion(text="最终答案：B", latency_ms=12, prompt_tokens=None, completion_tokens=7,
+                                       finish_reason="length", attempts=2)  # fmt: skip
+    services.save_answers([
+        (ok.pk, services.answer_fields(answered)),
+        (failed.pk, services.answer_fields(None, error="HTTP 400: bad 'quote'", attempts=1)),
+    ])  # fmt: skip
+    ok.refresh_from_db()
+    failed.refresh_from_db()
+    untouched.refresh_from_db()
+    assert (ok.status, ok.raw_output, ok.latency_ms, ok.prompt_tokens, ok.completion_tokens, ok.attempts) == (
+        "ok", "最终答案：B", 12, None, 7, 2)  # fmt: skip
+    assert ok.error == "truncated: the answer reached max_tokens"
+    assert abs((timezone.now() - ok.finished).total_seconds()) < 60  # an aware datetime, read back as one
+    assert (failed.status, failed.error, failed.attempts) == ("failed", "HTTP 400: bad 'quote'", 1)
+    assert failed.raw_output == ""
+    assert untouched.status == "pending" and untouched.finished is None
+    assert run.counts()["ok"] == 1 and run.counts()["failed"] == 1
