@@ -51,18 +51,18 @@ class Targets:
     def from_dict(cls, data: Any) -> Targets:
         """Targets from a form, the API or a job's parameters; refuses what it cannot mean."""
         if not isinstance(data, dict):
-            raise DrawError("targets must be an object")
+            raise DrawError(gettext("targets must be an object"))
         try:
             per_cell = int(data.get("per_cell", DEFAULT_PER_CELL))
             cells = {str(k): int(v) for k, v in (data.get("cells") or {}).items()}
         except (TypeError, ValueError, AttributeError):
-            raise DrawError("targets must be whole numbers") from None
+            raise DrawError(gettext("targets must be whole numbers")) from None
         if per_cell < 0 or any(v < 0 for v in cells.values()):
-            raise DrawError("a target cannot be negative")
+            raise DrawError(gettext("a target cannot be negative"))
         subjects = [s for s in (data.get("subjects") or []) if s]
         unknown = set(subjects) - set(Subject.values)
         if unknown:
-            raise DrawError(f"unknown subjects: {', '.join(sorted(unknown))}")
+            raise DrawError(gettext("unknown subjects: %(subjects)s") % {"subjects": ", ".join(sorted(unknown))})
         return cls(per_cell=per_cell, cover_knowledge=bool(data.get("cover_knowledge", True)), subjects=subjects,
                    cells=cells)  # fmt: skip
 

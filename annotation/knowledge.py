@@ -59,9 +59,9 @@ class ClusterParams:
         try:
             params = cls(**{k: type(getattr(cls, k))(v) for k, v in (data or {}).items() if hasattr(cls, k)})
         except (TypeError, ValueError):
-            raise KnowledgeError("clustering parameters must be numbers") from None
+            raise KnowledgeError(gettext("clustering parameters must be numbers")) from None
         if params.points_per_unit < 1 or not 1 <= params.ngram_min <= params.ngram_max <= 6 or params.svd_dims < 2:
-            raise KnowledgeError("points per unit >= 1, 1 <= n-gram min <= max <= 6, SVD dimensions >= 2")
+            raise KnowledgeError(gettext("points per unit >= 1, 1 <= n-gram min <= max <= 6, SVD dimensions >= 2"))
         return params
 
 
@@ -194,7 +194,7 @@ def start_clustering(*, by: Any, subjects: list[str] | None = None, params: Clus
     subjects = subjects or list(Subject.values)
     unknown = set(subjects) - set(Subject.values)
     if unknown:
-        raise KnowledgeError(f"unknown subjects: {', '.join(sorted(unknown))}")
+        raise KnowledgeError(gettext("unknown subjects: %(subjects)s") % {"subjects": ", ".join(sorted(unknown))})
     params = params or ClusterParams()
     return start_job(kind="annotation.cluster_knowledge", user=by,
                      params={"subjects": subjects, "params": asdict(params)},
@@ -228,7 +228,7 @@ def _confirm(*units: CoreUnit) -> None:
 def rename_unit(*, unit: CoreUnit, name: str, by: Any) -> CoreUnit:
     name = name.strip()
     if not name:
-        raise KnowledgeError("a core unit needs a name")
+        raise KnowledgeError(gettext("a core unit needs a name"))
     CoreUnit.objects.filter(pk=unit.pk).update(name=name[:200])
     _confirm(unit)
     unit.refresh_from_db()
@@ -239,9 +239,9 @@ def rename_unit(*, unit: CoreUnit, name: str, by: Any) -> CoreUnit:
 def merge_units(*, into: CoreUnit, others: list[CoreUnit], by: Any) -> CoreUnit:
     others = [u for u in others if u.pk != into.pk]
     if not others:
-        raise KnowledgeError("choose another unit to merge into this one")
+        raise KnowledgeError(gettext("choose another unit to merge into this one"))
     if any(u.subject != into.subject for u in others):
-        raise KnowledgeError("only units of the same subject can be merged")
+        raise KnowledgeError(gettext("only units of the same subject can be merged"))
     KnowledgePoint.objects.filter(core_unit__in=others).update(core_unit=into)
     CoreUnit.objects.filter(pk__in=[u.pk for u in others]).delete()
     _confirm(into)
@@ -253,7 +253,7 @@ def split_unit(*, unit: CoreUnit, point_ids: list[int], name: str, by: Any) -> C
     """The chosen points leave ``unit`` for a new unit called ``name``."""
     chosen = KnowledgePoint.objects.filter(core_unit=unit, pk__in=point_ids)
     if not chosen.exists() or chosen.count() == unit.points.count():
-        raise KnowledgeError("choose some, not all, of the unit's points to split off")
+        raise KnowledgeError(gettext("choose some, not all, of the unit's points to split off"))
     new = CoreUnit.objects.create(subject=unit.subject, name=(name.strip() or leaf_name(chosen.first().name))[:200])
     chosen.update(core_unit=new)
     _confirm(unit, new)
@@ -263,7 +263,7 @@ def split_unit(*, unit: CoreUnit, point_ids: list[int], name: str, by: Any) -> C
 @transaction.atomic
 def move_point(*, point: KnowledgePoint, unit: CoreUnit, by: Any) -> KnowledgePoint:
     if point.subject != unit.subject:
-        raise KnowledgeError("a point can only move to a unit of its own subject")
+        raise KnowledgeError(gettext("a point can only move to a unit of its own subject"))
     old = point.core_unit_id
     KnowledgePoint.objects.filter(pk=point.pk).update(core_unit=unit, unit_pinned=True)
     _confirm(unit)

@@ -201,10 +201,10 @@ def not_releasable(candidate_set: CandidateSet) -> QuerySet[Question]:
 def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licence: str = DEFAULT_LICENCE) -> Release:
     """Creates the next version as a draft being built and starts the job that builds it."""
     if not candidate_set.questions.exists():
-        raise ReleaseError("the candidate set is empty")
+        raise ReleaseError(gettext("the candidate set is empty"))
     waiting = not_releasable(candidate_set).count()
     if waiting:
-        raise ReleaseError(f"{waiting} questions of the candidate set are not audited yet")
+        raise ReleaseError(gettext("%(n)d questions of the candidate set are not audited yet") % {"n": waiting})
     for _attempt in range(3):
         try:
             with transaction.atomic():
@@ -219,7 +219,7 @@ def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licen
                 return release
         except IntegrityError:
             continue  # someone took the version number at the same moment
-    raise ReleaseError("could not take a version number; try again")
+    raise ReleaseError(gettext("could not take a version number; try again"))
 
 
 def snapshot(release: Release, progress: Progress | None = None) -> int:
@@ -228,7 +228,7 @@ def snapshot(release: Release, progress: Progress | None = None) -> int:
     questions = release.candidate_set.questions.order_by("id") if release.candidate_set else Question.objects.none()
     waiting = questions.exclude(status__in=RELEASABLE).count()
     if waiting:
-        raise ReleaseError(f"{waiting} questions of the candidate set are not audited")
+        raise ReleaseError(gettext("%(n)d questions of the candidate set are not audited") % {"n": waiting})
     total = questions.count()
     release.items.all().delete()
     done = 0
@@ -309,7 +309,9 @@ def build_release_job(job: Job, progress: Progress) -> dict:
         release_files.write_all(release, progress=lambda done: progress(count + done, count * 2))
         stale = changed_since_snapshot(release).count()
         if stale:
-            raise ReleaseError(f"{stale} questions changed while the release was built; build it again")
+            raise ReleaseError(
+                gettext("%(n)d questions changed while the release was built; build it again") % {"n": stale}
+            )
     except ReleaseError as exc:
         Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED, error=str(exc))
         raise
@@ -325,14 +327,19 @@ def publish_release(*, release: Release, by: Any) -> Release:
     """Freezes a built draft and moves its questions to ``released``."""
     release = Release.objects.select_for_update().get(pk=release.pk)
     if release.status == Release.Status.PUBLISHED:
-        raise ReleaseError(f"release v{release.version} is published already")
+        raise ReleaseError(gettext("release v%(version)s is published already") % {"version": release.version})
     if release.status != Release.Status.DRAFT:
-        raise ReleaseError(f"release v{release.version} is {release.get_status_display()}, not a finished draft")
+        raise ReleaseError(
+            gettext("release v%(version)s is %(status)s, not a finished draft")
+            % {"version": release.version, "status": release.get_status_display()}
+        )
     if release.files.count() != len(ReleaseFile.Form.values):
-        raise ReleaseError("the release files are not all written")
+        raise ReleaseError(gettext("the release files are not all written"))
     stale = changed_since_snapshot(release).count()
     if stale:
-        raise ReleaseError(f"{stale} questions changed since this draft was built; build a new release")
+        raise ReleaseError(
+            gettext("%(n)d questions changed since this draft was built; build a new release") % {"n": stale}
+        )
     services.advance_set(questions=Question.objects.in_release(release), action="release",
                          user=by, note=f"release v{release.version}")  # fmt: skip
     release.status = Release.Status.PUBLISHED

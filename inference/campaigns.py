@@ -24,6 +24,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Count, Q, Sum
+from django.utils.translation import gettext
 
 from inference import services
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Response
@@ -47,13 +48,13 @@ def start_campaign(
     before any job is queued (jobs are queued when the transaction commits)."""
     name = name.strip()[:200]
     if not name:
-        raise CampaignError("a campaign needs a name")
+        raise CampaignError(gettext("a campaign needs a name"))
     if not endpoints:
-        raise CampaignError("choose at least one endpoint")
+        raise CampaignError(gettext("choose at least one endpoint"))
     if len({endpoint.pk for endpoint in endpoints}) != len(endpoints):
-        raise CampaignError("each endpoint can run once in a campaign")
+        raise CampaignError(gettext("each endpoint can run once in a campaign"))
     if mode not in InferenceRun.Mode.values:
-        raise CampaignError(f"unknown mode {mode!r}")
+        raise CampaignError(gettext("unknown mode %(mode)r") % {"mode": mode})
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
                                        params=params or {}, seed=seed, created_by=user)  # fmt: skip
     campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=f"Campaign {name}")
@@ -127,7 +128,7 @@ def retry_failures(*, campaign: Campaign, user: Any) -> int:
     """Asks the failed questions of every finished run again: the HTTP runs in a
     new campaign job, each engine run in its own. Returns how many runs restarted."""
     if campaign.job is not None and not campaign.job.is_finished:
-        raise CampaignError(f"{campaign} is still running")
+        raise CampaignError(gettext("%(campaign)s is still running") % {"campaign": campaign})
     restarted, again = 0, []
     for run in campaign.runs.select_related("job", "endpoint"):
         if not run.responses.filter(status=Response.Status.FAILED).exists():

@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.export import sha256_of
 from annotation.releases import field_diff, studio_commit
@@ -86,7 +87,7 @@ def start_release(*, by: Any, name: str = "") -> PEBenchRelease:
     """The next version as a draft being built, and the job that builds it."""
     chains = export.pebench_chains()
     if not chains.exists():
-        raise PEBenchReleaseError("PEBench has no items yet; build it first")
+        raise PEBenchReleaseError(gettext("PEBench has no items yet; build it first"))
     try:
         export.check_not_training_data(chains)
     except export.ExportError as exc:
@@ -103,7 +104,7 @@ def start_release(*, by: Any, name: str = "") -> PEBenchRelease:
                 return release
         except IntegrityError:
             continue  # someone took the version number at the same moment
-    raise PEBenchReleaseError("could not take a version number; try again")
+    raise PEBenchReleaseError(gettext("could not take a version number; try again"))
 
 
 def snapshot(release: PEBenchRelease, progress: Progress | None = None) -> int:
@@ -206,7 +207,7 @@ def build_release_job(job: Job, progress: Progress) -> dict:
         release.save(update_fields=["agreement", "summary", "fingerprint"])
         path = write_zip(release)
         if fingerprint() != seen:
-            raise PEBenchReleaseError("PEBench's labels changed while the release was built; build it again")
+            raise PEBenchReleaseError(gettext("PEBench's labels changed while the release was built; build it again"))
     except PEBenchReleaseError as exc:
         PEBenchRelease.objects.filter(pk=release.pk).update(status=PEBenchRelease.Status.FAILED, error=str(exc))
         raise
@@ -225,11 +226,16 @@ def build_release_job(job: Job, progress: Progress) -> dict:
 def publish_release(*, release: PEBenchRelease, by: Any) -> PEBenchRelease:
     release = PEBenchRelease.objects.select_for_update().get(pk=release.pk)
     if release.status == PEBenchRelease.Status.PUBLISHED:
-        raise PEBenchReleaseError(f"PEBench v{release.version} is published already")
+        raise PEBenchReleaseError(gettext("PEBench v%(version)s is published already") % {"version": release.version})
     if release.status != PEBenchRelease.Status.DRAFT or not release.path:
-        raise PEBenchReleaseError(f"PEBench v{release.version} is {release.get_status_display()}, not a built draft")
+        raise PEBenchReleaseError(
+            gettext("PEBench v%(version)s is %(status)s, not a built draft")
+            % {"version": release.version, "status": release.get_status_display()}
+        )
     if fingerprint() != release.fingerprint:
-        raise PEBenchReleaseError("PEBench's items or labels changed since this draft was built; build a new release")
+        raise PEBenchReleaseError(
+            gettext("PEBench's items or labels changed since this draft was built; build a new release")
+        )
     release.status = PEBenchRelease.Status.PUBLISHED
     release.published, release.published_by = timezone.now(), by
     release.save(update_fields=["status", "published", "published_by"])

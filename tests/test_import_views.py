@@ -72,7 +72,7 @@ def test_it_keeps_annotators_to_pdf_uploads(annotator, login, no_broker):
     assert client.post("/annotate/imports/", {"kind": "file", "file-file": upload}).status_code == 403
 
 
-def test_it_reports_a_pdf_that_is_not_a_pdf_and_starts_nothing(annotator, login, no_broker):
+def test_it_reports_a_pdf_that_is_not_a_pdf_and_starts_nothing(annotator, login, no_broker, english):
     upload = SimpleUploadedFile("paper.pdf", b"just text pretending", content_type="application/pdf")
     response = login(annotator).post(
         "/annotate/imports/", {"kind": "pdf", "pdf-files": [upload], "pdf-subject": "math", "pdf-grade": "9"},

@@ -249,7 +249,7 @@ def test_it_refuses_the_page_limit_of_a_300_page_paper(settings):
     assert not Page.objects.exists()
 
 
-def test_it_refuses_a_text_file_named_pdf_at_upload():
+def test_it_refuses_a_text_file_named_pdf_at_upload(english):
     with pytest.raises(PdfImportError, match="not a PDF"):
         upload(fixtures_pdf.not_a_pdf(), "paper.pdf")
     assert not SourceDocument.objects.exists()
@@ -273,7 +273,7 @@ def test_it_refuses_a_stored_file_that_is_not_a_pdf():
     assert "not a PDF" in document.error
 
 
-def test_it_refuses_an_upload_over_the_size_limit(settings):
+def test_it_refuses_an_upload_over_the_size_limit(settings, english):
     settings.MAX_UPLOAD_BYTES = 1000
     with pytest.raises(PdfImportError, match="larger than the limit"):
         upload(fixtures_pdf.text_pages(3))
@@ -338,7 +338,7 @@ def test_the_setting_swaps_the_ocr_backend(fake_ocr):
     assert not question.figures.exists()  # the scan itself is not a figure
 
 
-def test_a_scan_without_a_working_ocr_backend_fails_with_the_reason(settings, monkeypatch):
+def test_a_scan_without_a_working_ocr_backend_fails_with_the_reason(settings, monkeypatch, english):
     settings.OCR_BACKEND = "annotation.ocr.TesseractBackend"
     monkeypatch.setenv("PATH", "/nonexistent")
     document = upload(fixtures_pdf.scanned_page(), "scan.pdf")

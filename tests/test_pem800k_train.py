@@ -53,7 +53,7 @@ def test_it_trains_the_tiny_model_with_lora_on_the_gpu_queue_and_registers_the_c
     assert "vllm serve" in train.vllm_serve_command(run) and '"max_pixels": 4096' in train.vllm_serve_command(run)
 
 
-def test_it_refuses_an_export_whose_images_are_missing_before_training(export, researcher):
+def test_it_refuses_an_export_whose_images_are_missing_before_training(export, researcher, english):
     for image in (exports.export_path(export) / "images").iterdir():
         image.unlink()
     with pytest.raises(train.TrainingError, match="images are missing"):

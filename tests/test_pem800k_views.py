@@ -77,7 +77,7 @@ def test_the_api_exports_a_filter_run_and_the_files_download_through_the_access_
     assert api.get(f"/api/pem/training/exports/{export.pk}/").status_code == 403
 
 
-def test_the_api_refuses_bad_filter_parameters_and_training_without_images(researcher):
+def test_the_api_refuses_bad_filter_parameters_and_training_without_images(researcher, english):
     api = APIClient()
     api.force_authenticate(researcher)
     bad = {"source": "imported", "rater": "x", "params": {"coverage": {"min_models": 0}}}

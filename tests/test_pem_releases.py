@@ -73,7 +73,7 @@ def test_a_release_snapshots_items_gold_labels_and_the_agreement_report(bench, r
     assert release.sha256 == sha256_of(Path(settings.MEDIA_ROOT) / release.path)
 
 
-def test_publishing_freezes_it_and_later_labels_go_into_the_next_version(bench, researcher, inspector):
+def test_publishing_freezes_it_and_later_labels_go_into_the_next_version(bench, researcher, inspector, english):
     v1 = built(researcher)
     releases.publish_release(release=v1, by=researcher)
     with pytest.raises(releases.PEBenchReleaseError, match="published already"):
@@ -99,21 +99,21 @@ def test_publishing_freezes_it_and_later_labels_go_into_the_next_version(bench, 
     assert any(line.startswith("+2. [KAE]") for line in steps["diff"])
 
 
-def test_a_label_after_the_build_refuses_the_publication(bench, researcher, annotator):
+def test_a_label_after_the_build_refuses_the_publication(bench, researcher, annotator, english):
     release = built(researcher)
     label_steps(bench["open"], ["CS", "CS"], rater="bob")
     with pytest.raises(releases.PEBenchReleaseError, match="changed since this draft was built"):
         releases.publish_release(release=release, by=researcher)
 
 
-def test_a_gold_label_corrected_in_place_refuses_the_publication(bench, researcher):
+def test_a_gold_label_corrected_in_place_refuses_the_publication(bench, researcher, english):
     release = built(researcher)
     StepLabel.objects.filter(step__cot=bench["decided"], source="gold", step__position=2).update(label="KAE")
     with pytest.raises(releases.PEBenchReleaseError, match="changed since this draft was built"):
         releases.publish_release(release=release, by=researcher)
 
 
-def test_it_refuses_an_empty_pebench_or_training_data(researcher):
+def test_it_refuses_an_empty_pebench_or_training_data(researcher, english):
     with pytest.raises(releases.PEBenchReleaseError, match="no items"):
         releases.start_release(by=researcher)
     cot = make_cot(key="t1", in_training_data=True)

@@ -51,14 +51,14 @@ def test_a_release_snapshots_content_hash_provenance_and_commit(researcher):
     assert release.summary["cells"] == [{"subject": "math", "grade": 9, "qtype": "multiple_choice", "count": 3}]
 
 
-def test_only_an_audited_candidate_set_is_released(researcher):
+def test_only_an_audited_candidate_set_is_released(researcher, english):
     candidate = audited_set(researcher)
     Question.objects.filter(pk=candidate.questions.first().pk).update(status=Question.Status.SOLUTION_CORRECTED)
     with pytest.raises(releases.ReleaseError, match="1 questions .* not audited"):
         releases.start_release(candidate_set=candidate, by=researcher)
 
 
-def test_publishing_moves_the_questions_to_released_and_freezes_the_release(researcher):
+def test_publishing_moves_the_questions_to_released_and_freezes_the_release(researcher, english):
     release = built(audited_set(researcher), researcher)
     releases.publish_release(release=release, by=researcher)
     assert set(Question.objects.values_list("status", flat=True)) == {"released"}
@@ -67,7 +67,7 @@ def test_publishing_moves_the_questions_to_released_and_freezes_the_release(rese
         releases.publish_release(release=release, by=researcher)
 
 
-def test_an_edit_after_the_build_refuses_the_publication(researcher):
+def test_an_edit_after_the_build_refuses_the_publication(researcher, english):
     release = built(audited_set(researcher), researcher)
     question = Question.objects.first()
     bank.edit_question(question=question, changes={"text": "新的题干"}, user=researcher,

@@ -121,12 +121,15 @@ def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
         for block in _chunks(source):
             size += len(block)
             if size > settings.MAX_UPLOAD_BYTES:
-                raise PdfImportError(f"{name} is larger than the limit of {settings.MAX_UPLOAD_BYTES} bytes.")
+                raise PdfImportError(
+                    _("%(name)s is larger than the limit of %(limit)d bytes.")
+                    % {"name": name, "limit": settings.MAX_UPLOAD_BYTES}
+                )
             head += block[: 5 - len(head)]
             digest.update(block)
             copy.write(block)
         if not head.startswith(b"%PDF-"):
-            raise PdfImportError(f"{name} is not a PDF (it does not start with %PDF-).")
+            raise PdfImportError(_("%(name)s is not a PDF (it does not start with %%PDF-).") % {"name": name})
         copy.seek(0)
         check_pdf(copy.read(), name=name)
         copy.seek(0)
@@ -142,9 +145,9 @@ def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
 def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFAULT_SUBJECT,
                      grade: int = DEFAULT_GRADE) -> Job:  # fmt: skip
     if subject not in Subject.values:
-        raise PdfImportError(f"Unknown subject {subject!r}.")
+        raise PdfImportError(_("Unknown subject %(subject)r.") % {"subject": subject})
     if not 1 <= int(grade) <= 12:
-        raise PdfImportError(f"Grade must be 1-12, not {grade!r}.")
+        raise PdfImportError(_("Grade must be 1-12, not %(grade)r.") % {"grade": grade})
     params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade)}
     job = start_job(
         kind=JOB_KIND, user=user, params=params, title=_("Import %(file)s") % {"file": document.original_name}
@@ -261,11 +264,16 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
         except OCRServiceError:
             raise  # worth retrying: the job handler turns it into a TransientJobError
         except OCRUnavailable as exc:
-            message = f"Page {number} has no text layer and needs OCR, which is not available: {exc}"
+            message = _("Page %(n)d has no text layer and needs OCR, which is not available: %(error)s") % {
+                "n": number,
+                "error": exc,
+            }
             raise PdfImportError(message) from exc
         except (RuntimeError, ValueError) as exc:
             # MuPDF raises RuntimeError subclasses for broken page content.
-            raise PdfImportError(f"Page {number} is damaged and cannot be read ({exc}).") from exc
+            raise PdfImportError(
+                _("Page %(n)d is damaged and cannot be read (%(error)s).") % {"n": number, "error": exc}
+            ) from exc
         progress(number)
     return imported
 

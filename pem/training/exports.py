@@ -32,6 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.export import sha256_of
 from annotation.models import Figure
@@ -72,9 +73,13 @@ def pebench_conflicts(run: FilterRun) -> tuple[int, list[str]]:
 def refuse_pebench(run: FilterRun) -> None:
     count, keys = pebench_conflicts(run)
     if count:
-        more = f" and {count - len(keys)} more" if count > len(keys) else ""
-        raise ExportError(f"{count} kept chains are PEBench items and may never be training data: "
-                          f"{', '.join(keys)}{more}")  # fmt: skip
+        listed = ", ".join(keys)
+        if count > len(keys):
+            listed += gettext(" and %(n)d more") % {"n": count - len(keys)}
+        raise ExportError(
+            gettext("%(n)d kept chains are PEBench items and may never be training data: %(keys)s")
+            % {"n": count, "keys": listed}
+        )
 
 
 def start_export(
@@ -83,11 +88,11 @@ def start_export(
 ) -> TrainingExport:  # fmt: skip
     wanted = [name for name in formats.FORMATS if name in set(formats_wanted)]
     if not wanted or set(formats_wanted) - set(formats.FORMATS):
-        raise ExportError(f"choose formats among {', '.join(formats.FORMATS)}")
+        raise ExportError(gettext("choose formats among %(formats)s") % {"formats": ", ".join(formats.FORMATS)})
     if filter_run.finished is None:
-        raise ExportError(f"{filter_run} has not finished")
+        raise ExportError(gettext("%(run)s has not finished") % {"run": filter_run})
     if not 0 < min_pixels <= max_pixels:
-        raise ExportError("min_pixels must be positive and at most max_pixels")
+        raise ExportError(gettext("min_pixels must be positive and at most max_pixels"))
     refuse_pebench(filter_run)
     return TrainingExport.objects.create(filter_run=filter_run, formats=wanted, min_pixels=min_pixels,
                                          max_pixels=max_pixels, created_by=user)  # fmt: skip
@@ -146,7 +151,9 @@ def examples(run: FilterRun) -> Iterator[dict]:
     """One dict per kept chain: question, reference answer, steps, labels, question id."""
     for cot_id, question_id, question, answer, texts, labels, explanations in _rows(run):
         if None in labels:
-            raise ExportError(f"chain {cot_id} has a step without a label: run the filters again")
+            raise ExportError(
+                gettext("chain %(chain)s has a step without a label: run the filters again") % {"chain": cot_id}
+            )
         pairs = [(label, why or "") for label, why in zip(labels, explanations, strict=True)]
         yield {"cot_id": cot_id, "question_id": question_id, "question": question, "reference_answer": answer,
                "steps": texts, "labels": pairs}  # fmt: skip
@@ -171,7 +178,10 @@ class _Images:
                 with figure.image.open("rb") as source, open(root / relative, "wb") as out:
                     shutil.copyfileobj(source, out)
             except OSError as exc:
-                raise ExportError(f"figure {figure.pk} of question {figure.question_id} cannot be read: {exc}") from exc
+                raise ExportError(
+                    gettext("figure %(figure)s of question %(question)s cannot be read: %(error)s")
+                    % {"figure": figure.pk, "question": figure.question_id, "error": exc}
+                ) from exc
             self.written += 1
             self.by_question.setdefault(figure.question_id, []).append(relative)
 

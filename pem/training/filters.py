@@ -42,6 +42,7 @@ from django.apps import apps
 from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from k12vista.vocabulary import LABEL_CODES
 from pem.models import ChainOfThought, FilteredChain, FilterRun, Step, StepLabel
@@ -68,28 +69,33 @@ def clean_params(given: dict | None) -> dict:
     for stage, defaults in DEFAULT_PARAMS.items():
         part = given.get(stage) or {}
         if not isinstance(part, dict):
-            raise FilterError(f"{stage}: expected an object of parameters")
+            raise FilterError(gettext("%(stage)s: expected an object of parameters") % {"stage": stage})
         unknown = set(part) - set(defaults)
         if unknown:
-            raise FilterError(f"{stage}: unknown parameters {', '.join(sorted(unknown))}")
+            raise FilterError(
+                gettext("%(stage)s: unknown parameters %(names)s")
+                % {"stage": stage, "names": ", ".join(sorted(unknown))}
+            )
         params[stage] = {**defaults, **part}
     for name in ("min_steps", "max_steps", "max_text_mismatch"):
         value = params["format"][name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise FilterError(f"format.{name} must be a whole number >= 0")
+            raise FilterError(gettext("format.%(name)s must be a whole number >= 0") % {"name": name})
     min_models = params["coverage"]["min_models"]
     if isinstance(min_models, bool) or not isinstance(min_models, int) or min_models < 1:
-        raise FilterError("coverage.min_models must be a whole number >= 1")
+        raise FilterError(gettext("coverage.min_models must be a whole number >= 1"))
     target = params["balance"]["target"]
     if not isinstance(target, dict) or any(k not in CATEGORIES for k in target):
-        raise FilterError(f"balance.target: shares for {', '.join(CATEGORIES)} only")
+        raise FilterError(
+            gettext("balance.target: shares for %(categories)s only") % {"categories": ", ".join(CATEGORIES)}
+        )
     if any(isinstance(v, bool) or not isinstance(v, int | float) or v < 0 for v in target.values()):
-        raise FilterError("balance.target: each share must be a number >= 0")
+        raise FilterError(gettext("balance.target: each share must be a number >= 0"))
     if target and not sum(target.values()) > 0:
-        raise FilterError("balance.target: the shares must not all be zero")
+        raise FilterError(gettext("balance.target: the shares must not all be zero"))
     seed = params["balance"]["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise FilterError("balance.seed must be a whole number from 0 to 2^32-1")
+        raise FilterError(gettext("balance.seed must be a whole number from 0 to 2^32-1"))
     return params
 
 
@@ -320,9 +326,9 @@ def funnel(run: FilterRun) -> dict:
 
 def start_filter_run(*, source: str, rater: str, params: dict | None, user: Any) -> FilterRun:
     if source not in StepLabel.Source.values or source == StepLabel.Source.PERSON:
-        raise FilterError(f"cannot filter on labels of source {source!r}")
+        raise FilterError(gettext("cannot filter on labels of source %(source)r") % {"source": source})
     if not rater.strip():
-        raise FilterError("name the labels to filter on (the import, judge or panel)")
+        raise FilterError(gettext("name the labels to filter on (the import, judge or panel)"))
     return FilterRun.objects.create(label_source=source, label_rater=rater.strip(), params=clean_params(params),
                                     created_by=user)  # fmt: skip
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.jsonl_import import RecordError, open_source
 from annotation.models import Question
@@ -57,11 +58,11 @@ def parse_line(line: bytes) -> services.ChainData:
     try:
         record = json.loads(line)
     except ValueError as exc:
-        raise RecordError("line", f"not valid JSON: {exc}") from None
+        raise RecordError("line", gettext("not valid JSON: %(error)s") % {"error": exc}) from None
     if not isinstance(record, dict):
-        raise RecordError("line", "expected a JSON object")
+        raise RecordError("line", gettext("expected a JSON object"))
     if "step_labels" not in record:
-        raise RecordError("step_labels", "missing: a PEM-800K record labels its steps")
+        raise RecordError("step_labels", gettext("missing: a PEM-800K record labels its steps"))
     data = _plain_record(record) or services.from_reference(record)
     data.key = chain_key(data.question_hash_id, record)
     return data
@@ -125,7 +126,7 @@ def _read_batches(source: Any, batch_size: int) -> Iterator[_Batch]:
     for number, line in source.lines():
         done += 1
         if line is None:
-            batch.failed.append(("failed", number, "", "the line is too long to be a record", []))
+            batch.failed.append(("failed", number, "", gettext("the line is too long to be a record"), []))
         elif line.strip():
             try:
                 batch.chains.append((number, parse_line(line)))

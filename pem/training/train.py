@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from inference.models import ModelEndpoint
 from inference.services import save_endpoint
@@ -48,16 +49,23 @@ def commit() -> str:
 def check_export(export: TrainingExport) -> Path:
     """The export's directory, once it is finished, has the TRL format and every image it names."""
     if export.status != TrainingExport.Status.DONE:
-        raise TrainingError(f"{export} is not finished")
+        raise TrainingError(gettext("%(export)s is not finished") % {"export": export})
     if "trl" not in export.formats:
-        raise TrainingError(f"{export} has no TRL format; export it with the trl format to train")
+        raise TrainingError(
+            gettext("%(export)s has no TRL format; export it with the trl format to train") % {"export": export}
+        )
     root = exports.export_path(export)
     if not (root / formats.FILE_NAMES["trl"]).is_file():
-        raise TrainingError(f"{export}: {formats.FILE_NAMES['trl']} is missing from {export.directory}")
+        raise TrainingError(
+            gettext("%(export)s: %(file)s is missing from %(directory)s")
+            % {"export": export, "file": formats.FILE_NAMES["trl"], "directory": export.directory}
+        )
     missing = trainer.missing_images(root, formats.FILE_NAMES["trl"])
     if missing:
-        raise TrainingError(f"{export}: {len(missing)} images are missing ({', '.join(sorted(set(missing))[:5])}); "
-                            "export again before training")  # fmt: skip
+        raise TrainingError(
+            gettext("%(export)s: %(n)d images are missing (%(names)s); export again before training")
+            % {"export": export, "n": len(missing), "names": ", ".join(sorted(set(missing))[:5])}
+        )
     return root
 
 
@@ -65,20 +73,20 @@ def clean_hyperparameters(given: dict | None) -> dict:
     given = dict(given or {})
     unknown = set(given) - set(HYPERPARAMETERS)
     if unknown:
-        raise TrainingError(f"unknown hyper-parameters: {', '.join(sorted(unknown))}")
+        raise TrainingError(gettext("unknown hyper-parameters: %(names)s") % {"names": ", ".join(sorted(unknown))})
     params = {**trainer.DEFAULTS, **given}
     for name in ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
         if isinstance(params[name], bool) or not isinstance(params[name], int) or params[name] < 1:
-            raise TrainingError(f"{name} must be a whole number >= 1")
+            raise TrainingError(gettext("%(name)s must be a whole number >= 1") % {"name": name})
     if not isinstance(params["lora"], bool):
-        raise TrainingError("lora must be true or false")
+        raise TrainingError(gettext("lora must be true or false"))
     return params
 
 
 def start_training(*, export: TrainingExport, base_model: str, hyperparameters: dict | None, user: Any) -> TrainingRun:
     check_export(export)
     if not base_model.strip():
-        raise TrainingError("name the base model (a local path or a Hugging Face id the worker has)")
+        raise TrainingError(gettext("name the base model (a local path or a Hugging Face id the worker has)"))
     return TrainingRun.objects.create(
         export=export, export_sha256=export.manifest_sha256, base_model=base_model.strip(),
         hyperparameters=clean_hyperparameters(hyperparameters), commit=commit(), created_by=user,
@@ -94,7 +102,9 @@ def run_training(run: TrainingRun, progress: Callable[[int, int | None], None] |
     root = check_export(run.export)
     python = settings.TRANSFORMERS_PYTHON or sys.executable
     if not Path(python).exists():
-        raise TrainingError(f"TRANSFORMERS_PYTHON is {python}, which does not exist on this worker")
+        raise TrainingError(
+            gettext("TRANSFORMERS_PYTHON is %(python)s, which does not exist on this worker") % {"python": python}
+        )
     out = checkpoint_dir(run)
     request = {"export_dir": str(root), "data_file": formats.FILE_NAMES["trl"], "base_model": run.base_model,
                "output_dir": str(out), "hyperparameters": run.hyperparameters}  # fmt: skip
@@ -109,7 +119,7 @@ def run_training(run: TrainingRun, progress: Callable[[int, int | None], None] |
         detail = answer.get("error") or finished.stderr.strip()[-2000:] or f"exit status {finished.returncode}"
         run.status, run.error, run.finished = TrainingRun.Status.FAILED, detail, timezone.now()
         run.save(update_fields=["status", "error", "finished"])
-        raise TrainingError(f"training failed: {detail}")
+        raise TrainingError(gettext("training failed: %(detail)s") % {"detail": detail})
     run.status = TrainingRun.Status.DONE
     run.checkpoint = Path(answer["checkpoint"]).relative_to(settings.MEDIA_ROOT).as_posix()
     run.metrics = {k: answer[k] for k in ("global_step", "train_loss", "runtime_s")}
@@ -134,7 +144,7 @@ def _last_json(stdout: str) -> dict:
 
 def checkpoint_path(run: TrainingRun) -> Path:
     if run.status != TrainingRun.Status.DONE:
-        raise TrainingError(f"{run} has no checkpoint yet")
+        raise TrainingError(gettext("%(run)s has no checkpoint yet") % {"run": run})
     return Path(settings.MEDIA_ROOT) / run.checkpoint
 
 
@@ -142,7 +152,7 @@ def register_endpoint(run: TrainingRun, *, name: str, user: Any) -> ModelEndpoin
     """The trained checkpoint as a transformers (CPU) endpoint, e.g. to label steps as the PEM."""
     path = checkpoint_path(run)
     if ModelEndpoint.objects.filter(name=name).exists():
-        raise TrainingError(f"an endpoint named {name!r} exists already")
+        raise TrainingError(gettext("an endpoint named %(name)r exists already") % {"name": name})
     endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.TRANSFORMERS, model_name=str(path),
                              accepts_images=True, max_concurrency=1)  # fmt: skip
     endpoint = save_endpoint(endpoint=endpoint, user=user)
