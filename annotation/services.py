@@ -591,6 +591,8 @@ def page_cuts(question: Question) -> list[PageCut]:
     if question.source_document_id is None:
         return []
     numbers = sorted({int(box[0]) for box in boxes_of(question)})
+    if not numbers and question.source_page is not None:
+        numbers = [question.source_page.number]  # read from a page, but where on it was not recorded: the whole page
     pages = {p.number: p for p in Page.objects.filter(document_id=question.source_document_id, number__in=numbers)}
     around = Question.objects.filter(source_document_id=question.source_document_id).exclude(pk=question.pk)
     around = around.exclude(status=Question.Status.REJECTED).select_related("source_page")
