@@ -15,6 +15,10 @@ from django.dispatch import receiver
 from k12vista import services
 from k12vista.roles import Role
 
+# The model fixtures are session-scoped: defined here once, each is started once per run (a fixture
+# imported into several modules would be one fixture per module, and one model server each).
+from tests.model_server import tiny_model_dir, tiny_model_server  # noqa: F401
+
 PASSWORD = "correct horse battery staple"
 
 

@@ -12,7 +12,6 @@ from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.scripted_models import ScriptedHandler, serve
 
 

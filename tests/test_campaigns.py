@@ -12,7 +12,6 @@ from k12vista.models import Job
 from k12vista.roles import Role
 from tests.annotation_factories import make_question
 from tests.conftest import make_person
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.scripted_models import Models, Servers
 
 ANSWER = "步骤1：由题意 $x=2$。\n最终答案：B"

@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from inference import client, services
 from inference.models import CallLease, ModelEndpoint
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.scripted_models import Servers, user_text
 from tests.test_unreachable_endpoints import closed_port_url
 

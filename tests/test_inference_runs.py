@@ -10,7 +10,6 @@ from inference import services
 from inference.models import InferenceRun, ModelEndpoint, Response
 from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.scripted_models import ScriptedHandler, serve
 
 

@@ -11,7 +11,7 @@ from inference.models import ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
-from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, tiny_model_dir  # noqa: F401 (session fixture)
+from tests.model_server import ML_PYTHON
 
 
 @pytest.fixture

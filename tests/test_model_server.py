@@ -13,8 +13,6 @@ import zlib
 import openai
 import pytest
 
-from tests.model_server import tiny_model_server  # noqa: F401  (session-scoped fixture)
-
 MAX_TOKENS = 5
 
 

@@ -31,7 +31,6 @@ from tests.model_server import (
     MODEL_REVISION,
     build_model_subprocess,
     ml_venv_missing_reason,
-    tiny_model_server,  # noqa: F401 (session fixture)
 )
 from tests.scripted_models import Servers, user_text
 

@@ -13,7 +13,7 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem.models import TrainingRun
 from pem.training import exports, jobs, train
-from tests.model_server import ML_PYTHON, MODEL_NAME, MODEL_REVISION, tiny_model_dir  # noqa: F401 (session fixture)
+from tests.model_server import ML_PYTHON
 from tests.test_pem800k_export import kept_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

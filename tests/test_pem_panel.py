@@ -14,7 +14,6 @@ from k12vista.jobs import execute_job
 from pem import panel
 from pem.models import ChainOfThought, PanelRun, PanelVote, StepLabel
 from tests.annotation_factories import make_question
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.pem_factories import answer, make_run
 from tests.scripted_models import Servers, user_text
 

@@ -13,7 +13,6 @@ from pem import splitting
 from pem.chains import cots_from_run
 from pem.models import ChainOfThought, SplitResult, SplitRun
 from tests.annotation_factories import make_question
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.pem_factories import answer, label_steps, make_run
 from tests.scripted_models import Servers, user_text
 

@@ -11,7 +11,6 @@ from inference.models import InferenceRun, JudgedStep, Judgment, ModelEndpoint, 
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.annotation_factories import make_question
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 from tests.scripted_models import ScriptedHandler, serve
 
 DIRECT_OK = json.dumps({"reference_answers": ["B", "5"], "model_answers": ["B", "6"], "scores": [1, 0]})

@@ -12,7 +12,6 @@ from django.utils import timezone
 from k12vista import jobs
 from k12vista.models import Job
 from k12vista.tasks import run_job
-from tests.model_server import tiny_model_server  # noqa: F401 (session fixture)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
