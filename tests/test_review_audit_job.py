@@ -69,7 +69,7 @@ def test_a_rerun_of_the_job_finds_its_audit(inspector, large):
     assert Audit.objects.count() == 1 and again == Audit.objects.get()
 
 
-def test_bad_settings_are_refused_before_any_job_starts(inspector, large):
+def test_bad_settings_are_refused_before_any_job_starts(inspector, large, english):
     bulk_questions(4, subjects=["math"])
     with pytest.raises(services.AuditError, match="inspectors"):
         services.start_audit(name="", population={"kind": "status", "status": "solution_corrected"},
