@@ -30,6 +30,7 @@ def test_a_six_step_correct_item_takes_seven_keys_and_opens_the_next(page):
     log_in(page, "wang", PASSWORD)
     page.wait_for_url("**/annotate/")
     page.goto("/pem/label/")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'label-next'")
     keys = 0
     page.keyboard.press("Enter")  # the queue's "next item" has the focus: no Tab, no mouse
     page.wait_for_url("**/pem/label/*/")
@@ -60,6 +61,7 @@ def test_reasons_escape_to_the_next_step_cs_clears_them_and_u_undoes(page):
     log_in(page, "wang", PASSWORD)
     page.wait_for_url("**/annotate/")
     page.goto("/pem/label/")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'label-next'")
     page.keyboard.press("Enter")
     page.wait_for_url("**/pem/label/*/")
     page.locator(".step-text .katex").first.wait_for()
