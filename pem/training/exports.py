@@ -123,7 +123,9 @@ def _rows(run: FilterRun) -> Iterator[tuple]:
                    array_agg(l.explanation::text ORDER BY s.position)
             {joined} GROUP BY c.id ORDER BY c.id
         """
-        with connection.cursor() as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)", params) as copy:
+        # psycopg's own cursor (.cursor): Django's debug wrapper (DEBUG=1) takes a COPY without parameters.
+        statement = f"COPY ({sql}) TO STDOUT (FORMAT BINARY)"
+        with connection.cursor() as cursor, cursor.cursor.copy(statement, params) as copy:
             copy.set_types(["int8", "int8", "text", "text", "text[]", "text[]", "text[]"])
             yield from copy.rows()
         return
