@@ -46,7 +46,8 @@ RIGHT_STEPS = ["由题意 $x=2$。", "代入得 $y=4$。", "最终答案：B"]  
 WRONG = "步骤1：设 $x=3$。\n步骤2：计算得 $2x=5$。\n最终答案：B"
 # A judge_steps prompt that shows an answer as formats.user_text shows a training example.
 PEM_USER_TEMPLATE = "题目：\n${question}\n${options}\n\n参考答案：\n${reference_answer}\n\n学生解答：\n${model_answer}"
-# Enough for the tiny model (2 layers, width 64) to learn its two examples' answer (the loss on the answer only).
+# Enough for the tiny model (2 layers, width 64) to learn its two examples' answer; the former 4 steps at
+# 1e-4 left it writing noise, and 2e-2 is unstable for it.
 TINY_TRAINING = {"max_steps": 100, "learning_rate": 1e-2, "gradient_checkpointing": False}
 WRONG_LABELS = [("CS", ""), ("CE", "计算错误：2x 应为 6"), ("CS", "")]
 
