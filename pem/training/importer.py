@@ -324,12 +324,16 @@ def _write_postgres(chains: list[services.ChainData], import_name: str, *, check
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('session_replication_role', %s, true)", [before])
         return
-    now = timezone.now()
+    # As text, formatted once: psycopg formatting a datetime is 1.5 µs a row, a third of a label row's cost
+    # (the server parses the text in both cases).
+    now = timezone.now().isoformat()
     cot_ids = _take_ids(ChainOfThought, len(chains))
     step_ids = iter(_take_ids(Step, sum(len(d.steps) for d in chains)))
     cot_cols, step_cols, label_cols = (_Columns(ChainOfThought, _COT_GIVEN), _Columns(Step, _STEP_GIVEN),
                                        _Columns(StepLabel, _LABEL_GIVEN))  # fmt: skip
-    origin, status, source = ChainOfThought.Origin.IMPORTED, ChainOfThought.Status.NEW, StepLabel.Source.IMPORTED
+    # Plain str: a choices member is a str subclass that psycopg looks up on each row.
+    origin, status = str(ChainOfThought.Origin.IMPORTED), str(ChainOfThought.Status.NEW)
+    source = str(StepLabel.Source.IMPORTED)
     snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
     step_rest, label_rest = step_cols.rest, label_cols.rest
     steps, labels = [], []
