@@ -36,7 +36,6 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation.jsonl_import import RecordError, open_source
-from annotation.models import Question
 from k12vista import bulk
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
@@ -190,26 +189,6 @@ def _read_ahead(batches: Iterator[_Batch], depth: int = READ_AHEAD) -> Iterator[
         thread.join()
 
 
-def _fill_from_bank(chains: list[services.ChainData]) -> int:
-    """Links chains to the bank's questions in one query; returns how many found none."""
-    hash_ids = {data.question_hash_id for data in chains}
-    questions = {q.hash_id: q for q in Question.objects.filter(hash_id__in=hash_ids)}
-    missing = 0
-    for data in chains:
-        question = questions.get(data.question_hash_id)
-        data.question = question
-        if question is None:
-            missing += 1
-            continue
-        if not data.subject:
-            data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
-        data.qtype = data.qtype or question.qtype
-        data.question_text = data.question_text or services.question_text_of(question)
-        data.reference_solution = data.reference_solution or services.reference_solution_of(question)
-        data.reference_answer = data.reference_answer or "\n".join(question.answers)
-    return missing
-
-
 _COT_GIVEN = ("key", "question_id", *services.SNAPSHOT_FIELDS)
 
 
@@ -253,7 +232,8 @@ def _flush(batch: _Batch, report: services.ImportReport, import_name: str) -> in
     if not batch:
         return 0
     chains = [data for _, data in batch.chains]
-    missing = _fill_from_bank(chains)
+    services.fill_from_bank(chains)
+    missing = sum(data.question is None for data in chains)
     existing = _stored_keys([d.key for d in chains])
     new: dict[str, services.ChainData] = {}
     for number, data in batch.chains:
