@@ -422,7 +422,8 @@ def save_judgments(batch: list[tuple[Judgment, dict[str, Any], list[dict[str, st
         return
     pending = Judgment.objects.select_for_update().filter(pk__in=[j.pk for j, _f, _s in batch],
                                                           status=Judgment.Status.PENDING)  # fmt: skip
-    claimed = set(pending.values_list("pk", flat=True))
+    # Locked in id order: two jobs on one run then never wait on each other in a circle.
+    claimed = set(pending.order_by("pk").values_list("pk", flat=True))
     mine = [(judgment, fields, steps) for judgment, fields, steps in batch if judgment.pk in claimed]
     calls.update_rows(Judgment, [(judgment.pk, fields) for judgment, fields, _steps in mine])
     if claimed:
