@@ -16,9 +16,9 @@ links to it and takes its subject, grade, stage and type.
 Lines are read, checked and written a batch at a time (memory stays flat),
 through k12vista.bulk as the other importers: on PostgreSQL with ``COPY`` (ids
 taken from the sequences first, so steps and labels can point at their rows),
-elsewhere with batched inserts. A bad line
-fails alone with its reason; a batch that meets a chain another import wrote
-at the same moment is redone one record at a time through pem.services.
+elsewhere with batched inserts. A bad line fails alone with its reason; a batch
+that meets a chain another import wrote at the same moment is redone one record
+at a time through pem.services.
 """
 
 from __future__ import annotations
