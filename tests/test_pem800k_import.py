@@ -8,6 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from annotation.jsonl_import import import_questions_file
 from annotation.models import Question
 from bench.generate import iter_pem, iter_questions
+from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
 from pem.training import importer
 
@@ -59,6 +60,18 @@ def test_it_links_chains_to_the_bank_and_keeps_the_snapshot_otherwise(tmp_path, 
     orphan = ChainOfThought.objects.filter(question__isnull=True).first()
     if orphan is not None:
         assert orphan.question_text and orphan.reference_answer
+
+
+def test_a_chain_another_import_wrote_meanwhile_is_counted_unchanged(tmp_path, monkeypatch):
+    # The batch's write meets the other import's chain (a unique key): the batch is redone one
+    # record at a time, so the chain is neither duplicated nor lost, and the rest is created.
+    records = list(iter_pem(0.0001, 3))[:5]
+    importer.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="other")
+    monkeypatch.setattr(importer, "_stored_keys", lambda keys: set())  # not there yet when we looked
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records), name="pem")
+    assert (report["created"], report["unchanged"], report["failed"]) == (4, 1, 0)
+    assert ChainOfThought.objects.count() == 5
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
 
 
 def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
@@ -173,14 +186,14 @@ def test_a_question_deleted_after_it_was_looked_up_leaves_its_chains_unlinked(tm
         pytest.skip("the test database's role may not set session_replication_role")
     question_record = next(iter(iter_questions(0.0001, 3)))
     import_questions_file(path=write_jsonl(tmp_path / "q.jsonl", [question_record]), user=researcher)
-    looked_up = importer._fill_from_bank
+    looked_up = services.fill_from_bank
 
     def then_deleted(chains):
         missing = looked_up(chains)
         Question.objects.all().delete()  # between the lookup and the write
         return missing
 
-    monkeypatch.setattr(importer, "_fill_from_bank", then_deleted)
+    monkeypatch.setattr(services, "fill_from_bank", then_deleted)
     records = [r for r in iter_pem(0.0001, 3) if r["hash_id"] == question_record["hash_id"]][:5]
     report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
     assert report["created"] == 5
