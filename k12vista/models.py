@@ -66,8 +66,10 @@ class JobQuerySet(models.QuerySet["Job"]):
         return self.filter(status=Job.Status.RUNNING, cancel_requested=True, heartbeat_at__lt=stale)
 
 
-# Running, held by no worker: its handler parked it (Job.park) until the jobs it started end.
-PARKED = Q(status="running", claim_token__isnull=True)
+# The claim token of a job held by no worker while it waits for the jobs it started (Job.park);
+# uuid4 never makes it, and a running job with no token at all is not parked.
+PARKED_TOKEN = uuid.UUID(int=0)
+PARKED = Q(status="running", claim_token=PARKED_TOKEN)
 
 
 class Job(models.Model):
@@ -202,7 +204,7 @@ class Job(models.Model):
         worker no longer holds it (it was cancelled, or taken over)."""
         parked = Job.objects.filter(
             pk=self.pk, claim_token=token, status=self.Status.RUNNING, cancel_requested=False
-        ).update(claim_token=None, heartbeat_at=timezone.now())
+        ).update(claim_token=PARKED_TOKEN, heartbeat_at=timezone.now())
         return bool(parked)
 
     def finish(
@@ -227,7 +229,7 @@ class Job(models.Model):
         next report, or at once when its worker is gone (its heartbeat is stale)."""
         now = timezone.now()
         Job.objects.filter(Q(status=self.Status.QUEUED) | PARKED, pk=self.pk).update(
-            status=self.Status.CANCELLED, cancel_requested=True, finished_at=now
+            status=self.Status.CANCELLED, cancel_requested=True, finished_at=now, claim_token=None
         )
         Job.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(cancel_requested=True)
         Job.objects.filter(pk=self.pk).orphaned_by_cancel(now=now).update(
