@@ -99,7 +99,12 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
     for run in engine:
         if run.job_id is None:
             services.start_run_job(run, user=campaign.created_by, part_of=job)
-    prepared = [services.prepare_answering(run) for run in mine]
+    # Woken up, the job mostly finds its HTTP runs answered: only those with questions left are
+    # prepared (preparing reads a run's whole question set), the others count as they stand.
+    rows = {row.run.pk: row for row in summary(campaign).rows}
+    todo = [run for run in mine if rows[run.pk].pending]
+    settled = [(rows[run.pk].ok + rows[run.pk].failed, rows[run.pk].total) for run in mine if run not in todo]
+    prepared = [services.prepare_answering(run) for run in todo]
     parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
     engine_parts: dict[int, tuple[int, int]] = {}
     engine_read = [-ENGINE_PROGRESS_SECONDS]
@@ -108,7 +113,7 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
         if engine and time.monotonic() - engine_read[0] >= ENGINE_PROGRESS_SECONDS:
             engine_parts.update(engine_progress(engine))
             engine_read[0] = time.monotonic()
-        counted = [*parts.values(), *engine_parts.values()]
+        counted = [*settled, *parts.values(), *engine_parts.values()]
         progress(sum(d for d, _ in counted), sum(t for _, t in counted))
 
     def part(n: int):
@@ -120,7 +125,7 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
 
     async def answer_all() -> None:
         async with asyncio.TaskGroup() as group:
-            for n, (run, (pending, done, total)) in enumerate(zip(mine, prepared, strict=True)):
+            for n, (run, (pending, done, total)) in enumerate(zip(todo, prepared, strict=True)):
                 group.create_task(services.answer_pending(run, pending, part(n), done, total))
 
     try:

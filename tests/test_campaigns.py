@@ -283,7 +283,9 @@ def test_a_campaign_runs_until_its_engine_run_ends_then_is_done(scripted_models,
     assert woken(sent, campaign.job_id)
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING and (job.done, job.total) == (4, 4)
-    assert execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+    # Woken up, it finishes without reading its answered HTTP run's questions again.
+    with mock.patch.object(services, "prepare_answering", side_effect=AssertionError("prepared again")):
+        assert execute_job(campaign.job_id) == Job.Status.SUCCEEDED
     job.refresh_from_db()
     summary = campaigns.summary(campaign)
     assert summary.finished and summary.percent == 100 and summary.ok == 4
@@ -333,7 +335,7 @@ def test_an_engine_run_that_ends_before_the_campaign_parks_still_ends_it(scripte
 
 @pytest.mark.django_db
 def test_a_failed_engine_run_fails_the_campaign_once_it_ends_and_retry_restarts_it(
-    scripted_models, researcher, sent, english
+    scripted_models, researcher, sent, english, login
 ):
     url = scripted_models({"mixed-good": lambda body: (200, ANSWER)})
     make_question()
@@ -347,8 +349,12 @@ def test_a_failed_engine_run_fails_the_campaign_once_it_ends_and_retry_restarts_
     job = Job.objects.get(pk=campaign.job_id)
     assert "1 of the campaign's 2 runs failed: mixed-local (RuntimeError: no weights at /nowhere)" in job.error_message
     assert campaigns.summary(campaign).finished
-    # Retry: the engine run again, in a job of its own that is part of the campaign's new job.
-    assert campaigns.retry_failures(campaign=campaign, user=researcher) == 2
+    # Retry (its questions were left unasked, none failed): the engine run again, in a job of its
+    # own that is part of the campaign's new job.
+    client = login(researcher)
+    assert 'id="campaign-retry"' in client.get(reverse("inference:campaign", args=[campaign.pk])).content.decode()
+    retried = client.post(reverse("inference:campaign_retry", args=[campaign.pk]), follow=True)
+    assert "2 runs ask their failed questions again." in retried.content.decode()
     campaign.refresh_from_db()
     engine_run.refresh_from_db()
     assert engine_run.job.params["part_of"] == campaign.job_id != job.pk
