@@ -12,12 +12,12 @@ through here.
   dies stops renewing, and its slots come free when the lease expires
   (``CALL_LEASE_SECONDS``). Slots are leased in blocks, not per request, so the
   limit costs almost nothing on the hot path (bench/inference_overhead.py).
-* **A fair share.** A run with work keeps a ``CallDemand`` row fresh; each run
+* **A fair share.** A run with work keeps a ``CallDemand`` row fresh (and a
+  synchronous caller, the OCR backend, one for a single slot while it waits
+  and calls, which the runs' share leaves it); each run
   holds at most ``ceil(max_concurrency / runs wanting slots)``. A run over its
   share gives slots back as its calls finish (not mid-call), so two busy runs
-  on one server end up with half the slots each, whichever came first. A
-  synchronous caller (OCR) keeps a demand for one slot while it waits and
-  calls: the runs' share leaves it that slot.
+  on one server end up with half the slots each, whichever came first.
 * **Retries** with tenacity: timeouts, connection errors, 408/409/429/5xx are
   retried with exponential backoff and jitter, waiting at least what a 429 or
   503's ``Retry-After`` asks; anything else fails at once. A slot is held for
