@@ -67,7 +67,7 @@ class EndpointOutput(serializers.ModelSerializer):
 
     class Meta:
         model = models.ModelEndpoint
-        fields = ["id", *ENDPOINT_FIELDS, "api_key_state", "active", "created"]
+        fields = ["id", *ENDPOINT_FIELDS, "api_key_state", "active", "judge_prompt", "created"]
         read_only_fields = fields
 
     def get_api_key_state(self, endpoint) -> str:

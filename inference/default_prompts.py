@@ -35,6 +35,11 @@ class PromptKind(StrEnum):
     CAPTION_IMAGE = "caption_image"
     OCR_PAGE = "ocr_page"
     CHECK_STRUCTURE = "check_structure"
+    JUDGE_STEPS_TRAINED = "judge_steps_trained"  # written by the trainer that made the judge, no default
+
+
+# Kinds whose versions come from elsewhere (a trained judge's own prompt) and have no default here.
+KINDS_WITHOUT_DEFAULT = frozenset({PromptKind.JUDGE_STEPS_TRAINED})
 
 
 class OutputKind(StrEnum):

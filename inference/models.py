@@ -35,6 +35,12 @@ class ModelEndpoint(models.Model):
     # temperature, max_tokens, top_p...
     default_params = models.JSONField(_("default sampling parameters"), default=dict, blank=True)
     active = models.BooleanField(_("active"), default=True)
+    # The judge prompt a trained judge (a PEM) learnt on: its step-by-step scoring runs use this
+    # one for every question type instead of the studio's current judge_steps prompt.
+    judge_prompt = models.ForeignKey(
+        "inference.PromptTemplate", verbose_name=_("trained on the judge prompt"), null=True, blank=True,
+        on_delete=models.PROTECT, related_name="+",
+    )  # fmt: skip
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -63,6 +69,9 @@ class PromptTemplate(models.Model):
         CAPTION = "caption_image", _("Caption an image")
         OCR_PAGE = "ocr_page", _("OCR a page")
         CHECK_STRUCTURE = "check_structure", _("Check a question's structure")
+        # A trained judge's own prompt (ModelEndpoint.judge_prompt): a kind of its own, so that no
+        # version of it is ever prompts.current() of judge_steps for the other judges.
+        JUDGE_STEPS_TRAINED = "judge_steps_trained", _("Judge the steps (a trained judge's own prompt)")
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     qtype = models.CharField(max_length=20, choices=QuestionType.choices, blank=True)

@@ -68,6 +68,14 @@ def save_version(*, kind: str, qtype: str, name: str, system: str, user_template
                                          content_hash=digest, version=version, created_by=user)  # fmt: skip
 
 
+def version_with_text(*, kind: str, name: str, system: str, user_template: str, user: Any) -> PromptTemplate:
+    """The type-free version of ``kind`` with exactly this text, saved as a new version if none has it
+    (a trainer's prompt: every judge trained on the same text shares one row)."""
+    digest = hash_row(kind=kind, qtype="", system=system, user_template=user_template)
+    found = PromptTemplate.objects.filter(kind=kind, qtype="", content_hash=digest).order_by("-version").first()
+    return found or save_version(kind=kind, qtype="", name=name, system=system, user_template=user_template, user=user)
+
+
 class _Text:
     def __init__(self, system: str, user_template: str) -> None:
         self.name, self.system, self.user_template = "draft", system, user_template

@@ -125,7 +125,11 @@ def create_scoring_run(
     check_can_score(inference_run=inference_run, judge=judge, method=method, local_ok=local_ok)
     kind = PROMPT_KIND[ScoringRun.Method(method)]
     prompts.ensure_default_prompts()
-    chosen = {qtype: prompts.current(kind, qtype) for qtype in prompts.QUESTION_TYPES}
+    if method == ScoringRun.Method.JUDGE_STEPS and judge.judge_prompt is not None:
+        # A trained judge (a PEM) reads the prompt it learnt on, whatever the question's type.
+        chosen = dict.fromkeys(prompts.QUESTION_TYPES, judge.judge_prompt)
+    else:
+        chosen = {qtype: prompts.current(kind, qtype) for qtype in prompts.QUESTION_TYPES}
     for template in {t.pk: t for t in chosen.values()}.values():
         unknown = default_prompts.placeholders(template) - JUDGE_VALUES
         if unknown:

@@ -16,7 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import escape
@@ -198,8 +198,12 @@ def prompt_detail(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
     versions = list(PromptTemplate.objects.filter(kind=kind, qtype=qtype).order_by("-version"))
     base = versions[0] if versions else _current_or_none(kind, qtype)
     initial = {"name": base.name, "system": base.system, "user_template": base.user_template} if base else {}
-    form = PromptForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
+    # A trained judge's prompt is what it learnt on: a new version here would change no judge.
+    editable = kind not in default_prompts.KINDS_WITHOUT_DEFAULT
+    if request.method == "POST" and not editable:
+        return HttpResponseNotAllowed(["GET"])
+    form = PromptForm(request.POST or None, initial=initial) if editable else None
+    if form is not None and request.method == "POST" and form.is_valid():
         try:
             saved = prompts.save_version(kind=kind, qtype=qtype, user=request.user, **form.cleaned_data)
         except prompts.PromptError as exc:

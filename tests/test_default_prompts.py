@@ -12,6 +12,7 @@ from inference import default_prompts
 from inference.default_prompts import (
     DEFAULT_PROMPTS,
     FINAL_ANSWER_PREFIX,
+    KINDS_WITHOUT_DEFAULT,
     PLACEHOLDERS,
     STRUCTURE_PROBLEMS,
     MissingPlaceholderError,
@@ -57,7 +58,7 @@ def json_example(prompt):
 def test_it_has_each_kind_and_type_exactly_once():
     keys = Counter((prompt.kind, prompt.question_type) for prompt in DEFAULT_PROMPTS)
     expected = {(kind, qtype) for kind in ANSWER_KINDS for qtype in QuestionType}
-    expected |= {(kind, None) for kind in PromptKind if kind not in ANSWER_KINDS}
+    expected |= {(kind, None) for kind in PromptKind if kind not in ANSWER_KINDS | KINDS_WITHOUT_DEFAULT}
     assert set(keys) == expected
     assert set(keys.values()) == {1}
     assert len(DEFAULT_PROMPTS) == 13

@@ -335,6 +335,25 @@ def test_it_shows_a_type_free_prompt_under_any(researcher, login, db):
     assert login(researcher).get(slot_url(type_free)).status_code == 200
 
 
+TRAINED_TEMPLATE = "题目：\n${question}\n\n学生解答：\n${model_answer}"
+
+
+def test_it_shows_a_trained_judges_prompt_read_only_on_its_endpoint_and_prompt_pages(researcher, login, english):
+    own = prompts.version_with_text(kind="judge_steps_trained", name="PEM-800K", system="你是过程评估模型。",
+                                    user_template=TRAINED_TEMPLATE, user=None)  # fmt: skip
+    pem = ModelEndpoint.objects.create(name="pem", kind="transformers", model_name="/ckpt", judge_prompt=own)
+    client = login(researcher)
+    page = client.get(f"/research/endpoints/{pem.pk}/").content.decode()
+    assert f'href="{slot_url(own)}"' in page and "PEM-800K v1" in page
+    prompt_page = client.get(slot_url(own)).content.decode()
+    assert "你是过程评估模型。" in prompt_page and 'id="prompt-form"' not in prompt_page
+    assert client.post(slot_url(own), prompt_post(own, user_template="${question}")).status_code == 405
+    assert PromptTemplate.objects.filter(kind="judge_steps_trained").count() == 1
+    from inference.api import EndpointOutput
+
+    assert EndpointOutput(pem).data["judge_prompt"] == own.pk  # the API's endpoint list, read-only
+
+
 def edited_twice(prompt, user):
     edited = prompt.user_template + "\n<script>alert(1)</script> $x^2$"
     return prompts.save_version(kind=prompt.kind, qtype=prompt.qtype, name=prompt.name, system=prompt.system,

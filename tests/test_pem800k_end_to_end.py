@@ -44,7 +44,7 @@ pytestmark = pytest.mark.django_db
 RIGHT = "步骤1：由题意 $x=2$。\n步骤2：代入得 $y=4$。\n步骤3：最终答案：B"
 RIGHT_STEPS = ["由题意 $x=2$。", "代入得 $y=4$。", "最终答案：B"]  # the rule split
 WRONG = "步骤1：设 $x=3$。\n步骤2：计算得 $2x=5$。\n最终答案：B"
-# A judge_steps prompt that shows an answer as formats.user_text shows a training example.
+# The prompt register_endpoint gives the PEM: an answer shown as formats.user_text shows a training example.
 PEM_USER_TEMPLATE = "题目：\n${question}\n${options}\n\n参考答案：\n${reference_answer}\n\n学生解答：\n${model_answer}"
 # Enough for the tiny model (2 layers, width 64) to learn its two examples' answer; the former 4 steps at
 # 1e-4 left it writing noise, and 2e-2 is unstable for it.
@@ -190,12 +190,14 @@ def test_a_researcher_goes_from_a_campaign_to_a_trained_pem_that_scores_step_by_
         # the export showed it its examples (a PEM reads the prompt it was trained on).
         pem = train.register_endpoint(trained, name="pem-tiny", user=researcher)
         assert pem.kind == ModelEndpoint.Kind.TRANSFORMERS
-        prompts.save_version(kind=PromptKind.JUDGE_STEPS, qtype="multiple_choice", name="PEM-800K",
-                             system=formats.SYSTEM_PROMPT, user_template=PEM_USER_TEMPLATE,
-                             user=researcher)  # fmt: skip
+        global_judge = prompts.current(PromptKind.JUDGE_STEPS, "multiple_choice")
+        assert pem.judge_prompt.system == formats.SYSTEM_PROMPT and pem.judge_prompt.user_template == PEM_USER_TEMPLATE
         scored = scoring.start_scoring_run(inference_run=runs["right"], judge=pem, method=ScoringRun.Method.JUDGE_STEPS,
                                            user=researcher, params={"max_tokens": 256, "temperature": 0})  # fmt: skip
         assert scored.job.kind == "inference.score_local" and scored.job.queue == Job.Queue.CPU
+        # The PEM's own prompt for every type, recorded; every other judge keeps the studio's.
+        assert {p["id"] for p in scored.provenance["prompts"].values()} == {pem.judge_prompt_id}
+        assert prompts.current(PromptKind.JUDGE_STEPS, "multiple_choice") == global_judge
         run_job(scored.job_id)
     # The trained PEM's own greedy answers, read into step labels: every step of both chains, as correct.
     judgments = Judgment.objects.filter(scoring_run=scored)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from inference import engines
-from inference.models import ModelEndpoint
+from inference.models import ModelEndpoint, PromptTemplate
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem.models import TrainingRun
@@ -50,6 +50,10 @@ def test_it_trains_the_tiny_model_with_lora_on_the_gpu_queue_and_registers_the_c
     assert run.hyperparameters["lora"] is True and run.hyperparameters["learning_rate"] == 1e-4
     endpoint = train.register_endpoint(run, name="pem-tiny", user=researcher)
     assert endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS
+    # The prompt it learnt on, reused by the next checkpoint trained on the same format, never current().
+    assert endpoint.judge_prompt.kind == "judge_steps_trained" and endpoint.judge_prompt.system == formats.SYSTEM_PROMPT
+    assert train.register_endpoint(run, name="pem-tiny-2", user=researcher).judge_prompt == endpoint.judge_prompt
+    assert PromptTemplate.objects.filter(kind="judge_steps_trained").count() == 1
     [completion] = engines.local_chat_batch(endpoint, [[{"role": "user", "content": "步骤1：$1+1=2$"}]],
                                             {"max_tokens": 3})  # fmt: skip
     assert completion.completion_tokens >= 1
@@ -77,6 +81,27 @@ def test_a_conversation_becomes_a_prompt_and_the_assistants_answer_as_its_comple
     assert row["images"] == ["/export/images/a.png"]
     with pytest.raises(ValueError, match="must end with the assistant's answer"):
         trainer.prompt_completion({"messages": line["messages"][:2], "images": []}, "/export")
+
+
+def test_a_step_that_keeps_its_own_number_is_not_numbered_twice():
+    example = {"question": "题\nA. 1\nB. 2", "reference_answer": "B",
+               "steps": ["步骤1：设 $x=3$。", "计算得 $2x=6$。", "步骤3: 最终答案：B"]}  # fmt: skip
+    text = formats.user_text(example)
+    assert text.endswith("学生解答：\n步骤1：设 $x=3$。\n步骤2：计算得 $2x=6$。\n步骤3: 最终答案：B")
+    assert "步骤1：步骤1" not in text and text.count("步骤") == 3
+
+
+def test_the_judge_prompt_shows_an_answer_as_the_export_shows_an_example():
+    """A scoring run fills the registered prompt with the question's values; a multiple-choice question's
+    chain holds its text with the options, and the answer's steps are numbered as the export numbers them."""
+    from inference import default_prompts
+
+    answer = "步骤1：由题意 $x=2$。\n步骤2：最终答案：B"
+    example = {"question": "求 $x$。\nA. 1\nB. 2", "reference_answer": "B", "steps": ["由题意 $x=2$。", "最终答案：B"]}
+    prompt = {"name": "pem", "system": formats.SYSTEM_PROMPT, "user_template": formats.JUDGE_USER_TEMPLATE}
+    rendered = default_prompts.render(type("P", (), prompt), question="求 $x$。", options="A. 1\nB. 2",
+                                      reference_answer="B", model_answer=answer)  # fmt: skip
+    assert rendered == (formats.SYSTEM_PROMPT, formats.user_text(example))
 
 
 # Run in the ml Python: the batch the trainer's collator makes of the export's first line.

@@ -348,6 +348,29 @@ def test_it_freezes_what_produced_the_scores(judge_server, researcher):
     assert scoring_run.job.params == {"scoring_run_id": scoring_run.pk}
 
 
+TRAINED_TEMPLATE = "题目：\n${question}\n\n学生解答：\n${model_answer}"
+
+
+def test_a_trained_judge_scores_steps_with_its_own_prompt_and_no_other_judge_does(judge_server, researcher):
+    prompts.ensure_default_prompts()
+    studio = prompts.current("judge_steps", "multiple_choice")
+    own = prompts.version_with_text(kind="judge_steps_trained", name="PEM", system="你是过程评估模型。",
+                                    user_template=TRAINED_TEMPLATE, user=None)  # fmt: skip
+    again = prompts.version_with_text(kind="judge_steps_trained", name="PEM again", system="你是过程评估模型。",
+                                      user_template=own.user_template, user=None)  # fmt: skip
+    assert again == own and prompts.current("judge_steps", "multiple_choice") == studio
+    trained = judge_endpoint(judge_server, name="pem", judge_prompt=own)
+    other = judge_endpoint(judge_server, name="other")
+    steps, direct = answered_run("step_by_step", ["步骤1：……"]), answered_run("direct", ["最终答案：B"])
+    by_pem = start(steps, trained, researcher).provenance["prompts"]
+    assert by_pem == dict.fromkeys(prompts.QUESTION_TYPES, {"id": own.pk, "version": own.version,
+                                                            "hash": own.content_hash})  # fmt: skip
+    assert start(steps, other, researcher).provenance["prompts"]["multiple_choice"]["id"] == studio.pk
+    # Its prompt judges steps: a direct scoring run with it reads the studio's direct prompt.
+    assert start(direct, trained, researcher).provenance["prompts"]["multiple_choice"]["id"] == prompts.current(
+        "judge_direct", "multiple_choice").pk  # fmt: skip
+
+
 def test_it_leaves_a_tiny_models_gibberish_unscored_never_zero(tiny_model_server, researcher):  # noqa: F811
     base_url, model_name = tiny_model_server
     run = answered_run("direct", ["最终答案：B"])

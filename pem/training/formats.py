@@ -20,6 +20,7 @@ documentation) and are what the tests and ``verify_export`` run.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -27,6 +28,7 @@ IMAGE_TOKEN = "<image>"  # noqa: S105 (the trainers' image placeholder, not a se
 FORMATS = ("llamafactory", "swift", "trl", "qwen")
 FILE_NAMES = {name: f"{name}.jsonl" for name in FORMATS}
 DATASET_NAME = "pem800k"
+NUMBERED_STEP = re.compile(r"步骤\d+[：:]")  # a step that starts with its own number
 
 SYSTEM_PROMPT = (
     "你是一个过程评估模型。给定题目、参考答案和学生的分步解答，逐步判断每一步是否正确；"
@@ -39,15 +41,30 @@ class FormatError(ValueError):
     """A line that breaks its format's rules."""
 
 
+def _user_layout(question: str, reference_answer: str, steps: str) -> str:
+    parts = [f"题目：\n{question}"]
+    if reference_answer:
+        parts.append(f"参考答案：\n{reference_answer}")
+    parts.append(f"学生解答：\n{steps}")
+    return "\n\n".join(parts)
+
+
+def numbered(position: int, text: str) -> str:
+    """``步骤N：text``; a step a model split keeps its own number, which is not written twice."""
+    return text if NUMBERED_STEP.match(text) else f"步骤{position}：{text}"
+
+
 def user_text(example: dict) -> str:
     """The question, the reference answer and the numbered steps, without image tokens."""
-    steps = "\n".join(f"步骤{n}：{text}" for n, text in enumerate(example["steps"], 1))
-    parts = [f"题目：\n{example['question']}"]
-    if example["reference_answer"]:
-        parts.append(f"参考答案：\n{example['reference_answer']}")
-    parts.append(f"学生解答：\n{steps}")
+    steps = "\n".join(numbered(n, text) for n, text in enumerate(example["steps"], 1))
     # A literal <image> in the text would be counted as an image by every trainer.
-    return "\n\n".join(parts).replace(IMAGE_TOKEN, "[image]")
+    return _user_layout(example["question"], example["reference_answer"], steps).replace(IMAGE_TOKEN, "[image]")
+
+
+# The judge prompt a trained PEM is scored with (train.register_endpoint stores it): user_text's layout
+# with the scoring run's values. A chain's question text is the question and then its options, one a
+# line (pem.services.question_text_of), and the answer is shown as written, its steps numbered.
+JUDGE_USER_TEMPLATE = _user_layout("${question}\n${options}", "${reference_answer}", "${model_answer}")
 
 
 def assistant_text(example: dict) -> str:

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from inference.models import ModelEndpoint
+from inference import prompts
+from inference.models import ModelEndpoint, PromptTemplate
 from inference.services import save_endpoint
 from pem.models import TrainingExport, TrainingRun
 from pem.training import exports, formats, trainer
@@ -149,13 +151,18 @@ def checkpoint_path(run: TrainingRun) -> Path:
     return Path(settings.MEDIA_ROOT) / run.checkpoint
 
 
+@transaction.atomic
 def register_endpoint(run: TrainingRun, *, name: str, user: Any) -> ModelEndpoint:
     """The trained checkpoint as a transformers (CPU) endpoint, e.g. to label steps as the PEM."""
     path = checkpoint_path(run)
     if ModelEndpoint.objects.filter(name=name).exists():
         raise TrainingError(gettext("an endpoint named %(name)r exists already") % {"name": name})
+    # The prompt it was trained on, as its own kind: its scoring runs use it, no other judge does.
+    prompt = prompts.version_with_text(kind=PromptTemplate.Kind.JUDGE_STEPS_TRAINED, name="PEM-800K",
+                                       system=formats.SYSTEM_PROMPT, user_template=formats.JUDGE_USER_TEMPLATE,
+                                       user=user)  # fmt: skip
     endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.TRANSFORMERS, model_name=str(path),
-                             accepts_images=True, max_concurrency=1)  # fmt: skip
+                             accepts_images=True, max_concurrency=1, judge_prompt=prompt)  # fmt: skip
     endpoint = save_endpoint(endpoint=endpoint, user=user)
     run.endpoint = endpoint
     run.save(update_fields=["endpoint"])
