@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, Func, IntegerField, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -102,11 +102,21 @@ def waiting_for(annotator: Any) -> QuerySet[ChainOfThought]:
         # Someone who also reads every label (a researcher, say) may have read this item's
         # labels already; they are handed only items that have none yet (the blind rule).
         items = items.exclude(Exists(StepLabel.objects.filter(step__cot=OuterRef("pk"))))
-    return (
-        items.annotate(n_tasks=Count("labelling_tasks"))
-        .filter(n_tasks__lt=annotators_per_item())
-        .order_by("-n_tasks", "id")
+    # People on the item counted per row, not by a join grouped over the whole pool: a capped
+    # count then stops at its cap instead of grouping every waiting item first. COUNT(*), so
+    # that the count reads the task table's cot index alone.
+    n_tasks = Subquery(
+        LabellingTask.objects.filter(cot=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(template="COUNT(*)", output_field=IntegerField()))
+        .values("n")
     )
+    return items.alias(n_tasks=n_tasks).filter(n_tasks__lt=annotators_per_item()).order_by("-n_tasks", "id")
+
+
+def count_waiting(annotator: Any, cap: int) -> int:
+    """How many items ``waiting_for`` the annotator holds, counted up to ``cap + 1`` (more than cap)."""
+    return waiting_for(annotator).order_by()[: cap + 1].count()
 
 
 def next_task(annotator: Any) -> LabellingTask | None:
