@@ -44,6 +44,18 @@ def timings(call: Callable[[], object], repeat: int) -> tuple[float, float]:
     return statistics.median(seen), seen[min(len(seen) - 1, round(0.95 * (len(seen) - 1)))]
 
 
+def in_turn(calls: list[Callable[[], object]], repeat: int) -> list[tuple[float, float]]:
+    """p50 and p95 milliseconds of each call, the calls taken in turn: on a shared machine a
+    change of load then falls on all of them alike."""
+    seen: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeat):
+        for call, times in zip(calls, seen, strict=True):
+            start = time.perf_counter()
+            call()
+            times.append(1000 * (time.perf_counter() - start))
+    return [(statistics.median(t), sorted(t)[min(len(t) - 1, round(0.95 * (len(t) - 1)))]) for t in seen]
+
+
 def row(label: str, p50: float, p95: float) -> None:
     print(f"  {label:<66} p50 {p50:8.2f} ms   p95 {p95:8.2f} ms", flush=True)
 
@@ -163,15 +175,21 @@ def label_queue(args) -> None:
     def page():
         assert client.get("/pem/label/").status_code == 200
 
+    def question_queue():
+        assert client.get("/annotate/").status_code == 200
+
+    def frame():  # every page's frame: middleware, session, permissions, the base template
+        assert client.get("/account/").status_code == 200
+
     print(f"label queue: one annotator with {args.tasks} open tasks, {args.submitted} submitted; "
-          f"{args.pool} other items waiting in the pool")  # fmt: skip
-    row(f"baseline: reading all {args.tasks} open tasks (the page before keyset pages)",
-        *timings(every_open_task, args.repeat))  # fmt: skip
-    row("GET /pem/label/ (first keyset page of 50, counts capped)", *timings(page, args.repeat))
-    # Every page's frame (middleware, session, permissions, base template) is in both, and on a shared
-    # machine it moves with the load: the question queue page is the yardstick measured beside it.
-    row("for comparison: GET /annotate/ (the question queue page)",
-        *timings(lambda: client.get("/annotate/"), args.repeat))  # fmt: skip
+          f"{args.pool} other items waiting in the pool (the four rows measured in turn)")  # fmt: skip
+    baseline, label, annotate, account = in_turn([every_open_task, page, question_queue, frame], args.repeat)
+    row(f"baseline: reading all {args.tasks} open tasks (the page before keyset pages)", *baseline)
+    row("GET /pem/label/ (first keyset page of 50, counts capped)", *label)
+    # On a shared machine the frame moves with the load: the question queue page and the account
+    # page, measured beside it, are the yardsticks.
+    row("for comparison: GET /annotate/ (the question queue page)", *annotate)
+    row("for comparison: GET /account/ (little but every page's frame)", *account)
 
 
 def difficulty_confirm(args) -> None:
