@@ -60,6 +60,18 @@ def test_it_links_chains_to_the_bank_and_keeps_the_snapshot_otherwise(tmp_path, 
         assert orphan.question_text and orphan.reference_answer
 
 
+def test_a_chain_another_import_wrote_meanwhile_is_counted_unchanged(tmp_path, monkeypatch):
+    # The batch's write meets the other import's chain (a unique key): the batch is redone one
+    # record at a time, so the chain is neither duplicated nor lost, and the rest is created.
+    records = list(iter_pem(0.0001, 3))[:5]
+    importer.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="other")
+    monkeypatch.setattr(importer, "_stored_keys", lambda keys: set())  # not there yet when we looked
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records), name="pem")
+    assert (report["created"], report["unchanged"], report["failed"]) == (4, 1, 0)
+    assert ChainOfThought.objects.count() == 5
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
+
+
 def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
     record = next(iter(iter_pem(0.00002, 1)))
     loose = {**record, "step_labels": [[text, f" {label.lower()} ", why] for text, label, why in record["step_labels"]]}
