@@ -97,7 +97,7 @@ def waiting_for(annotator: Any) -> QuerySet[ChainOfThought]:
     reach the gold labels) instead of every item being half done. Ordering
     reads the whole pool anyway, and a join grouped by item does that fastest.
     """
-    return _waiting(annotator, Count("labelling_tasks")).order_by("-n_tasks", "id")
+    return _waiting(annotator, Count("labelling_tasks")).order_by(F("n_tasks").desc(), "id")
 
 
 def count_waiting(annotator: Any, cap: int) -> int:
