@@ -43,7 +43,7 @@ WAITING_CAP = 1000
 # What the queue's tables show of a task. Plain values, not model instances: the page reads
 # none of the chains' texts, and the template renders dicts several times faster than models.
 QUEUE_FIELDS = ("id", "created", "submitted", "rework_note", "cot__key")
-SAMPLE_ID = 987654321
+SAMPLE_ID = 987654321  # any id: queue_rows cuts the rows' links around its link
 
 
 def open_tasks_page(tasks, after: str) -> tuple[list[dict], str | None]:
