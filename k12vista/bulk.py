@@ -13,6 +13,7 @@ both paths, so callers can fall back to one record at a time.
 
 from __future__ import annotations
 
+import datetime
 import json
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,6 +37,17 @@ def _as_json(field: models.Field, value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False, cls=getattr(field, "encoder", None))
 
 
+def _as_copy_text(value: Any) -> Any:
+    """A value every row shares, in the form psycopg writes fastest: a datetime as its ISO text
+    (formatting one is 1.5 µs, repeated on each of millions of rows; the server parses the text
+    either way) and a choices member as a plain str (a subclass is looked up on each row)."""
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
+    return value
+
+
 class Table:
     """One model's rows as tuples of the ``given`` attnames, in that order.
 
@@ -56,7 +68,7 @@ class Table:
         fixed_fields = [by_name[name] for name in fixed]
         # The same for every row: encoded once, here.
         shared = [(f, fixed[f.attname]) for f in fixed_fields] + [(f, _default(f)) for f in others]
-        self.rest = tuple(_as_json(f, v) if isinstance(f, models.JSONField) else v for f, v in shared)
+        self.rest = tuple(_as_json(f, v) if isinstance(f, models.JSONField) else _as_copy_text(v) for f, v in shared)
         self.json = [(n, f) for n, f in enumerate(given_fields) if isinstance(f, models.JSONField)]
         self.columns = [f.column or f.attname for f in given_fields + fixed_fields + others]
         self.pk_at = self.given.index(meta.pk.attname) if meta.pk.attname in self.given else None
