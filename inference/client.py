@@ -215,7 +215,9 @@ def chat_request(*, model: str, messages: list[dict[str, Any]], params: dict[str
     """The arguments of ``client.post(**...)`` for one chat completion: what
     ``chat.completions.create`` sends (same path, bearer key, headers and the
     client's timeout, through the client's own transport: no redirects, no
-    environment proxy), with the body we built sent as it is.
+    environment proxy), with the body we built sent as it is. The bearer key
+    only, as create() asks: the SDK's default options also allow its admin key,
+    which it reads from OPENAI_ADMIN_KEY, a variable nobody declared.
 
     ``create()`` walks the TypedDict annotations of every message to transform
     the body, 0.37 ms of CPU per request for a system and a user message

@@ -291,6 +291,7 @@ def test_a_call_sends_what_the_sdks_create_sends(monkeypatch):
     create() transform costs a third of a millisecond per request): the server must
     see the same path, headers (the declared key as bearer) and body as from create()."""
     monkeypatch.setenv("K12VISTA_KEY_TEST", "sk-declared")
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-undeclared")  # the SDK reads it; no call may send it
     Recording.seen = []
     messages = [{"role": "system", "content": "你是老师。"}, {"role": "user", "content": "已知 $x^2=4$，求 $x$。"}]
     params = {"temperature": 0.2, "max_tokens": 16, "seed": 7, "stop": ["\n\n"],
@@ -314,6 +315,7 @@ def test_a_call_sends_what_the_sdks_create_sends(monkeypatch):
     assert path == sdk_path == "/v1/chat/completions"
     assert body == sdk_body == {"model": "m", "messages": messages, **params}
     assert headers["authorization"] == "Bearer sk-declared"
+    assert not any("sk-admin" in value for value in headers.values())
     assert headers == sdk_headers
     assert float(headers["x-stainless-read-timeout"]) == 17  # the endpoint's timeout, as create() sends it
 
