@@ -33,11 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import email.utils
+import itertools
 import math
 import random
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -131,6 +135,12 @@ def free_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> None:
     )
 
 
+# The SharedSlots of this process, by endpoint: a run that frees slots or changes the
+# demand wakes the others at once instead of leaving them to their next poll.
+_NEIGHBOURS: dict[int, weakref.WeakSet[SharedSlots]] = collections.defaultdict(weakref.WeakSet)
+_NEIGHBOURS_LOCK = threading.Lock()
+
+
 class SharedSlots:
     """An endpoint's request slots as seen by one run in one event loop.
 
@@ -140,7 +150,14 @@ class SharedSlots:
     released slot goes straight to the next waiting task, with no query; the
     hot path is a counter. A housekeeping task renews the leases and gives back
     slots that stayed idle, so a second run on the same server gets them when
-    this one has less work than slots (at its end, or while it is saving)."""
+    this one has less work than slots (at its end, or while it is saving).
+
+    Handing slots from run to run is prompt: a slot over the fair share, or one
+    nobody of this run waits for while another run wants slots, goes back to the
+    database as its call ends (not at the next housekeeping round), and a run
+    with nothing left in flight withdraws its demand at once. Runs in the same
+    process (a campaign's, or jobs in threads) wake each other when slots come
+    free or the demand changes; runs in other processes learn it by polling."""
 
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.endpoint_id = endpoint.pk
@@ -149,16 +166,25 @@ class SharedSlots:
         self.held: set[int] = set()
         self.busy = 0
         self.share = self.limit  # at most this many held: the limit over the runs wanting slots
-        self.returning: set[int] = set()  # given back by finished calls, freed in the database next round
+        self.returning: set[int] = set()  # given back by finished calls, freed in the database soon
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.demanding = False  # whether our CallDemand row is there
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # Set by neighbours (slots freed or demand changed), for the leaser and the keeper.
+        self._changed: dict[str, asyncio.Event] = {}
         self._leaser: asyncio.Task | None = None
         self._keeper: asyncio.Task | None = None
+        self._giver: asyncio.Task | None = None
 
     async def __aenter__(self) -> SharedSlots:
         if self.busy < len(self.held) and not self.waiters:
             self.busy += 1
             return self
-        waiter = asyncio.get_running_loop().create_future()
+        if self.loop is None:
+            self.loop, self._changed = asyncio.get_running_loop(), {"lease": asyncio.Event(), "keep": asyncio.Event()}
+            with _NEIGHBOURS_LOCK:
+                _NEIGHBOURS[self.endpoint_id].add(self)
+        waiter = self.loop.create_future()
         self.waiters.append(waiter)
         if self._leaser is None or self._leaser.done():
             self._leaser = asyncio.create_task(self._lease_while_waited_for())
@@ -177,11 +203,17 @@ class SharedSlots:
 
     def _release(self) -> None:
         self.busy -= 1
-        if len(self.held) > self.share:
-            # Over our fair share (another run wants slots): this one goes back, not to our next call.
-            slot = next(iter(self.held))
-            self.held.discard(slot)
-            self.returning.add(slot)
+        others_want = self.share < self.limit
+        # Over our fair share, or idle while another run wants slots: they go back, not to our next call.
+        spare = len(self.held) - self.busy if others_want and not self.waiters else len(self.held) - self.share
+        spare = min(spare, len(self.held) - self.busy)
+        if spare > 0:
+            back = set(itertools.islice(self.held, spare))
+            self.held -= back
+            self.returning |= back
+        done = others_want and not self.waiters and not self.busy  # our demand goes too
+        if (self.returning or done) and (self._giver is None or self._giver.done()):
+            self._giver = asyncio.create_task(self._give_back())
         self._hand_over()
 
     def _hand_over(self) -> None:
@@ -194,11 +226,64 @@ class SharedSlots:
         if self._keeper is None and self.held:
             self._keeper = asyncio.create_task(self._keep())
 
+    def _tell_neighbours(self) -> None:
+        """Wakes the other runs of this process on the endpoint (each in its own loop)."""
+        with _NEIGHBOURS_LOCK:
+            others = [other for other in _NEIGHBOURS[self.endpoint_id] if other is not self]
+        for other in others:
+            if other.loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has closed: that run is over
+                    other.loop.call_soon_threadsafe(other._wake)
+
+    def _wake(self) -> None:
+        for event in self._changed.values():
+            event.set()
+
+    async def _pause(self, seconds: float, task: str) -> None:
+        """Sleeps, or less if a neighbour says slots came free or the demand changed
+        (one event for the leaser and one for the keeper: neither takes the other's wake-up)."""
+        event = self._changed[task]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        event.clear()
+
+    async def _refresh_share(self) -> None:
+        self.share = await sync_to_async(fair_share, thread_sensitive=True)(
+            endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
+        )
+        if not self.demanding:
+            self.demanding = True
+            self._tell_neighbours()  # one more run wants slots: the others' shares shrink
+
+    async def _drop_demand(self) -> None:
+        if self.demanding:
+            self.demanding = False
+            await sync_to_async(drop_demand, thread_sensitive=True)(endpoint_id=self.endpoint_id, holder=self.holder)
+            self._tell_neighbours()
+
+    async def _free(self, slots: set[int]) -> None:
+        await sync_to_async(free_slots, thread_sensitive=True)(
+            endpoint_id=self.endpoint_id, holder=self.holder, slots=slots
+        )
+        self._tell_neighbours()
+
+    async def _give_back(self) -> None:
+        """Frees the returned slots in the database, and withdraws our demand
+        once nothing of this run is waiting or in flight."""
+        while self.returning:
+            await self._free_returning()
+        if not self.waiters and not self.busy:
+            await self._drop_demand()
+
+    async def _free_returning(self) -> None:
+        back = set(self.returning)
+        await self._free(back)
+        self.returning -= back  # only now: if cancelled meanwhile, close() frees them
+
     async def _lease_while_waited_for(self) -> None:
         while self.waiters and len(self.held) < self.limit:
-            self.share = await sync_to_async(fair_share, thread_sensitive=True)(
-                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
-            )
+            await self._refresh_share()
             want = min(len(self.waiters) - (len(self.held) - self.busy), self.share - len(self.held))
             got = []
             if want > 0:
@@ -209,41 +294,37 @@ class SharedSlots:
             self._hand_over()
             if self.waiters and not got:
                 # Every slot is leased by other runs, or we hold our share already.
-                await asyncio.sleep(LEASE_POLL_SECONDS if want > 0 else KEEP_SECONDS)
+                await self._pause(LEASE_POLL_SECONDS if want > 0 else KEEP_SECONDS, "lease")
 
     async def _keep(self) -> None:
         renewed = time.monotonic()
-        idle_before: set[int] = set()
+        idle_since: float | None = None
         while True:
-            await asyncio.sleep(KEEP_SECONDS)
+            await self._pause(KEEP_SECONDS, "keep")
             if self.waiters or self.busy:
                 # Still wanting slots: keep our demand fresh and learn our share.
-                self.share = await sync_to_async(fair_share, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
-                )
+                await self._refresh_share()
             else:
-                await sync_to_async(drop_demand, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder
-                )
+                await self._drop_demand()
             if len(self.held) > self.share and self.busy < len(self.held):
                 spare = set(list(self.held)[: min(len(self.held) - self.share, len(self.held) - self.busy)])
                 self.held -= spare
                 self.returning |= spare
             if self.returning:
-                back, self.returning = self.returning, set()
-                await sync_to_async(free_slots, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder, slots=back
-                )
+                await self._free_returning()
             idle = len(self.held) - self.busy if not self.waiters else 0
-            if idle > 0 and idle_before:
+            now = time.monotonic()
+            if idle <= 0:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= KEEP_SECONDS:
                 # Idle for a whole round: another run on this server may need them.
                 spare = set(list(self.held)[:idle])
                 self.held -= spare
-                await sync_to_async(free_slots, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder, slots=spare
-                )
-            idle_before = {1} if idle > 0 else set()
-            if self.held and time.monotonic() - renewed >= lease_seconds() / 3:
+                await self._free(spare)
+                idle_since = None
+            if self.held and now - renewed >= lease_seconds() / 3:
                 sent = set(self.held)
                 still = await sync_to_async(renew_slots, thread_sensitive=True)(
                     endpoint_id=self.endpoint_id, holder=self.holder, slots=sent
@@ -252,16 +333,20 @@ class SharedSlots:
                 renewed = time.monotonic()
 
     async def close(self) -> None:
-        for task in (self._leaser, self._keeper):
+        for task in (self._leaser, self._keeper, self._giver):
             if task is not None:
                 task.cancel()
-        self._leaser = self._keeper = None
+        self._leaser = self._keeper = self._giver = None
+        with _NEIGHBOURS_LOCK:
+            _NEIGHBOURS[self.endpoint_id].discard(self)
         if self.held or self.returning:
             await sync_to_async(free_slots, thread_sensitive=True)(
                 endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held | self.returning
             )
             self.held, self.returning = set(), set()
         await sync_to_async(drop_demand, thread_sensitive=True)(endpoint_id=self.endpoint_id, holder=self.holder)
+        self.demanding = False
+        self._tell_neighbours()
 
 
 class one_slot:  # noqa: N801 (used as a context manager, like open())

@@ -341,3 +341,46 @@ def test_a_call_retries_by_the_rules_and_counts_its_attempts(counting_server, se
     with pytest.raises(calls.client.ModelCallError) as failure:
         async_to_sync(call)()
     assert failure.value.attempts == 1 and not failure.value.transient and len(Counting.seen) == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_in_one_process_hand_slots_over_without_waiting_for_a_poll(counting_server, researcher, settings):
+    """With the polls and housekeeping rounds made 30 s long, slots still move at
+    once between two runs of this process: the second run's demand wakes the first,
+    whose calls give back what is over its share as they end; the first's end wakes
+    the second, which then takes every slot."""
+    settings.MODEL_CALL_RETRIES = 0
+    Counting.delay = 0.1
+    for _ in range(60):
+        make_question()
+    endpoint = make_endpoint(counting_server, max_concurrency=4)
+    first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
+    errors = []
+
+    def work(run, after):
+        time.sleep(after)
+        try:
+            execute_job(run.job_id)
+        except Exception as exc:  # pragma: no cover - shown in the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(first, 0)), threading.Thread(target=work, args=(second, 0.5))]
+    with mock.patch.multiple(calls, KEEP_SECONDS=30, LEASE_POLL_SECONDS=30, DEMAND_SECONDS=120):
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors and Counting.most <= 4
+    assert time.monotonic() - started < 15  # not one 30 s pause waited out
+    assert [InferenceRun.objects.get(pk=r.pk).counts()["ok"] for r in (first, second)] == [60, 60]
+    starts = {key: min(s for k, s, _ in Counting.calls if k == key) for key in (0.1, 0.2)}
+    ends = {key: max(e for k, _, e in Counting.calls if k == key) for key in (0.1, 0.2)}
+    # The second run got its share while the first was still busy (60 calls over 4 slots take 1.5 s alone) ...
+    assert starts[0.2] < ends[0.1] - 0.5, (starts, ends)
+    # ... and every slot once the first was done.
+    last = sorted(c for c in Counting.calls if c[0] == 0.2 and c[1] > ends[0.1] + 0.3)
+    assert last and max(in_flight_at(s + 0.01, 0.2) for _, s, _ in last) == 4
+    assert not CallLease.objects.exclude(holder="").exists() and not CallDemand.objects.exists()
