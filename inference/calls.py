@@ -15,11 +15,15 @@ through here.
 * **A fair share.** A run with work keeps a ``CallDemand`` row fresh; each run
   holds at most ``ceil(max_concurrency / runs wanting slots)``. A run over its
   share gives slots back as its calls finish (not mid-call), so two busy runs
-  on one server end up with half the slots each, whichever came first.
-* **Retries** by tenacity's rules: timeouts, connection errors, 408/409/429/5xx are
-  retried with exponential backoff and jitter, waiting at least what a 429 or
-  503's ``Retry-After`` asks; anything else fails at once. A slot is held for
-  one attempt only, never during the wait.
+  on one server end up with half the slots each, whichever came first. Runs
+  in one process wake each other when slots come free or the demand changes.
+* **Retries** by tenacity's rules (``retry_rules``): timeouts, connection
+  errors, 408/409/429/5xx are retried with exponential backoff and jitter,
+  waiting at least what a 429 or 503's ``Retry-After`` asks; anything else
+  fails at once. A slot is held for one attempt only, never during the wait.
+* **The request** is ``client.chat_request``: the body we built, posted through
+  the client's own ``post`` (what ``chat.completions.create`` sends, without
+  its per-request transform of the body).
 * **An endpoint that is down stops the run**: after a few attempts in a row
   that never reached the server (``Reachability``), the run fails with one
   message naming the URL and the cause; its unasked questions stay pending.
