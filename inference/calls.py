@@ -72,6 +72,8 @@ KEEP_SECONDS = 1.0
 SAVE_SECONDS = 0.5
 # Seconds a run's demand counts without renewal (renewed every KEEP_SECONDS while it has work).
 DEMAND_SECONDS = 5.0
+# Seconds a slot may stay idle while another run wants slots before it goes back.
+IDLE_GRACE_SECONDS = 0.05
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
 _FREE = datetime(2000, 1, 1, tzinfo=UTC)  # an expiry long past: the slot is free
@@ -207,18 +209,19 @@ class SharedSlots:
 
     def _release(self) -> None:
         self.busy -= 1
-        others_want = self.share < self.limit
-        # Over our fair share, or idle while another run wants slots: they go back, not to our next call.
-        spare = len(self.held) - self.busy if others_want and not self.waiters else len(self.held) - self.share
-        spare = min(spare, len(self.held) - self.busy)
-        if spare > 0:
-            back = set(itertools.islice(self.held, spare))
-            self.held -= back
-            self.returning |= back
-        done = others_want and not self.waiters and not self.busy  # our demand goes too
-        if (self.returning or done) and (self._giver is None or self._giver.done()):
+        # Over our fair share: it goes back, not to our next call.
+        self._put_back(min(len(self.held) - self.share, len(self.held) - self.busy))
+        idle_while_wanted = self.share < self.limit and not self.waiters
+        if (self.returning or idle_while_wanted) and (self._giver is None or self._giver.done()):
             self._giver = asyncio.create_task(self._give_back())
         self._hand_over()
+
+    def _put_back(self, count: int) -> None:
+        """Moves ``count`` held slots (not in use) to those freed in the database next."""
+        if count > 0:
+            back = set(itertools.islice(self.held, count))
+            self.held -= back
+            self.returning |= back
 
     def _hand_over(self) -> None:
         """Gives free held slots to waiting tasks, first come first served."""
@@ -273,11 +276,18 @@ class SharedSlots:
         self._tell_neighbours()
 
     async def _give_back(self) -> None:
-        """Frees the returned slots in the database, and withdraws our demand
-        once nothing of this run is waiting or in flight."""
+        """Frees the returned slots in the database; then, while another run wants
+        slots, the ones still idle after a moment (a task between two calls, building
+        its next request, keeps its slot) and our demand once nothing is in flight."""
         while self.returning:
             await self._free_returning()
-        if not self.waiters and not self.busy:
+        if self.share < self.limit and not self.waiters:
+            await asyncio.sleep(IDLE_GRACE_SECONDS)
+            if not self.waiters:
+                self._put_back(len(self.held) - self.busy)
+        while self.returning:
+            await self._free_returning()
+        if self.share < self.limit and not self.waiters and not self.busy:
             await self._drop_demand()
 
     async def _free_returning(self) -> None:
