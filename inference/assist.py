@@ -169,16 +169,8 @@ async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Pr
         except client.ModelCallError as exc:
             return result, exc
 
-    @transaction.atomic
     def save(batch: list[tuple[AssistResult, Any]]) -> None:
-        # One transaction per batch; each write-back keeps its own savepoint (save_output).
-        for result, outcome in batch:
-            if outcome is None:
-                save_skipped(run, result)
-            elif isinstance(outcome, client.ModelCallError):
-                save_call_failure(result, outcome)
-            else:
-                save_output(run, result, outcome)
+        save_results(run, batch)
 
     try:
         await calls.fan_out(pending, process, concurrency=run.endpoint.max_concurrency, save=save,
@@ -216,35 +208,35 @@ def request_for(run: AssistRun, question: Question) -> list[dict] | None:
 # --- saving -------------------------------------------------------------------------
 
 
-def _finish(result: AssistResult, **fields: Any) -> None:
-    AssistResult.objects.filter(pk=result.pk).update(finished=timezone.now(), **fields)
-
-
-def save_skipped(run: AssistRun, result: AssistResult) -> None:
-    _finish(result, status=Status.OK, parsed={"skipped": skip_reason(run, result.question)}, error="")
-
-
-def save_call_failure(result: AssistResult, exc: client.ModelCallError) -> None:
-    _finish(result, status=Status.CALL_FAILED, error=str(exc), attempts=exc.attempts)
-
-
 @transaction.atomic
-def save_output(run: AssistRun, result: AssistResult, completion: client.Completion) -> None:
-    """Reads the output and writes it back, in one transaction with the row's update."""
-    fields: dict[str, Any] = {"raw_output": completion.text, "attempts": completion.attempts}
+def save_results(run: AssistRun, batch: list[tuple[AssistResult, Any]]) -> None:
+    """Saves a batch of outcomes (None: skipped, ModelCallError, or the model's Completion): the
+    write-backs one by one through the bank's services, the rows in one statement per set of
+    columns (calls.update_rows, as inference runs save their answers), all in one transaction."""
+    now = timezone.now()
+    calls.update_rows(AssistResult, [(result.pk, {"finished": now, **result_fields(run, result, outcome)})
+                                     for result, outcome in batch])  # fmt: skip
+
+
+def result_fields(run: AssistRun, result: AssistResult, outcome: Any) -> dict[str, Any]:
+    """The row's new fields for one outcome, after writing a completion's output back into the bank."""
+    if outcome is None:
+        return {"status": Status.OK, "parsed": {"skipped": skip_reason(run, result.question)}, "error": ""}
+    if isinstance(outcome, client.ModelCallError):
+        return {"status": Status.CALL_FAILED, "error": str(outcome), "attempts": outcome.attempts}
+    said = {"raw_output": outcome.text, "attempts": outcome.attempts}
     question = result.question
     try:
-        parsed = read_output(run, question, completion.text)
+        parsed = read_output(run, question, outcome.text)
     except UnreadableOutput as exc:
-        _finish(result, status=Status.PARSE_FAILED, parsed=None, error=str(exc), **fields)
-        return
+        return {"status": Status.PARSE_FAILED, "parsed": None, "error": str(exc), **said}
     try:
+        # A savepoint of its own: a write-back the bank refuses undoes only itself.
         with transaction.atomic():
             WRITE_BACK[run.kind](run, question, parsed)
     except bank.QuestionDataError as exc:  # the bank refused what the model said
-        _finish(result, status=Status.PARSE_FAILED, parsed=parsed, error=str(exc), **fields)
-        return
-    _finish(result, status=Status.OK, parsed=parsed, error="", **fields)
+        return {"status": Status.PARSE_FAILED, "parsed": parsed, "error": str(exc), **said}
+    return {"status": Status.OK, "parsed": parsed, "error": "", **said}
 
 
 def read_output(run: AssistRun, question: Question, text: str) -> dict:

@@ -12,7 +12,9 @@ through here.
   dies stops renewing, and its slots come free when the lease expires
   (``CALL_LEASE_SECONDS``). Slots are leased in blocks, not per request, so the
   limit costs almost nothing on the hot path (bench/inference_overhead.py).
-* **A fair share.** A run with work keeps a ``CallDemand`` row fresh; each run
+* **A fair share.** A run with work keeps a ``CallDemand`` row fresh (and a
+  synchronous caller, the OCR backend, one for a single slot while it waits
+  and calls, which the runs' share leaves it); each run
   holds at most ``ceil(max_concurrency / runs wanting slots)``. A run over its
   share gives slots back as its calls finish (not mid-call), so two busy runs
   on one server end up with half the slots each, whichever came first. Runs
@@ -55,6 +57,7 @@ import tenacity
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections, router, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from inference import client
@@ -76,6 +79,8 @@ DEMAND_SECONDS = 5.0
 IDLE_GRACE_SECONDS = 0.05
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
+# How a synchronous caller's demand is told from a run's: it wants one slot, not a share.
+SYNC_HOLDER = "sync-"
 _FREE = datetime(2000, 1, 1, tzinfo=UTC)  # an expiry long past: the slot is free
 
 
@@ -112,12 +117,22 @@ def take_slots(*, endpoint_id: int, limit: int, holder: str, want: int) -> list[
 
 def fair_share(*, endpoint_id: int, limit: int, holder: str) -> int:
     """Records that ``holder`` wants slots, and returns how many it may hold:
-    the endpoint's limit split evenly over the runs that want slots now."""
+    the endpoint's limit, less one slot per synchronous caller wanting one,
+    split evenly over the runs that want slots now."""
+    now = note_demand(endpoint_id=endpoint_id, holder=holder, seconds=DEMAND_SECONDS)
+    wanting = CallDemand.objects.filter(endpoint_id=endpoint_id, expires__gte=now).aggregate(
+        all=Count("id"), single=Count("id", filter=Q(holder__startswith=SYNC_HOLDER))
+    )
+    runs = max(wanting["all"] - wanting["single"], 1)
+    return max(1, math.ceil((limit - wanting["single"]) / runs))
+
+
+def note_demand(*, endpoint_id: int, holder: str, seconds: float) -> datetime:
+    """Records (or renews) that ``holder`` wants slots for the next ``seconds``; returns now."""
     now = timezone.now()
     CallDemand.objects.update_or_create(endpoint_id=endpoint_id, holder=holder,
-                                        defaults={"expires": now + timedelta(seconds=DEMAND_SECONDS)})  # fmt: skip
-    wanting = CallDemand.objects.filter(endpoint_id=endpoint_id, expires__gte=now).count()
-    return max(1, math.ceil(limit / max(wanting, 1)))
+                                        defaults={"expires": now + timedelta(seconds=seconds)})  # fmt: skip
+    return now
 
 
 def drop_demand(*, endpoint_id: int, holder: str) -> None:
@@ -365,12 +380,18 @@ class SharedSlots:
 
 class one_slot:  # noqa: N801 (used as a context manager, like open())
     """One slot for a synchronous caller (the OCR backend), polled for and
-    leased for at least the call's timeout so it needs no renewal."""
+    leased for at least the call's timeout so it needs no renewal.
+
+    While it waits and while it holds the slot it keeps a demand row, so the
+    runs on the endpoint count it in their fair share and give a slot back as
+    their calls finish: a busy run holding every slot does not starve the
+    PDF importer until it ends."""
 
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.endpoint = endpoint
-        self.holder = uuid.uuid4().hex
+        self.holder = SYNC_HOLDER + uuid.uuid4().hex
         self.slots: list[int] = []
+        self.demanded = False
 
     def __enter__(self) -> one_slot:
         if transaction.get_connection().in_atomic_block:
@@ -378,23 +399,39 @@ class one_slot:  # noqa: N801 (used as a context manager, like open())
             # locked, until that commits: every other run would wait on it. The PDF importer
             # calls OCR outside transactions; a caller inside one goes unlimited, not stuck.
             return self
+        try:
+            self._wait_for_a_slot()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_for_a_slot(self) -> None:
+        endpoint_id, renewed = self.endpoint.pk, -math.inf
         while not self.slots:
+            if time.monotonic() - renewed >= KEEP_SECONDS:
+                # Renewed as often as a run renews its own: a caller that died stops counting soon.
+                note_demand(endpoint_id=endpoint_id, holder=self.holder, seconds=DEMAND_SECONDS)
+                self.demanded, renewed = True, time.monotonic()
             with transaction.atomic():
-                self.slots = take_slots(endpoint_id=self.endpoint.pk, limit=self.endpoint.max_concurrency,
+                self.slots = take_slots(endpoint_id=endpoint_id, limit=self.endpoint.max_concurrency,
                                         holder=self.holder, want=1)  # fmt: skip
             if self.slots:
-                # Long enough for the whole call: nothing renews a synchronous lease.
-                CallLease.objects.filter(endpoint_id=self.endpoint.pk, holder=self.holder).update(
-                    expires=timezone.now() + timedelta(seconds=self.endpoint.timeout_seconds + lease_seconds())
+                # Long enough for the whole call: nothing renews a synchronous lease (nor its demand).
+                held_for = self.endpoint.timeout_seconds + lease_seconds()
+                CallLease.objects.filter(endpoint_id=endpoint_id, holder=self.holder).update(
+                    expires=timezone.now() + timedelta(seconds=held_for)
                 )
+                note_demand(endpoint_id=endpoint_id, holder=self.holder, seconds=held_for)
             else:
                 time.sleep(LEASE_POLL_SECONDS)
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.slots:
             free_slots(endpoint_id=self.endpoint.pk, holder=self.holder, slots=self.slots)
-        self.slots = []
+        if self.demanded:
+            drop_demand(endpoint_id=self.endpoint.pk, holder=self.holder)
+        self.slots, self.demanded = [], False
 
 
 # --- retries ----------------------------------------------------------------------------

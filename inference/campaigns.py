@@ -7,9 +7,12 @@ sampling and seed. Starting it is **one job** (``inference.campaign``, on the
 io queue) with progress over all its runs: it answers every HTTP run in one
 event loop, each with its own caller, and starts the engine runs (vLLM
 offline, transformers) as jobs on their GPU or CPU queues, since those need
-that worker. Run again after a crash it resumes (answered questions are
-skipped; an engine run with a job keeps it); cancelling it stops its HTTP runs
-and cancels the engine runs' jobs. The campaign shows the runs together:
+that worker, as parts of itself. It ends when its last run ends: with its HTTP
+runs answered it parks (no worker waits), and each engine run's job wakes it
+as it ends (k12vista.jobs.Progress.wait_for_parts). Run again after a crash it
+resumes (answered questions are skipped; an engine run with a job keeps it);
+cancelling it stops its HTTP runs and cancels the engine runs' jobs, and an
+engine run that fails fails it. The campaign shows the runs together:
 progress, failures and tokens spent, per model and in total. The
 per-endpoint limit holds across the runs (inference.calls), shared fairly
 between runs on one endpoint.
@@ -18,6 +21,7 @@ between runs on one endpoint.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +32,9 @@ from django.utils.translation import gettext
 
 from inference import services
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Response
-from k12vista.jobs import JobCancelled, Progress, cancel_job, job_handler, start_job
-from k12vista.models import Job
+from k12vista.job_text import JobFailure, failure_wording
+from k12vista.jobs import JobCancelled, JobLost, Progress, job_handler, start_job
+from k12vista.models import PARKED, Job
 
 JOB_KIND = "inference.campaign"
 
@@ -74,21 +79,42 @@ def answered_in_campaign_job(endpoint: ModelEndpoint) -> bool:
     return endpoint.kind == ModelEndpoint.Kind.OPENAI
 
 
+# Seconds between two reads of the engine runs' progress while the HTTP runs are answered.
+ENGINE_PROGRESS_SECONDS = 2.0
+RUNS_FAILED = "inference.campaign_runs_failed"
+
+
 @job_handler(JOB_KIND, queue=Job.Queue.IO)
 def run_campaign_job(job: Job, progress: Progress) -> dict:
-    """Starts the engine runs' jobs (once), then answers every HTTP run at once,
-    reporting the sum of their progress. Safe to run again."""
+    """Starts the engine runs' jobs (once, as parts of this job), answers every
+    HTTP run at once, then waits for the engine runs without holding a worker:
+    the job parks, and the end of each engine run's job wakes it, so the
+    campaign ends when its last run ends, whatever the order. Its progress
+    covers every run. Safe to run again (a takeover, a wake-up): answered
+    questions are skipped and an engine run with a job keeps it."""
     campaign = Campaign.objects.get(pk=job.params["campaign_id"])
     runs = list(campaign.runs.select_related("endpoint", "job").order_by("id"))
     mine = [run for run in runs if answered_in_campaign_job(run.endpoint)]
-    for run in runs:
-        if run not in mine and run.job_id is None:
-            services.start_run_job(run, user=campaign.created_by)
-    prepared = [services.prepare_answering(run) for run in mine]
+    engine = [run for run in runs if run not in mine]
+    for run in engine:
+        if run.job_id is None:
+            services.start_run_job(run, user=campaign.created_by, part_of=job)
+    # Woken up, the job mostly finds its HTTP runs answered: only those with questions left are
+    # prepared (preparing reads a run's whole question set), the others count as they stand.
+    rows = {row.run.pk: row for row in summary(campaign).rows}
+    todo = [run for run in mine if rows[run.pk].pending]
+    settled = [(rows[run.pk].ok + rows[run.pk].failed, rows[run.pk].total) for run in mine if run not in todo]
+    prepared = [services.prepare_answering(run) for run in todo]
     parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
+    engine_parts: dict[int, tuple[int, int]] = {}
+    engine_read = [-ENGINE_PROGRESS_SECONDS]
 
     def report() -> None:
-        progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
+        if engine and time.monotonic() - engine_read[0] >= ENGINE_PROGRESS_SECONDS:
+            engine_parts.update(engine_progress(engine))
+            engine_read[0] = time.monotonic()
+        counted = [*settled, *parts.values(), *engine_parts.values()]
+        progress(sum(d for d, _ in counted), sum(t for _, t in counted))
 
     def part(n: int):
         def report_part(done: int, total: int | None = None) -> None:
@@ -99,7 +125,7 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
 
     async def answer_all() -> None:
         async with asyncio.TaskGroup() as group:
-            for n, (run, (pending, done, total)) in enumerate(zip(mine, prepared, strict=True)):
+            for n, (run, (pending, done, total)) in enumerate(zip(todo, prepared, strict=True)):
                 group.create_task(services.answer_pending(run, pending, part(n), done, total))
 
     try:
@@ -107,45 +133,98 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
         async_to_sync(answer_all)()
     except* Exception as group_error:
         first = group_error.exceptions[0]
-        if isinstance(first, JobCancelled):
-            cancel_engine_runs(campaign)  # the cancel reaches every run of the campaign
+        if not isinstance(first, JobCancelled | JobLost):
+            # The HTTP runs stopped (an endpoint is down): the campaign still ends with its last
+            # engine run. Woken up, this job asks the HTTP runs again; it fails once all have ended.
+            progress.wait_for_parts()
         raise first from None
     totals = summary(campaign)
-    return {"runs": len(runs), "answered": totals.ok, "failed": totals.failed, "engine_runs": len(runs) - len(mine)}
+    progress(totals.ok + totals.failed, totals.total)
+    progress.wait_for_parts()  # parks (raises JobParked) while an engine run's job has not ended
+    return finished_result(campaign)
 
 
-def cancel_engine_runs(campaign: Campaign) -> int:
-    """Cancels the unfinished jobs of the campaign's engine runs; returns how many."""
-    cancelled = 0
-    for run in campaign.runs.select_related("job").exclude(job=campaign.job).exclude(job=None):
-        if run.job is not None and not run.job.is_finished:
-            cancel_job(job=run.job)
-            cancelled += 1
-    return cancelled
+def engine_progress(engine: list[InferenceRun]) -> dict[int, tuple[int, int]]:
+    """(done, total) of each engine run from its job's row: a run whose job has
+    not counted its questions yet counts the campaign's question count."""
+    rows = Job.objects.filter(pk__in=[run.job_id for run in engine if run.job_id]).values_list("pk", "done", "total")
+    jobs = {pk: (done, total) for pk, done, total in rows}
+    expected = {run.pk: (run.provenance.get("questions") or {}).get("count", 0) for run in engine}
+    counted = {}
+    for run in engine:
+        done, total = jobs.get(run.job_id or 0, (0, None))
+        counted[run.pk] = (done, total or expected[run.pk])
+    return counted
 
 
+def finished_result(campaign: Campaign) -> dict:
+    """How the campaign ended, once every run has: failed when an engine run's job
+    failed (naming them), cancelled when one was cancelled, else the counts."""
+    totals = summary(campaign)
+    engine_rows = [row for row in totals.rows if not answered_in_campaign_job(row.run.endpoint)]
+    failed = [row for row in engine_rows if row.job is not None and row.job.status == Job.Status.FAILED]
+    if failed:
+        raise JobFailure(RUNS_FAILED, {
+            "runs": [{"endpoint": row.run.endpoint.name, "error": (row.job.error if row.job else "")[:300]}
+                     for row in failed],
+            "of": len(totals.rows),
+        })  # fmt: skip
+    if any(row.job is not None and row.job.status == Job.Status.CANCELLED for row in engine_rows):
+        raise JobCancelled
+    return {
+        "runs": len(totals.rows), "answered": totals.ok, "failed": totals.failed, "engine_runs": len(engine_rows),
+        "prompt_tokens": totals.prompt_tokens, "completion_tokens": totals.completion_tokens,
+    }  # fmt: skip
+
+
+@failure_wording(RUNS_FAILED)
+def runs_failed_message(params: dict[str, Any]) -> str:
+    names = ", ".join(f"{run['endpoint']} ({run['error']})" if run["error"] else run["endpoint"]
+                      for run in params["runs"])  # fmt: skip
+    return gettext("%(n)d of the campaign's %(of)d runs failed: %(runs)s") % {
+        "n": len(params["runs"]), "of": params["of"], "runs": names,
+    }  # fmt: skip
+
+
+def report_waiting(campaign_id: int) -> None:
+    """Moves the bar of a campaign's parked job as an engine run answers: while
+    the HTTP runs were answered, the job counted the engine runs itself."""
+    job_id = Campaign.objects.filter(pk=campaign_id).values_list("job", flat=True).first()
+    if job_id is None or not Job.objects.filter(PARKED, pk=job_id).exists():
+        return
+    totals = summary(Campaign.objects.get(pk=campaign_id))
+    # Not its heartbeat: a stale one is how the sweeper wakes a parked job whose wake-up was lost.
+    Job.objects.filter(PARKED, pk=job_id).update(done=totals.ok + totals.failed, total=totals.total)
+
+
+@transaction.atomic
 def retry_failures(*, campaign: Campaign, user: Any) -> int:
-    """Asks the failed questions of every finished run again: the HTTP runs in a
-    new campaign job, each engine run in its own. Returns how many runs restarted."""
-    if campaign.job is not None and not campaign.job.is_finished:
+    """Asks the failed questions of every run again, in a new campaign job that
+    answers the HTTP runs and waits for the engine runs, each restarted in a job
+    of its own (so is an engine run whose job failed or was cancelled). Returns
+    how many runs restarted."""
+    if not summary(campaign).finished:
         raise CampaignError(gettext("%(campaign)s is still running") % {"campaign": campaign})
-    restarted, again = 0, []
+    resumed = campaign.job is None or campaign.job.status != Job.Status.SUCCEEDED
+    http, engine = [], []
     for run in campaign.runs.select_related("job", "endpoint"):
-        if not run.responses.filter(status=Response.Status.FAILED).exists():
-            continue
+        failed = run.responses.filter(status=Response.Status.FAILED).exists()
         if answered_in_campaign_job(run.endpoint):
-            run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
-            again.append(run.pk)
-            restarted += 1
-        elif run.job is None or run.job.is_finished:
-            services.retry_failed(run=run, user=user)
-            restarted += 1
-    if again:
-        campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk},
-                                 title=f"Campaign {campaign.name} (retry)")  # fmt: skip
-        campaign.save(update_fields=["job"])
-        campaign.runs.filter(pk__in=again).update(job=campaign.job)
-    return restarted
+            if failed or resumed:
+                http.append(run)
+        elif failed or run.job is None or run.job.status != Job.Status.SUCCEEDED:
+            engine.append(run)
+    if not http and not engine:
+        return 0
+    campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk},
+                             title=f"Campaign {campaign.name} (retry)")  # fmt: skip
+    campaign.save(update_fields=["job"])
+    for run in http:
+        run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
+    campaign.runs.filter(pk__in=[run.pk for run in http]).update(job=campaign.job)
+    for run in engine:
+        services.retry_failed(run=run, user=user, part_of=campaign.job)
+    return len(http) + len(engine)
 
 
 def answered_percent(ok: int, failed: int, total: int) -> int:
@@ -183,6 +262,11 @@ class Summary:
     @property
     def percent(self) -> int:
         return answered_percent(self.ok, self.failed, self.total)
+
+    @property
+    def can_retry(self) -> bool:
+        """Finished with questions failed, or left unasked by a run that stopped (its job failed)."""
+        return self.finished and (self.failed > 0 or self.pending > 0)
 
     def as_dict(self) -> dict[str, Any]:
         return {

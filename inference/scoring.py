@@ -413,25 +413,26 @@ def _total(values) -> int | None:
 
 
 @transaction.atomic
-def save_judgment(judgment: Judgment, *, fields: dict[str, Any], steps: list[dict[str, str]]) -> bool:
-    """Saves one judgment with its steps. The update claims the row (still
-    pending), so a judgment finished meanwhile is left as it is; its steps are
-    replaced in the same transaction, never duplicated."""
-    if not Judgment.objects.filter(pk=judgment.pk, status=Judgment.Status.PENDING).update(**fields):
-        return False
-    JudgedStep.objects.filter(judgment=judgment).delete()
-    JudgedStep.objects.bulk_create(
-        JudgedStep(judgment=judgment, position=n, text=s["step"], label=s["label"], reason=s["reason"])
-        for n, s in enumerate(steps, 1)
-    )  # fmt: skip
-    return True
-
-
-@transaction.atomic
 def save_judgments(batch: list[tuple[Judgment, dict[str, Any], list[dict[str, str]]]]) -> None:
-    """Several judgments in one transaction: one commit instead of one each."""
-    for judgment, fields, steps in batch:
-        save_judgment(judgment, fields=fields, steps=steps)
+    """Saves judgments with their steps: one transaction and a few statements for the whole
+    batch, through calls.update_rows as inference runs save their answers. Only judgments still
+    pending are written, locked first, so one finished meanwhile (another job on the same run)
+    is left as it is; their steps are replaced in the same transaction, never duplicated."""
+    if not batch:
+        return
+    pending = Judgment.objects.select_for_update().filter(pk__in=[j.pk for j, _f, _s in batch],
+                                                          status=Judgment.Status.PENDING)  # fmt: skip
+    # Locked in id order: two jobs on one run then never wait on each other in a circle.
+    claimed = set(pending.order_by("pk").values_list("pk", flat=True))
+    mine = [(judgment, fields, steps) for judgment, fields, steps in batch if judgment.pk in claimed]
+    calls.update_rows(Judgment, [(judgment.pk, fields) for judgment, fields, _steps in mine])
+    if claimed:
+        JudgedStep.objects.filter(judgment_id__in=claimed).delete()
+    JudgedStep.objects.bulk_create([
+        JudgedStep(judgment_id=judgment.pk, position=n, text=s["step"], label=s["label"], reason=s["reason"])
+        for judgment, _fields, steps in mine
+        for n, s in enumerate(steps, 1)
+    ])  # fmt: skip
 
 
 async def judge_pending(run: ScoringRun, pending: list[Judgment], progress: Progress, done: int, total: int):

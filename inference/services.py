@@ -73,8 +73,9 @@ def start_inference_run(
     return run
 
 
-def start_run_job(run: InferenceRun, *, user: Any) -> Job:
-    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=run.name)
+def start_run_job(run: InferenceRun, *, user: Any, part_of: Job | None = None) -> Job:
+    run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=run.name,
+                        part_of=part_of)  # fmt: skip
     run.save(update_fields=["job"])
     return run.job
 
@@ -180,7 +181,7 @@ def job_kind(endpoint: ModelEndpoint) -> str:
     }.get(endpoint.kind, "inference.run")
 
 
-def retry_failed(*, run: InferenceRun, user: Any) -> Job:
+def retry_failed(*, run: InferenceRun, user: Any, part_of: Job | None = None) -> Job:
     """Sends failed answers back to pending and runs the job again for them only."""
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
     run.job = start_job(
@@ -188,6 +189,7 @@ def retry_failed(*, run: InferenceRun, user: Any) -> Job:
         user=user,
         params={"run_id": run.pk},
         title=gettext("%(name)s (retry)") % {"name": run.name},
+        part_of=part_of,
     )
     run.save(update_fields=["job"])
     return run.job
@@ -378,4 +380,8 @@ def _run_in_batches(job: Job, progress: Progress, chat_batch, batch_size: int) -
             save_answer(response, completion=completion)
         done += len(batch)
         progress(done, total)
+        if run.campaign_id is not None:
+            from inference import campaigns  # campaigns builds on this module
+
+            campaigns.report_waiting(run.campaign_id)  # its bar covers this run too
     return run.counts()

@@ -34,7 +34,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from k12vista.job_text import JobFailure
-from k12vista.models import Job
+from k12vista.models import PARKED, Job
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,12 @@ class JobCancelled(Exception):
 
 class JobLost(Exception):
     """Raised inside a handler when another worker took the job over."""
+
+
+class JobParked(Exception):
+    """Raised by ``progress.wait_for_parts()`` while jobs started as parts of this
+    one have not ended: the handler stops, the job stays running, and the end of
+    its last part wakes it to finish."""
 
 
 class TransientJobError(Exception):
@@ -95,17 +101,43 @@ class Progress:
             raise JobLost
         raise JobCancelled
 
+    def wait_for_parts(self) -> None:
+        """Returns once every job started as a part of this one has ended; until
+        then parks the job and raises JobParked, so no worker sleeps waiting for
+        jobs that may need that very worker. The end of each part wakes the job
+        (its handler runs again, and calls this again), and the sweeper wakes a
+        parked job whose heartbeat went stale, should a wake-up have been lost.
+        The handler must be safe to run again, as every handler is."""
+        if not unfinished_parts(self.job).exists():
+            return
+        if not self.job.park(self.token):
+            self(self.job.done)  # raises JobLost or JobCancelled, whichever it is
+        # A part that ended before we parked found us running, and woke no one.
+        if not unfinished_parts(self.job).exists():
+            wake(self.job.pk)
+        raise JobParked
 
-def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = "") -> Job:
-    """Creates the job row and enqueues it once the surrounding transaction commits."""
+
+def unfinished_parts(job: Job):
+    return Job.objects.unfinished().filter(params__part_of=job.pk)
+
+
+def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = "", part_of: Job | None = None) -> Job:
+    """Creates the job row and enqueues it once the surrounding transaction commits.
+
+    A job started ``part_of`` another is cancelled with it, and its end wakes
+    the other (see Progress.wait_for_parts): a campaign's engine runs."""
     if kind not in _registry:
         raise ValueError(f"no job handler is registered for {kind!r}")
     registration = _registry[kind]
+    params = dict(params or {})
+    if part_of is not None:
+        params["part_of"] = part_of.pk
     job = Job.objects.create(
         kind=kind,
         title=title or kind,
         queue=registration.queue,
-        params=params or {},
+        params=params,
         started_by=user if getattr(user, "is_authenticated", False) else None,
         message_due_at=timezone.now(),
     )
@@ -157,8 +189,32 @@ def sweep() -> dict[str, int]:
 
 
 def cancel_job(*, job: Job) -> Job:
+    """Cancels the job and the unfinished jobs started as its parts."""
     job.request_cancel()
+    for part in unfinished_parts(job):
+        cancel_job(job=part)
+    if job.is_finished:
+        ended(job)  # cancelled at once: nothing else tells the job it is part of
     return job
+
+
+def wake(job_id: int) -> None:
+    """Sends a message for a parked job, once the surrounding transaction commits;
+    nothing for a job that is not parked (a running handler sees for itself)."""
+
+    def send() -> None:
+        queue = Job.objects.filter(PARKED, pk=job_id).values_list("queue", flat=True).first()
+        if queue is not None:
+            send_message(job_id, queue)
+
+    transaction.on_commit(send)
+
+
+def ended(job: Job) -> None:
+    """A job ended: wakes the job it is a part of, if any."""
+    whole = job.params.get("part_of") if isinstance(job.params, dict) else None
+    if isinstance(whole, int):
+        wake(whole)
 
 
 def execute_job(job_id: int) -> str:
@@ -173,6 +229,13 @@ def execute_job(job_id: int) -> str:
     if token is None:
         log.info("job %s not claimed (status %s); another delivery holds or finished it", job_id, job.status)
         return "not-claimed"
+    status = _run(job, token)
+    if status in Job.Status.values and status not in Job.UNFINISHED:
+        ended(job)
+    return status
+
+
+def _run(job: Job, token: Any) -> str:
     registration = _registry.get(job.kind)
     if registration is None:
         job.finish(token, Job.Status.FAILED, error=f"No handler is registered for job kind {job.kind!r}.")
@@ -182,6 +245,8 @@ def execute_job(job_id: int) -> str:
     except JobCancelled:
         job.finish(token, Job.Status.CANCELLED)
         return Job.Status.CANCELLED
+    except JobParked:
+        return "parked"
     except JobLost:
         return "lost"
     except TransientJobError:
@@ -203,9 +268,12 @@ def execute_job(job_id: int) -> str:
 
 def fail_job(job_id: int, message: str) -> None:
     """Marks a job failed after its retries ran out."""
-    Job.objects.filter(pk=job_id, status__in=Job.UNFINISHED).update(
+    failed = Job.objects.filter(pk=job_id, status__in=Job.UNFINISHED).update(
         status=Job.Status.FAILED, error=message[:10000], claim_token=None
     )
+    job = Job.objects.filter(pk=job_id).first()
+    if failed and job is not None:
+        ended(job)
 
 
 @job_handler("k12vista.worker_check", queue=Job.Queue.CPU)

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -64,6 +64,12 @@ class JobQuerySet(models.QuerySet["Job"]):
         now = now or timezone.now()
         stale = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
         return self.filter(status=Job.Status.RUNNING, cancel_requested=True, heartbeat_at__lt=stale)
+
+
+# The claim token of a job held by no worker while it waits for the jobs it started (Job.park);
+# uuid4 never makes it, and a running job with no token at all is not parked.
+PARKED_TOKEN = uuid.UUID(int=0)
+PARKED = Q(status="running", claim_token=PARKED_TOKEN)
 
 
 class Job(models.Model):
@@ -159,7 +165,7 @@ class Job(models.Model):
         now = timezone.now()
         stale = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
         token = uuid.uuid4()
-        claimable = Q(status=self.Status.QUEUED) | Q(status=self.Status.RUNNING, heartbeat_at__lt=stale)
+        claimable = Q(status=self.Status.QUEUED) | Q(status=self.Status.RUNNING, heartbeat_at__lt=stale) | PARKED
         won = (
             Job.objects.filter(pk=self.pk)
             .filter(claimable)
@@ -167,8 +173,9 @@ class Job(models.Model):
                 status=self.Status.RUNNING,
                 claim_token=token,
                 heartbeat_at=now,
-                started_at=now,
-                attempts=F("attempts") + 1,
+                # A parked job woken up goes on with the same attempt, started when it first started.
+                started_at=Case(When(PARKED, then=F("started_at")), default=Value(now)),
+                attempts=Case(When(PARKED, then=F("attempts")), default=F("attempts") + 1),
             )
         )
         if not won:
@@ -190,6 +197,16 @@ class Job(models.Model):
             self.total = total
         return bool(held)
 
+    def park(self, token: uuid.UUID) -> bool:
+        """Lets go of the job without finishing it (its own work is done, the jobs
+        it started as its parts are not): it stays running, held by no worker,
+        until a message wakes it (k12vista.jobs.wake). Returns False when the
+        worker no longer holds it (it was cancelled, or taken over)."""
+        parked = Job.objects.filter(
+            pk=self.pk, claim_token=token, status=self.Status.RUNNING, cancel_requested=False
+        ).update(claim_token=PARKED_TOKEN, heartbeat_at=timezone.now())
+        return bool(parked)
+
     def finish(
         self, token: uuid.UUID, status: str, *, error: str = "", result: dict | None = None,
         error_code: str = "", error_params: dict | None = None,
@@ -208,11 +225,11 @@ class Job(models.Model):
         return self.status == self.Status.QUEUED and self.message_due_at is None
 
     def request_cancel(self) -> None:
-        """A queued job is cancelled at once; a running one stops at its next
-        report, or at once when its worker is gone (its heartbeat is stale)."""
+        """A queued or parked job is cancelled at once; a running one stops at its
+        next report, or at once when its worker is gone (its heartbeat is stale)."""
         now = timezone.now()
-        Job.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.CANCELLED, cancel_requested=True, finished_at=now
+        Job.objects.filter(Q(status=self.Status.QUEUED) | PARKED, pk=self.pk).update(
+            status=self.Status.CANCELLED, cancel_requested=True, finished_at=now, claim_token=None
         )
         Job.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(cancel_requested=True)
         Job.objects.filter(pk=self.pk).orphaned_by_cancel(now=now).update(

@@ -25,7 +25,6 @@ from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.jsonl_import import RecordError, open_source
-from annotation.models import Question
 from k12vista import bulk
 from k12vista.text import BadLine, parse_record_line
 from k12vista.vocabulary import TAXONOMY_VERSION
@@ -57,23 +56,6 @@ def parse(number: int, line: bytes | None) -> services.Outcome | Parsed:
         return "failed", number, found, str(exc), []
     signature = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return number, data, hashlib.sha256(signature.encode("utf-8", "surrogatepass")).digest()
-
-
-def fill_from_bank(chains: list[services.ChainData]) -> None:
-    """services.fill_from_question for a batch, in one query."""
-    hash_ids = {data.question_hash_id for data in chains if data.question_hash_id}
-    questions = {q.hash_id: q for q in Question.objects.filter(hash_id__in=hash_ids)}
-    for data in chains:
-        question = questions.get(data.question_hash_id) if data.question_hash_id else None
-        data.question = question
-        if question is None:
-            continue
-        if not data.subject:
-            data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
-        data.qtype = data.qtype or question.qtype
-        data.question_text = data.question_text or services.question_text_of(question)
-        data.reference_solution = data.reference_solution or services.reference_solution_of(question)
-        data.reference_answer = data.reference_answer or "\n".join(question.answers)
 
 
 def write_new(chains: list[services.ChainData], import_name: str) -> None:
@@ -111,7 +93,7 @@ class Importer:
 
     def flush(self, batch: list[Any]) -> None:
         parsed: list[Parsed] = [item for item in batch if len(item) == 3]
-        fill_from_bank([data for _n, data, _d in parsed])
+        services.fill_from_bank([data for _n, data, _d in parsed])
         stored = set(
             ChainOfThought.objects.filter(key__in={d.key for _n, d, _g in parsed}).values_list("key", flat=True)
         )

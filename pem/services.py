@@ -286,16 +286,24 @@ def record_to_chain(record: Any) -> ChainData:
 
 def fill_from_question(data: ChainData) -> None:
     """The bank's question with the record's hash_id supplies what the record leaves out."""
-    question = Question.objects.filter(hash_id=data.question_hash_id).first() if data.question_hash_id else None
-    data.question = question
-    if question is None:
-        return
-    if not data.subject:
-        data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
-    data.qtype = data.qtype or question.qtype
-    data.question_text = data.question_text or question_text_of(question)
-    data.reference_solution = data.reference_solution or reference_solution_of(question)
-    data.reference_answer = data.reference_answer or "\n".join(question.answers)
+    fill_from_bank([data])
+
+
+def fill_from_bank(chains: list[ChainData]) -> None:
+    """fill_from_question for a batch of chains, in one query."""
+    hash_ids = {data.question_hash_id for data in chains if data.question_hash_id}
+    questions = {q.hash_id: q for q in Question.objects.filter(hash_id__in=hash_ids)} if hash_ids else {}
+    for data in chains:
+        question = questions.get(data.question_hash_id) if data.question_hash_id else None
+        data.question = question
+        if question is None:
+            continue
+        if not data.subject:
+            data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
+        data.qtype = data.qtype or question.qtype
+        data.question_text = data.question_text or question_text_of(question)
+        data.reference_solution = data.reference_solution or reference_solution_of(question)
+        data.reference_answer = data.reference_answer or "\n".join(question.answers)
 
 
 def question_text_of(question: Question) -> str:

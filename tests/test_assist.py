@@ -5,9 +5,11 @@ import json
 from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Flag, StepProposal
-from inference import answers, assist, difficulty, services
+from inference import answers, assist, client, difficulty, services
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -260,6 +262,34 @@ def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, research
     execute_job(job.pk)
     assert assist.counts(run) == {"total": 2, "ok": 2, "parse_failed": 0, "call_failed": 0, "pending": 0}
     assert len(model_flags(first)) == 2
+
+
+def result_updates(researcher, questions: int) -> tuple[AssistRun, int]:
+    """Saves one batch of restructuring outcomes for ``questions`` questions (each fourth call
+    failed, each fourth output unreadable); returns the run and the UPDATEs of its result rows."""
+    for _ in range(questions):
+        make_question()
+    run = start(endpoint("http://127.0.0.1:9/v1", name=f"m {questions}"), researcher, "restructure_solution")
+    assist.create_missing_results(run)
+    said = [client.Completion(text=text, latency_ms=5, prompt_tokens=11, completion_tokens=7, finish_reason="stop",
+                              attempts=1) for text in (STEPS, "不是 JSON")]  # fmt: skip
+    failed = client.ModelCallError("HTTP 400: too long", transient=False, attempts=1)
+    outcomes = [failed, said[1], said[0], said[0]]
+    batch = [(r, outcomes[n % 4]) for n, r in enumerate(run.results.select_related("question").order_by("id"))]
+    with CaptureQueriesContext(connection) as queries:
+        assist.save_results(run, batch)
+    return run, sum(q["sql"].startswith('UPDATE "inference_assistresult"') for q in queries)
+
+
+def test_a_batch_of_results_updates_its_rows_in_as_many_statements_for_4_as_for_28(researcher):
+    small, few = result_updates(researcher, 4)
+    large, many = result_updates(researcher, 24)  # 28 questions by then
+    assert few == many <= 3  # one per set of columns: a failed call, an unreadable output, an answer
+    # The second run asks about all 28 questions of the bank.
+    assert assist.counts(large) == {"total": 28, "ok": 14, "parse_failed": 7, "call_failed": 7, "pending": 0}
+    assert StepProposal.objects.filter(run_ref=assist.run_ref(large)).count() == 14  # each written back once
+    first = large.results.order_by("id").first()
+    assert (first.status, first.attempts, first.finished is not None) == ("call_failed", 1, True)
 
 
 def test_it_resumes_without_asking_again(scripted_server, researcher):

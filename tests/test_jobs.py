@@ -31,6 +31,16 @@ def flaky(job, progress):
     raise jobs.TransientJobError("model server is down")
 
 
+@jobs.job_handler("tests.whole")
+def whole(job, progress):
+    """Starts one part once, then ends only after it."""
+    if not Job.objects.filter(params__part_of=job.pk).exists():
+        jobs.start_job(kind="tests.count_to", user=None, params={"n": 1}, part_of=job)
+    progress(0, 1)
+    progress.wait_for_parts()
+    return {"parts": Job.objects.filter(params__part_of=job.pk, status=Job.Status.SUCCEEDED).count()}
+
+
 @pytest.fixture(autouse=True)
 def _reset_calls():
     calls.clear()
@@ -150,3 +160,40 @@ def test_it_fails_a_job_whose_kind_has_no_handler(researcher):
 @pytest.mark.django_db
 def test_it_ignores_a_missing_job():
     assert jobs.execute_job(987654) == "missing"
+
+
+def test_a_job_waits_for_its_parts_parked_on_no_worker_and_ends_after_them(
+    researcher, django_capture_on_commit_callbacks
+):
+    committed = django_capture_on_commit_callbacks  # what waits for a commit runs as the block ends
+    with mock.patch("k12vista.tasks.run_job.apply_async") as sent:
+        job = jobs.start_job(kind="tests.whole", user=researcher)
+        assert jobs.execute_job(job.pk) == "parked"  # the handler returned; the job did not end
+        job.refresh_from_db()
+        part = Job.objects.get(params__part_of=job.pk)
+        assert job.status == Job.Status.RUNNING and part.status == Job.Status.QUEUED
+        assert jobs.execute_job(job.pk) == "parked"  # woken too early (a stray message): parks again
+        sent.reset_mock()
+        with committed(execute=True):
+            assert jobs.execute_job(part.pk) == Job.Status.SUCCEEDED
+        sent.assert_called_once_with((job.pk,), queue="cpu")  # the part's end woke it
+        assert jobs.execute_job(job.pk) == Job.Status.SUCCEEDED
+    job.refresh_from_db()
+    assert job.result == {"parts": 1} and job.attempts == 1
+
+
+def test_a_parked_job_is_cancelled_at_once_with_its_parts_and_a_part_that_gives_up_wakes_it(
+    researcher, django_capture_on_commit_callbacks
+):
+    with mock.patch("k12vista.tasks.run_job.apply_async") as sent:
+        cancelled = jobs.start_job(kind="tests.whole", user=researcher)
+        assert jobs.execute_job(cancelled.pk) == "parked"
+        jobs.cancel_job(job=cancelled)
+        assert cancelled.status == Job.Status.CANCELLED
+        assert Job.objects.get(params__part_of=cancelled.pk).status == Job.Status.CANCELLED
+        given_up = jobs.start_job(kind="tests.whole", user=researcher)
+        assert jobs.execute_job(given_up.pk) == "parked"
+        sent.reset_mock()
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs.fail_job(Job.objects.get(params__part_of=given_up.pk).pk, "Gave up after 6 attempts")
+        sent.assert_called_once_with((given_up.pk,), queue="cpu")

@@ -217,6 +217,59 @@ def test_synchronous_callers_share_the_same_slots(counting_server, settings):
     assert len(Counting.seen) == 3 and Counting.most == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_synchronous_caller_gets_a_slot_from_a_busy_run_without_waiting_for_its_end(
+    counting_server, researcher, settings
+):
+    """The run holds every slot and always has work; the OCR caller's demand
+    makes it give one back as a call ends, instead of the caller polling until
+    the run is over (100 calls over 4 slots take 5 s)."""
+    settings.MODEL_CALL_RETRIES = 0
+    Counting.delay = 0.2
+    for _ in range(100):
+        make_question()
+    endpoint = make_endpoint(counting_server, max_concurrency=4)
+    run = start_run(endpoint, researcher, params={"temperature": 0.1})
+    errors, demands = [], []
+
+    def work():
+        try:
+            execute_job(run.job_id)
+        except Exception as exc:  # pragma: no cover - shown in the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while Counting.most < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert Counting.most == 4  # the run alone holds all four
+        real_take = calls.take_slots
+
+        def take_and_look(**kwargs):
+            demands.append(set(CallDemand.objects.values_list("holder", flat=True)))
+            return real_take(**kwargs)
+
+        asked = time.monotonic()
+        with mock.patch.object(calls, "take_slots", take_and_look):
+            calls.complete_sync(endpoint, [{"role": "user", "content": "读这一页"}], {"temperature": 0.9})
+        answered = time.monotonic()
+    finally:
+        thread.join(timeout=60)
+        connection.close()
+    assert not errors and Counting.most <= 4
+    assert InferenceRun.objects.get(pk=run.pk).counts()["ok"] == 100
+    ends = max(e for k, _, e in Counting.calls if k == 0.1)
+    # Within a few seconds, well before the run's end ...
+    assert answered - asked < 3 and answered < ends - 1.5, (answered - asked, ends - answered)
+    # ... because its demand, beside the run's, was there while it waited; both gone at the end.
+    assert any(any(h.startswith(calls.SYNC_HOLDER) for h in seen) and len(seen) == 2 for seen in demands)
+    assert not CallLease.objects.exclude(holder="").exists() and not CallDemand.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("status", "headers", "seconds"),
     [

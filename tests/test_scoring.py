@@ -5,8 +5,10 @@ import json
 from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from inference import prompts, scoring, services
+from inference import client, prompts, scoring, services
 from inference.models import InferenceRun, JudgedStep, Judgment, ModelEndpoint, Response, ScoringRun
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -218,6 +220,37 @@ def test_it_runs_again_without_duplicates_or_new_calls(judge_server, researcher)
     assert len(Judge.seen) == asked == 4
     assert list(scored.judgments.values_list("id", "status", "score")) == before
     assert JudgedStep.objects.filter(judgment__scoring_run=scored).count() == 3
+
+
+def save_judged(researcher, answers: int) -> tuple[ScoringRun, int]:
+    """Saves ``answers`` step-by-step judgments as one batch (the last call failed; one finished
+    meanwhile by another job); returns the scoring run and the statements the save took."""
+    run = answered_run("step_by_step", [f"ANSWER-{n} 步骤1：……" for n in range(answers)])
+    scoring_run = start(run, judge_endpoint("http://127.0.0.1:9/v1", name=f"judge {answers}"), researcher)
+    pending, _done, _total = scoring.prepare_judging(scoring_run)
+    said = client.Completion(text=STEPS_JSON, latency_ms=5, prompt_tokens=100, completion_tokens=20,
+                             finish_reason="stop", attempts=1)  # fmt: skip
+    verdicts = [scoring.Verdict(completions=[said], result=scoring.parse_steps(STEPS_JSON)) for _ in pending]
+    verdicts[-1] = scoring.Verdict(call_error="HTTP 400: too long", call_attempts=1)
+    Judgment.objects.filter(pk=pending[0].pk).update(status=Judgment.Status.OK, score=1.0)
+    batch = [(j, *scoring.judgment_fields(scoring_run.method, v)) for j, v in zip(pending, verdicts, strict=True)]
+    with CaptureQueriesContext(connection) as queries:
+        scoring.save_judgments(batch)
+    return scoring_run, len(queries)
+
+
+def test_a_batch_of_judgments_is_saved_in_as_many_statements_for_3_as_for_40(researcher):
+    small, few = save_judged(researcher, 3)
+    large, many = save_judged(researcher, 40)
+    assert few == many <= 8  # the claim, one UPDATE per set of columns, the old steps, the new ones
+    statuses = list(large.judgments.order_by("id").values_list("status", "score"))
+    assert statuses[0] == ("ok", 1.0)  # finished meanwhile: left as it was, no steps added
+    assert statuses[1:-1] == [("ok", pytest.approx(2 / 3))] * 38 and statuses[-1] == ("call_failed", None)
+    assert JudgedStep.objects.filter(judgment__scoring_run=large).count() == 38 * 3
+    judged = large.judgments.order_by("id")[1]
+    assert list(judged.steps.values_list("position", "label")) == [(1, "CS"), (2, "CS"), (3, "LRE")]
+    assert (judged.attempts, judged.prompt_tokens, judged.parse_status) == (1, 100, "ok")
+    assert "HTTP 400" in large.judgments.order_by("id").last().error
 
 
 def test_it_rescores_only_the_failed_judgments(judge_server, researcher):

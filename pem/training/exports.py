@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -266,15 +267,18 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     images = _Images(partial, run)
     total = run.kept
     counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
-    outs = {name: open(partial / formats.FILE_NAMES[name], "w", encoding="utf-8") for name in export.formats}  # noqa: SIM115
+    outs = {name: open(partial / formats.FILE_NAMES[name], "wb") for name in export.formats}  # noqa: SIM115
     try:
         if progress:
             progress(0, total)
         for example in examples(run):
             example["images"] = images.for_question(example["question_id"])
+            # The prompt and the answer once for every format; lines written by orjson (UTF-8, the
+            # same JSON as json.dumps without its spaces): json.dumps was half the export's time.
+            text, answer = formats.user_text(example), formats.assistant_text(example)
             for name, out in outs.items():
-                out.write(json.dumps(formats.render(name, example), ensure_ascii=False))
-                out.write("\n")
+                out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer)))
+                out.write(b"\n")
             counts["records"] += 1
             counts["steps"] += len(example["steps"])
             for label, _ in example["labels"]:

@@ -58,10 +58,12 @@ def assistant_text(example: dict) -> str:
     return json.dumps({"steps": steps}, ensure_ascii=False)
 
 
-def render(name: str, example: dict) -> dict:
-    """One example as a line of format ``name``; ``example["images"]`` are relative paths."""
+def render(name: str, example: dict, *, text: str | None = None, answer: str | None = None) -> dict:
+    """One example as a line of format ``name``; ``example["images"]`` are relative paths. An export
+    writing several formats passes the example's ``user_text`` and ``assistant_text``, made once."""
     images = list(example["images"])
-    text, answer = user_text(example), assistant_text(example)
+    text = user_text(example) if text is None else text
+    answer = assistant_text(example) if answer is None else answer
     tokens = IMAGE_TOKEN * len(images)
     if name in ("llamafactory", "swift"):
         line: dict[str, Any] = {"messages": [

@@ -13,29 +13,33 @@ A record whose question is not in the bank keeps the snapshot it carries
 and is counted in ``questions_missing``; one whose question is in the bank
 links to it and takes its subject, grade, stage and type.
 
-Lines are read, checked and written a batch at a time (memory stays flat):
-on PostgreSQL with ``COPY`` (ids taken from the sequences first, so steps and
-labels can point at their rows), elsewhere with batched inserts. A bad line
-fails alone with its reason; a batch that meets a chain another import wrote
-at the same moment is redone one record at a time through pem.services.
+Lines are read, checked and written a batch at a time (memory stays flat),
+through k12vista.bulk as the other importers: on PostgreSQL with ``COPY`` (ids
+taken from the sequences first, so steps and labels can point at their rows),
+elsewhere with batched inserts. A bad line fails alone with its reason; a batch
+that meets a chain another import wrote at the same moment is redone one record
+at a time through pem.services.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Full, Queue
 from typing import Any
 
+import orjson
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation.jsonl_import import RecordError, open_source
 from annotation.models import Question
+from k12vista import bulk
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
@@ -46,25 +50,46 @@ LABEL_SET = frozenset(LABEL_CODES)
 KEY_HASH_LENGTH = 24
 
 
-def chain_key(hash_id: str, record: dict) -> str:
-    """The question and the chain's content: the same record always gets the same key."""
-    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    digest = hashlib.sha256(canonical.encode()).hexdigest()[:KEY_HASH_LENGTH]
+class _Float(float):
+    """A float as parsed from a line: orjson refuses to write it (a float subclass), so a record
+    holding one gets its key from ``json.dumps``, whose float notation orjson does not share."""
+
+
+def canonical_json(record: dict) -> bytes:
+    """The record as canonical JSON: sorted keys, no spaces, UTF-8. orjson writes the same bytes as
+    ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"))`` for text, whole
+    numbers, lists and objects, in a fifth of the time; floats (written 1e-05 by one and 0.00001 by
+    the other) and integers over 64 bits go through ``json.dumps``, so every key stays what it was."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return canonical.encode()
+        except UnicodeEncodeError:  # "\ud800" in the line: no database can store it
+            raise RecordError("line", gettext("the text holds an unpaired surrogate (\\ud800-\\udfff)")) from None
+
+
+def chain_key(hash_id: str, digest: str) -> str:
+    """The question and the chain's content (``digest``: of the whole record, canonical): the same
+    record always gets the same key."""
     return f"{hash_id[: 200 - KEY_HASH_LENGTH - 1]}:{digest}"
 
 
 def parse_line(line: bytes) -> services.ChainData:
     """One line as a chain (RecordError says what is wrong)."""
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_float=_Float)
     except ValueError as exc:
         raise RecordError("line", gettext("not valid JSON: %(error)s") % {"error": exc}) from None
     if not isinstance(record, dict):
         raise RecordError("line", gettext("expected a JSON object"))
     if "step_labels" not in record:
         raise RecordError("step_labels", gettext("missing: a PEM-800K record labels its steps"))
+    # First: the canonical JSON refuses text that no database can store.
+    digest = hashlib.sha256(canonical_json(record)).hexdigest()[:KEY_HASH_LENGTH]
     data = _plain_record(record) or services.from_reference(record)
-    data.key = chain_key(data.question_hash_id, record)
+    data.key = chain_key(data.question_hash_id, digest)
     return data
 
 
@@ -96,14 +121,18 @@ def _plain_record(record: dict) -> services.ChainData | None:
     data = services.ChainData(key="", question_hash_id=hash_id.strip(), question_text=question or "",
                               reference_solution=solution, reference_answer=answer, response_text=response or "",
                               model_name=(model or "").strip())  # fmt: skip
+    texts, labels, label_data = data.steps, data.labels, services.LabelData
     for entry in steps:
-        if not (
-            isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and entry[0].strip()
-            and entry[1] in LABEL_SET and isinstance(entry[2], str)
+        if type(entry) is not list or len(entry) != 3:
+            return None
+        text, label, explanation = entry
+        if (
+            type(text) is not str or type(label) is not str or type(explanation) is not str
+            or label not in LABEL_SET or not text.strip()
         ):  # fmt: skip
             return None
-        data.steps.append(entry[0])
-        data.labels.append([services.LabelData(entry[1], entry[2].strip(), "")])
+        texts.append(text)
+        labels.append([label_data(label, explanation.strip(), "")])
     return data
 
 
@@ -188,130 +217,98 @@ def _read_ahead(batches: Iterator[_Batch], depth: int = READ_AHEAD) -> Iterator[
         thread.join()
 
 
-def _fill_from_bank(chains: list[services.ChainData]) -> int:
-    """Links chains to the bank's questions in one query; returns how many found none."""
-    hash_ids = {data.question_hash_id for data in chains}
-    questions = {q.hash_id: q for q in Question.objects.filter(hash_id__in=hash_ids)}
-    missing = 0
-    for data in chains:
-        question = questions.get(data.question_hash_id)
-        data.question = question
-        if question is None:
-            missing += 1
-            continue
-        if not data.subject:
-            data.subject, data.grade, data.stage = question.subject, question.grade, question.stage
-        data.qtype = data.qtype or question.qtype
-        data.question_text = data.question_text or services.question_text_of(question)
-        data.reference_solution = data.reference_solution or services.reference_solution_of(question)
-        data.reference_answer = data.reference_answer or "\n".join(question.answers)
-    return missing
+_COT_GIVEN = ("key", "question_id", *services.SNAPSHOT_FIELDS)
 
 
-class _Columns:
-    """A model's columns for COPY: the ones the import gives, in its order, then every other
-    concrete field with its default (a field added later with a default does not break the
-    bulk path), so a row is ``given + self.rest`` without a dict per row."""
-
-    def __init__(self, model: Any, given: tuple[str, ...]) -> None:
-        fields = {f.attname: f for f in model._meta.concrete_fields}
-        # The primary key, when not given, comes from its sequence.
-        others = [f for name, f in fields.items() if name not in given and not f.primary_key]
-        self.rest = tuple(f.get_default() for f in others)
-        names = [fields[name].column for name in given] + [f.column for f in others]
-        q = connection.ops.quote_name
-        self.sql = f"COPY {q(model._meta.db_table)} ({', '.join(q(c) for c in names)}) FROM STDIN"
-
-
-_COT_GIVEN = ("id", "key", "origin", "question_id", "response_id", "in_training_data", "status", "created",
-              *services.SNAPSHOT_FIELDS)  # fmt: skip
-_STEP_GIVEN = ("id", "cot_id", "position", "text")
-_LABEL_GIVEN = ("step_id", "source", "rater", "user_id", "scoring_run_id", "label", "explanation",
-                "taxonomy_version", "guideline_version", "created")  # fmt: skip
-
-
-def _take_ids(model: Any, n: int) -> list[int]:
-    """``n`` new ids from the model's sequence, in one array (one row back instead of n)."""
+def may_skip_row_checks() -> bool:
+    """Whether this connection may turn off the per-row triggers for a transaction
+    (``session_replication_role``: a superuser, or ``GRANT SET ON PARAMETER`` on PostgreSQL 15+)."""
+    query = "SELECT current_setting('is_superuser') = 'on'"
+    if connection.pg_version >= 150000:  # type: ignore[attr-defined]  # PostgreSQL's own attribute
+        query += " OR has_parameter_privilege('session_replication_role', 'SET')"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [model._meta.db_table])
-        sequence = cursor.fetchone()[0]  # once: per row it would be looked up n times
-        cursor.execute("SELECT array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)", [sequence, n])
-        return cursor.fetchone()[0] or []
+        cursor.execute(query)
+        return bool(cursor.fetchone()[0])
 
 
-def _chain_values(data: services.ChainData, now) -> dict:
-    values = {name: getattr(data, name) for name in services.SNAPSHOT_FIELDS}
-    values.update(key=data.key, origin=ChainOfThought.Origin.IMPORTED,
-                  question_id=data.question.pk if data.question else None, response_id=None,
-                  in_training_data=False, status=ChainOfThought.Status.NEW, created=now)  # fmt: skip
-    return values
+def _checks_set_based(cursor: Any, chains: list[services.ChainData]) -> str:
+    """Turns the foreign-key triggers off for this transaction and does their work for the whole
+    batch at once; returns the setting to put back.
+
+    A COPY into tables with foreign keys queues one check per row, run at commit: 11 million
+    for the paper's file, 40% of the server's work of an import (bench/pem800k.py). Here they
+    prove nothing one query cannot: every step and label points at a row this transaction
+    wrote, with ids it took from the sequences, so only the chains' questions need checking,
+    and those are locked ``FOR KEY SHARE`` (the lock each check would take, so no one deletes
+    them before the commit); a chain whose question was deleted since it was looked up keeps
+    its snapshot unlinked. Unique indexes are not triggers: a key written meanwhile by another
+    import still raises IntegrityError."""
+    cursor.execute("SELECT current_setting('session_replication_role')")
+    before = cursor.fetchone()[0]
+    cursor.execute("SELECT set_config('session_replication_role', 'replica', true)")
+    linked = {data.question.pk for data in chains if data.question is not None}
+    if linked:
+        table = connection.ops.quote_name(Question._meta.db_table)
+        cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) FOR KEY SHARE", [sorted(linked)])  # noqa: S608
+        found = {row[0] for row in cursor.fetchall()}
+        for data in chains:
+            if data.question is not None and data.question.pk not in found:
+                data.question = None
+    return before
 
 
-def _write_postgres(chains: list[services.ChainData], import_name: str) -> None:
-    """COPY of the chains, their steps and labels, rows built as tuples straight from the data."""
+def _write(chains: list[services.ChainData], import_name: str, *, checks_per_row: bool = True) -> None:
+    """The chains, their steps and labels through k12vista.bulk (COPY on PostgreSQL, batched
+    inserts elsewhere), rows built as tuples straight from the data: no dict per row."""
     if not chains:
         return
+    if not checks_per_row:
+        with connection.cursor() as cursor:
+            before = _checks_set_based(cursor, chains)
+        _write(chains, import_name)
+        # A failure rolls the setting back with the rest; after a success, SET LOCAL would outlive
+        # a savepoint: a caller's own transaction gets its triggers back.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('session_replication_role', %s, true)", [before])
+        return
     now = timezone.now()
-    cot_ids = _take_ids(ChainOfThought, len(chains))
-    step_ids = iter(_take_ids(Step, sum(len(d.steps) for d in chains)))
-    cot_cols, step_cols, label_cols = (_Columns(ChainOfThought, _COT_GIVEN), _Columns(Step, _STEP_GIVEN),
-                                       _Columns(StepLabel, _LABEL_GIVEN))  # fmt: skip
-    origin, status, source = ChainOfThought.Origin.IMPORTED, ChainOfThought.Status.NEW, StepLabel.Source.IMPORTED
-    snapshot = services.SNAPSHOT_FIELDS
-    steps, labels = [], []
-    with connection.cursor() as cursor:
-        with cursor.copy(cot_cols.sql) as copy:
-            write, rest = copy.write_row, cot_cols.rest
-            for cot_id, data in zip(cot_ids, chains, strict=True):
-                question_id = data.question.pk if data.question else None
-                write((cot_id, data.key, origin, question_id, None, False, status, now,
-                       *[getattr(data, name) for name in snapshot], *rest))  # fmt: skip
-                for position, (text, step_labels) in enumerate(zip(data.steps, data.labels, strict=True), 1):
-                    step_id = next(step_ids)
-                    steps.append((step_id, cot_id, position, text))
-                    labels += [(step_id, label.label, label.explanation) for label in step_labels]
-        with cursor.copy(step_cols.sql) as copy:
-            write, rest = copy.write_row, step_cols.rest
-            for row in steps:
-                write((*row, *rest))
-        with cursor.copy(label_cols.sql) as copy:
-            write, rest = copy.write_row, label_cols.rest
-            tail = (None, None)
-            for step_id, label, explanation in labels:
-                write((step_id, source, import_name, *tail, label, explanation, TAXONOMY_VERSION, "", now, *rest))
+    snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
+    cots = bulk.Table(ChainOfThought, _COT_GIVEN, fixed={
+        "origin": ChainOfThought.Origin.IMPORTED, "response_id": None, "in_training_data": False,
+        "status": ChainOfThought.Status.NEW, "created": now,
+    })  # fmt: skip
+    cot_ids = cots.insert([(data.key, data.question.pk if data.question else None,
+                            *snapshot_of(data)) for data in chains], ids=True)  # fmt: skip
+    steps = [
+        (cot_id, position, text)
+        for cot_id, data in zip(cot_ids, chains, strict=True)
+        for position, text in enumerate(data.steps, 1)
+    ]
+    step_ids = bulk.Table(Step, ("cot_id", "position", "text")).insert(steps, ids=True)
+    labels_of_steps = (step_labels for data in chains for step_labels in data.labels)
+    labels = bulk.Table(StepLabel, ("step_id", "label", "explanation"), fixed={
+        "source": StepLabel.Source.IMPORTED, "rater": import_name, "user_id": None, "scoring_run_id": None,
+        "taxonomy_version": TAXONOMY_VERSION, "guideline_version": "", "created": now,
+    })  # fmt: skip
+    labels.insert([
+        (step_id, label.label, label.explanation)
+        for step_id, step_labels in zip(step_ids, labels_of_steps, strict=True)
+        for label in step_labels
+    ])  # fmt: skip
 
 
-def _label_values(step_id: int, label: services.LabelData, import_name: str, now) -> dict:
-    return {"step_id": step_id, "source": StepLabel.Source.IMPORTED, "rater": import_name, "user_id": None,
-            "scoring_run_id": None, "label": label.label, "explanation": label.explanation,
-            "taxonomy_version": TAXONOMY_VERSION, "guideline_version": "", "created": now}  # fmt: skip
+def _stored_keys(keys: list[str]) -> set[str]:
+    return set(ChainOfThought.objects.filter(key__in=keys).values_list("key", flat=True))
 
 
-def _write_batched(chains: list[services.ChainData], import_name: str) -> None:
-    """Batched inserts (SQLite returns the new ids, so steps can point at them)."""
-    now = timezone.now()
-    cots = ChainOfThought.objects.bulk_create(ChainOfThought(**_chain_values(d, now)) for d in chains)
-    steps = Step.objects.bulk_create(
-        Step(cot_id=cot.pk, position=n, text=text)
-        for cot, data in zip(cots, chains, strict=True)
-        for n, text in enumerate(data.steps, 1)
-    )
-    step_iter = iter(steps)
-    rows = []
-    for data in chains:
-        for step_labels in data.labels:
-            step = next(step_iter)
-            rows += [StepLabel(**_label_values(step.pk, label, import_name, now)) for label in step_labels]
-    StepLabel.objects.bulk_create(rows, batch_size=2000)
-
-
-def _flush(batch: _Batch, report: services.ImportReport, import_name: str) -> int:
+def _flush(batch: _Batch, report: services.ImportReport, import_name: str, *, checks_per_row: bool = True) -> int:
     """Writes the batch; returns how many of its chains have no question in the bank."""
     if not batch:
         return 0
     chains = [data for _, data in batch.chains]
-    missing = _fill_from_bank(chains)
-    existing = set(ChainOfThought.objects.filter(key__in=[d.key for d in chains]).values_list("key", flat=True))
+    services.fill_from_bank(chains)
+    missing = sum(data.question is None for data in chains)
+    existing = _stored_keys([d.key for d in chains])
     new: dict[str, services.ChainData] = {}
     for number, data in batch.chains:
         if data.key in existing or data.key in new:
@@ -319,10 +316,9 @@ def _flush(batch: _Batch, report: services.ImportReport, import_name: str) -> in
         else:
             new[data.key] = data
             report.tally(("created", number, data.key, "", data.warnings))
-    write = _write_postgres if connection.vendor == "postgresql" else _write_batched
     try:
         with transaction.atomic():
-            write(list(new.values()), import_name)
+            _write(list(new.values()), import_name, checks_per_row=checks_per_row)
     except IntegrityError:
         # Another import wrote some of these chains meanwhile: one at a time, through the careful path.
         report.created -= len(new)
@@ -345,6 +341,7 @@ def import_pem800k(
     import_name = (name or Path(path).name).strip()[:200]
     report = services.ImportReport()
     missing = 0
+    checks_per_row = connection.vendor != "postgresql" or not may_skip_row_checks()
     with open_source(path) as source:
         total = source.count_lines()
         if progress:
@@ -352,17 +349,14 @@ def import_pem800k(
         for batch in _read_ahead(_read_batches(source, batch_size)):
             for outcome in batch.failed:
                 report.tally(outcome)
-            missing += _flush(batch, report, import_name)
+            missing += _flush(batch, report, import_name, checks_per_row=checks_per_row)
             if progress and batch.done < total:
                 progress(batch.done, total)
         if progress:
             progress(total, total)
-    if connection.vendor == "postgresql" and report.created:
+    if report.created:
         # Statistics for the filters' plans: a bulk load leaves the planner guessing a few rows.
         # Only the columns the filters join, group and look up on: the long texts' statistics
         # are never used and were half of the ANALYZE.
-        q = connection.ops.quote_name
-        with connection.cursor() as cursor:
-            for model, columns in _ANALYZED.items():
-                cursor.execute(f"ANALYZE {q(model._meta.db_table)} ({', '.join(q(c) for c in columns)})")
+        bulk.analyze(*_ANALYZED, columns=_ANALYZED, vacuum=False)
     return {**report.as_dict(), "questions_missing": missing, "rater": import_name}
