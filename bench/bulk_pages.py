@@ -6,7 +6,9 @@
   the baseline is a full ``count()`` per status (what the page did before the
   capped counts);
 - the labelling queue of an annotator holding 500 open tasks (keyset pages of
-  50); the baseline is reading all 500 open tasks, as the page did before;
+  50) and 500 submitted ones, with 5,000 other items waiting in the pool (over
+  the count's cap); the baseline is reading all 500 open tasks, as the page did
+  before, and the question queue page is measured beside it;
 - the difficulty-filter confirm over 10,000 questions (two small-model filter
   runs that answered all of them right), through ``inference.difficulty.confirm_filters``,
   the job's service (set-based ``reject_many``); the baseline is one
@@ -16,7 +18,8 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a database with bench in its name> DATA_DIR=$(mktemp -d) \\
         SECRET_KEY=... ALLOWED_HOSTS=testserver BEHIND_TLS=0 .venv/bin/python -m bench.bulk_pages
 
-Run it with DEBUG off, as production runs. It migrates the database and fills it.
+Run it with DEBUG off, as production runs. It migrates the database and fills it
+(a fresh database each time). ``--only label`` runs the label queue alone.
 """
 
 from __future__ import annotations
@@ -39,6 +42,18 @@ def timings(call: Callable[[], object], repeat: int) -> tuple[float, float]:
         seen.append(1000 * (time.perf_counter() - start))
     seen.sort()
     return statistics.median(seen), seen[min(len(seen) - 1, round(0.95 * (len(seen) - 1)))]
+
+
+def in_turn(calls: list[Callable[[], object]], repeat: int) -> list[tuple[float, float]]:
+    """p50 and p95 milliseconds of each call, the calls taken in turn: on a shared machine a
+    change of load then falls on all of them alike."""
+    seen: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeat):
+        for call, times in zip(calls, seen, strict=True):
+            start = time.perf_counter()
+            call()
+            times.append(1000 * (time.perf_counter() - start))
+    return [(statistics.median(t), sorted(t)[min(len(t) - 1, round(0.95 * (len(t) - 1)))]) for t in seen]
 
 
 def row(label: str, p50: float, p95: float) -> None:
@@ -117,6 +132,8 @@ def status_counts(args) -> None:
 
 
 def label_queue(args) -> None:
+    from datetime import timedelta
+
     from django.test import Client
     from django.utils import timezone
 
@@ -127,13 +144,26 @@ def label_queue(args) -> None:
     from pem.models import ChainOfThought, LabellingTask
 
     user = create_user(username="bench-labeller", roles=[Role.ANNOTATOR])
+    other = create_user(username="bench-other-labeller", roles=[Role.ANNOTATOR])
     now = timezone.now()
+    # Texts the size of a real chain of thought: the page must not read them.
+    response = "设 $x^2-5x+6=0$，则 $(x-2)(x-3)=0$。" * 40
+    total = args.tasks + args.submitted + args.pool
     cot_ids = bulk.insert_rows(ChainOfThought, [
-        {"key": f"bench-cot-{i}", "origin": ChainOfThought.Origin.IMPORTED.value, "question_text": "题目",
-         "response_text": "回答", "status": ChainOfThought.Status.LABELLING.value, "created": now}
-        for i in range(args.tasks)
+        {"key": f"bench-cot-{i}", "origin": ChainOfThought.Origin.IMPORTED.value, "question_text": "题目" * 100,
+         "response_text": response, "reference_solution": response,
+         "status": ChainOfThought.Status.LABELLING.value, "created": now}
+        for i in range(total)
     ], ids=True)  # fmt: skip
-    bulk.insert_rows(LabellingTask, [{"cot_id": pk, "annotator_id": user.pk, "created": now} for pk in cot_ids])
+    mine, done = cot_ids[: args.tasks], cot_ids[args.tasks : args.tasks + args.submitted]
+    pool = cot_ids[args.tasks + args.submitted :]
+    bulk.insert_rows(LabellingTask, [
+        *({"cot_id": pk, "annotator_id": user.pk, "created": now} for pk in mine),
+        *({"cot_id": pk, "annotator_id": user.pk, "created": now - timedelta(days=1),
+           "submitted": now - timedelta(seconds=i)} for i, pk in enumerate(done)),
+        # A third of the pool already has someone on it: those items come first.
+        *({"cot_id": pk, "annotator_id": other.pk, "created": now} for pk in pool[::3]),
+    ])  # fmt: skip
     bulk.analyze(ChainOfThought, LabellingTask, Question)
     client = Client()
     client.force_login(user)
@@ -145,10 +175,21 @@ def label_queue(args) -> None:
     def page():
         assert client.get("/pem/label/").status_code == 200
 
-    print(f"label queue: one annotator with {args.tasks} open tasks")
-    row(f"baseline: reading all {args.tasks} open tasks (the page before keyset pages)",
-        *timings(every_open_task, args.repeat))  # fmt: skip
-    row("GET /pem/label/ (first keyset page of 50, counts capped)", *timings(page, args.repeat))
+    def question_queue():
+        assert client.get("/annotate/").status_code == 200
+
+    def frame():  # every page's frame: middleware, session, permissions, the base template
+        assert client.get("/account/").status_code == 200
+
+    print(f"label queue: one annotator with {args.tasks} open tasks, {args.submitted} submitted; "
+          f"{args.pool} other items waiting in the pool (the four rows measured in turn)")  # fmt: skip
+    baseline, label, annotate, account = in_turn([every_open_task, page, question_queue, frame], args.repeat)
+    row(f"baseline: reading all {args.tasks} open tasks (the page before keyset pages)", *baseline)
+    row("GET /pem/label/ (first keyset page of 50, counts capped)", *label)
+    # On a shared machine the frame moves with the load: the question queue page and the account
+    # page, measured beside it, are the yardsticks.
+    row("for comparison: GET /annotate/ (the question queue page)", *annotate)
+    row("for comparison: GET /account/ (little but every page's frame)", *account)
 
 
 def difficulty_confirm(args) -> None:
@@ -200,9 +241,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=300_000)
     parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--submitted", type=int, default=500, help="tasks the labeller already submitted")
+    parser.add_argument("--pool", type=int, default=5000, help="other items waiting for labels")
     parser.add_argument("--reject", type=int, default=10_000)
     parser.add_argument("--baseline-sample", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument(
+        "--only",
+        choices=["counts", "label", "confirm"],
+        help="run one of the three parts (label: the label queue alone, without the 300K load)",
+    )
     args = parser.parse_args()
 
     import django
@@ -218,9 +266,9 @@ def main() -> None:
     call_command("collectstatic", interactive=False, verbosity=0)  # the manifest production serves from
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores); "
           f"DEBUG {settings.DEBUG}")  # fmt: skip
-    status_counts(args)
-    label_queue(args)
-    difficulty_confirm(args)
+    for name, part in (("counts", status_counts), ("label", label_queue), ("confirm", difficulty_confirm)):
+        if args.only in (None, name):
+            part(args)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -111,6 +111,9 @@ class ChainOfThought(models.Model):
         ordering = ["id"]
         indexes = [
             models.Index(fields=["status"]),
+            # The labelling pool's ids alone: the label queue's capped count of waiting items
+            # reads this index, not the wide rows (texts) of every item in the pool.
+            models.Index(fields=["id"], condition=models.Q(status="labelling"), name="pem_cot_labelling_pool"),
             models.Index(fields=["subject", "qtype", "stage"]),
             models.Index(
                 fields=["split_run"], condition=models.Q(split_run__isnull=False), name="pem_cot_split_run_set"
@@ -264,9 +267,14 @@ class LabellingTask(models.Model):
     class Meta:
         ordering = ["created", "id"]
         constraints = [models.UniqueConstraint(fields=["cot", "annotator"], name="pem_labelling_task_unique")]
-        # the label queue's keyset pages of a person's open tasks
-        indexes = [models.Index(fields=["annotator", "created", "id"], condition=models.Q(submitted__isnull=True),
-                                name="pem_task_open_queue")]  # fmt: skip
+        indexes = [
+            # the label queue's keyset pages of a person's open tasks
+            models.Index(fields=["annotator", "created", "id"], condition=models.Q(submitted__isnull=True),
+                         name="pem_task_open_queue"),
+            # and their last submissions: 50 rows read in order, not all of them sorted
+            models.Index(fields=["annotator", "-submitted"], condition=models.Q(submitted__isnull=False),
+                         name="pem_task_submitted_list"),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return f"labelling of {self.cot} by {self.annotator}"

@@ -5,8 +5,8 @@ models), a model split (one chain's split is not in its text: the rule split is 
 fallback), a four-judge panel with a strict-majority threshold (one judge answers garbage for some
 chains: missing votes, never guessed), the four filters with their funnel, an export in all four
 formats (each line checked against its format's rules), ``train_pem`` training the tiny model with
-TRL on the TRL export, the checkpoint registered as a PEM endpoint, and a step-by-step scoring run
-with it that labels every step.
+TRL on the TRL export (the loss on the answers only), the checkpoint registered as a PEM endpoint,
+and a step-by-step scoring run with it, prompted as the export's examples are, that labels every step.
 
 Jobs run eagerly (``execute_job``, the broker send mocked), as the other job tests do.
 """
@@ -17,10 +17,12 @@ from unittest import mock
 import pytest
 from django.conf import settings as django_settings
 
-from inference import campaigns, scoring, services
+from inference import campaigns, prompts, scoring, services
+from inference.default_prompts import PromptKind
 from inference.models import JudgedStep, Judgment, ModelEndpoint, ScoringRun
 from k12vista.jobs import execute_job
 from k12vista.models import Job
+from k12vista.vocabulary import LABEL_CODES
 from pem import panel, splitting
 from pem.models import ChainOfThought, SplitResult, StepLabel, TrainingExport, TrainingRun
 from pem.training import exports, formats, jobs, train
@@ -36,16 +38,24 @@ from tests.scripted_models import Servers, user_text
 
 pytestmark = pytest.mark.django_db
 
-RIGHT = "步骤1：由题意 $x=2$。\n步骤2：代入得 $y=4$。\n最终答案：B"
+# Every line numbered, the final answer too: the rule split keeps the step texts without their numbers,
+# and the export's prompt (formats.user_text) numbers them again, so the PEM is trained on the answer
+# exactly as the scoring run shows it (the tiny model only repeats what it learnt for that exact prompt).
+RIGHT = "步骤1：由题意 $x=2$。\n步骤2：代入得 $y=4$。\n步骤3：最终答案：B"
+RIGHT_STEPS = ["由题意 $x=2$。", "代入得 $y=4$。", "最终答案：B"]  # the rule split
 WRONG = "步骤1：设 $x=3$。\n步骤2：计算得 $2x=5$。\n最终答案：B"
-RIGHT_STEPS = RIGHT.split("\n")
+# A judge_steps prompt that shows an answer as formats.user_text shows a training example.
+PEM_USER_TEMPLATE = "题目：\n${question}\n${options}\n\n参考答案：\n${reference_answer}\n\n学生解答：\n${model_answer}"
+# Enough for the tiny model (2 layers, width 64) to learn its two examples' answer; the former 4 steps at
+# 1e-4 left it writing noise, and 2e-2 is unstable for it.
+TINY_TRAINING = {"max_steps": 100, "learning_rate": 1e-2, "gradient_checkpointing": False}
 WRONG_LABELS = [("CS", ""), ("CE", "计算错误：2x 应为 6"), ("CS", "")]
 
 
 def splitter_reply(body):
     text = user_text(body)
-    if "$y=4$" in text:
-        return 200, json.dumps({"steps": RIGHT_STEPS}, ensure_ascii=False)
+    if "$2x=5$" in text:
+        return 200, json.dumps({"steps": WRONG.split("\n")}, ensure_ascii=False)
     return 200, json.dumps({"steps": ["这一步不在解答里。"]}, ensure_ascii=False)  # not in the chain: fallback
 
 
@@ -125,16 +135,18 @@ def test_a_researcher_goes_from_a_campaign_to_a_trained_pem_that_scores_step_by_
         assert (summary.ok, summary.failed, summary.finished) == (6, 0, True)
         runs = {run.endpoint.name: run for run in campaign.runs.select_related("endpoint")}
 
-        # 2. A model split: the right chains take the model's steps, the others keep the rule split, recorded.
+        # 2. A model split: the wrong chains take the model's steps, the others keep the rule split, recorded.
         split = splitting.start_split_run(splitter=endpoint("splitter", scripted), inference_runs=list(runs.values()),
                                           user=researcher)  # fmt: skip
         run_job(split.job_id)
         assert splitting.counts(split) | {"total": 6} == {**splitting.counts(split), "model": 2, "fallback": 4}
         fallback = SplitResult.objects.filter(split_run=split, outcome="fallback").first()
         assert "not in the chain" in fallback.error and fallback.cot.splitter == "rule"
-        assert set(ChainOfThought.objects.filter(response_text=RIGHT).values_list("splitter", flat=True)) == {
+        assert set(ChainOfThought.objects.filter(response_text=WRONG).values_list("splitter", flat=True)) == {
             "model:splitter"
         }
+        assert [list(c.steps.order_by("position").values_list("text", flat=True))
+                for c in ChainOfThought.objects.filter(response_text=RIGHT)] == [RIGHT_STEPS] * 2  # fmt: skip
 
         # 3. Four judges, a strict majority of three; j4's garbage is missing votes, not a guess.
         judges = [endpoint(f"j{n}", scripted) for n in range(1, 5)]
@@ -164,32 +176,37 @@ def test_a_researcher_goes_from_a_campaign_to_a_trained_pem_that_scores_step_by_
         assert export.status == TrainingExport.Status.DONE
         assert exports.verify_export(export) == dict.fromkeys(formats.FORMATS, 2)
 
-        # 6. train_pem: TRL on the TRL export, for a few steps.
+        # 6. train_pem: TRL on the TRL export, the loss on the assistant's answers only (recorded).
         trained = jobs.start_training(export=export, base_model=str(tiny_model_dir), user=researcher,
-                                      hyperparameters={"max_steps": 4})  # fmt: skip
-        assert trained.job.queue == Job.Queue.GPU
+                                      hyperparameters=TINY_TRAINING)  # fmt: skip
+        assert trained.job.queue == Job.Queue.GPU and trained.hyperparameters["completion_only_loss"] is True
         run_job(trained.job_id)
         trained.refresh_from_db()
-        assert trained.status == TrainingRun.Status.DONE and trained.metrics["global_step"] == 4
+        assert trained.status == TrainingRun.Status.DONE and trained.metrics["global_step"] == 100
+        assert trained.metrics["train_loss"] < 2  # a random model's loss over a 600-token vocabulary is ~6.4
         assert (django_settings.MEDIA_ROOT / trained.checkpoint / "config.json").is_file()
 
-        # 7. The checkpoint registered as the PEM, and a step-by-step scoring run with it.
+        # 7. The checkpoint registered as the PEM, and a step-by-step scoring run with it, prompted the way
+        # the export showed it its examples (a PEM reads the prompt it was trained on).
         pem = train.register_endpoint(trained, name="pem-tiny", user=researcher)
         assert pem.kind == ModelEndpoint.Kind.TRANSFORMERS
+        prompts.save_version(kind=PromptKind.JUDGE_STEPS, qtype="multiple_choice", name="PEM-800K",
+                             system=formats.SYSTEM_PROMPT, user_template=PEM_USER_TEMPLATE,
+                             user=researcher)  # fmt: skip
         scored = scoring.start_scoring_run(inference_run=runs["right"], judge=pem, method=ScoringRun.Method.JUDGE_STEPS,
-                                           user=researcher, params={"max_tokens": 48, "temperature": 0})  # fmt: skip
+                                           user=researcher, params={"max_tokens": 256, "temperature": 0})  # fmt: skip
         assert scored.job.kind == "inference.score_local" and scored.job.queue == Job.Queue.CPU
         run_job(scored.job_id)
-    # Every answer judged by the PEM's own calls. A randomly initialised 750 KB model trained for four
-    # steps does not write the JSON yet (hundreds of CPU steps did not teach it either): what it wrote
-    # is kept and counted as not understood, never guessed. A PEM that answers in the training
-    # target's format is read into step labels: test_a_local_pem_judges_steps_in_the_training_format.
+    # The trained PEM's own greedy answers, read into step labels: every step of both chains, as correct.
     judgments = Judgment.objects.filter(scoring_run=scored)
-    assert judgments.count() == 2 and set(judgments.values_list("status", flat=True)) <= {"ok", "parse_failed"}
-    assert all(j.raw_output and j.attempts >= 1 for j in judgments)
-    assert all(j.error for j in judgments.filter(status="parse_failed"))
+    assert [(j.status, j.error) for j in judgments] == [("ok", "")] * 2, [j.raw_output for j in judgments]
+    assert all(j.attempts == 1 and j.score == 1 for j in judgments)
+    for judgment in judgments:
+        steps = list(JudgedStep.objects.filter(judgment=judgment).order_by("position"))
+        assert [s.text for s in steps] == RIGHT_STEPS
+        assert {s.label for s in steps} <= set(LABEL_CODES) and [s.label for s in steps] == ["CS"] * 3
     coverage = scoring.coverage(scored)
-    assert coverage["total"] == 2 and coverage["pending"] == 0
+    assert (coverage["total"], coverage["scored"], coverage["pending"]) == (2, 2, 0)
     assert len(questions) == 2
 
 

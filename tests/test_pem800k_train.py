@@ -1,6 +1,9 @@
 """train_pem: TRL on the tiny test model, for a few steps, on a TRL export; the checkpoint as an endpoint."""
 
+import json
+import subprocess
 from io import StringIO
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -12,8 +15,8 @@ from inference.models import ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from pem.models import TrainingRun
-from pem.training import exports, jobs, train
-from tests.model_server import ML_PYTHON
+from pem.training import exports, formats, jobs, train, trainer
+from tests.model_server import ML_PYTHON, _offline_env
 from tests.test_pem800k_export import kept_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -61,3 +64,60 @@ def test_it_refuses_an_export_whose_images_are_missing_before_training(export, r
     with pytest.raises(CommandError, match="images are missing"):
         call_command("train_pem", str(export.pk), "--base-model", "/nowhere", stdout=StringIO())
     assert not TrainingRun.objects.exists()
+
+
+def test_a_conversation_becomes_a_prompt_and_the_assistants_answer_as_its_completion():
+    example = {"question": "题", "reference_answer": "B", "steps": ["甲。"], "labels": [("CS", "")],
+               "images": ["images/a.png"]}  # fmt: skip
+    line = formats.render("trl", example)
+    row = trainer.prompt_completion(line, "/export")
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"] == line["messages"][:2]
+    answer = {"role": "assistant", "content": [{"type": "text", "text": formats.assistant_text(example)}]}
+    assert row["completion"] == [answer]
+    assert row["images"] == ["/export/images/a.png"]
+    with pytest.raises(ValueError, match="must end with the assistant's answer"):
+        trainer.prompt_completion({"messages": line["messages"][:2], "images": []}, "/export")
+
+
+# Run in the ml Python: the batch the trainer's collator makes of the export's first line.
+COLLATE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import trainer
+built, processor, _ = trainer.build_trainer(json.loads(sys.stdin.read()))
+batch = built.data_collator([built.train_dataset[0]])
+ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+first = next((n for n, label in enumerate(labels) if label != -100), len(labels))
+print(json.dumps({"tokens": len(ids), "first_learnt": first, "masked_after": labels[first:].count(-100),
+                  "learnt": processor.tokenizer.decode(labels[first:]), "images": int(batch["pixel_values"].shape[0])}))
+"""
+
+
+def collate(export, model_dir, tmp_path, **hyperparameters) -> dict:
+    request = {"export_dir": str(exports.export_path(export)), "data_file": "trl.jsonl", "base_model": str(model_dir),
+               "output_dir": str(tmp_path / "out"), "hyperparameters": hyperparameters}  # fmt: skip
+    command = [str(ML_PYTHON), "-c", COLLATE, str(Path(trainer.__file__).parent)]
+    done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,  # noqa: S603
+                          env=_offline_env(tmp_path / "hf"), timeout=300, check=True)  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_trainer_learns_the_assistants_answer_only_and_every_token_when_asked(export, tiny_model_dir, tmp_path):
+    answer = json.loads((exports.export_path(export) / "trl.jsonl").read_text().splitlines()[0])["messages"][-1]
+    target = answer["content"][0]["text"]
+    batch = collate(export, tiny_model_dir, tmp_path)
+    # The system prompt, the question and its image are context; the answer and its end of turn are learnt.
+    assert batch["images"] == 1 and batch["first_learnt"] > 100 and batch["masked_after"] == 0
+    assert batch["learnt"] == target + "<|im_end|>\n"
+    whole = collate(export, tiny_model_dir, tmp_path, completion_only_loss=False)
+    assert whole["first_learnt"] == 0 and whole["learnt"].endswith(target + "<|im_end|>\n")
+    assert whole["tokens"] == batch["tokens"]
+
+
+def test_the_run_records_the_loss_on_the_answer_only_unless_told_otherwise(english):
+    assert train.clean_hyperparameters({})["completion_only_loss"] is True
+    assert train.clean_hyperparameters({"completion_only_loss": False})["completion_only_loss"] is False
+    with pytest.raises(train.TrainingError, match="completion_only_loss must be true or false"):
+        train.clean_hyperparameters({"completion_only_loss": "yes"})
+    with pytest.raises(train.TrainingError, match="gradient_checkpointing must be true or false"):
+        train.clean_hyperparameters({"gradient_checkpointing": 1})

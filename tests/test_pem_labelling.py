@@ -460,3 +460,50 @@ def test_the_queue_lists_open_tasks_in_keyset_pages_of_fifty(login, annotator, d
     assert pages == 3 and seen == [t.pk for t in tasks]  # in (created, id) order, no overlap, none missed
     with django_assert_max_num_queries(12):
         client.get(reverse("pem:label_queue"), {"after": "not-a-cursor"})
+
+
+def test_the_queue_counts_the_items_waiting_up_to_a_cap(login, annotator, other_annotator, settings, monkeypatch):
+    from pem import views
+
+    settings.PEM_ANNOTATORS_PER_ITEM = 2
+    free, started, full, mine = opened_cot(), opened_cot(), opened_cot(), opened_cot()
+    make_cot()  # not in the pool
+    LabellingTask.objects.create(cot=started, annotator=other_annotator)
+    for person in (other_annotator, make_person("ann", Role.ANNOTATOR)):
+        LabellingTask.objects.create(cot=full, annotator=person)
+    LabellingTask.objects.create(cot=mine, annotator=annotator, submitted=mine.created)
+    assert labelling.count_waiting(annotator, cap=10) == 2  # free and started: fewer than K, not theirs
+    assert labelling.count_waiting(annotator, cap=1) == 2  # cap + 1: "more than the cap"
+    assert list(labelling.waiting_for(annotator).values_list("pk", flat=True)) == [started.pk, free.pk]
+    client = login(annotator)
+    assert b'id="label-waiting">2<' in client.get(reverse("pem:label_queue")).content
+    monkeypatch.setattr(views, "WAITING_CAP", 1)
+    assert b'id="label-waiting">1+<' in client.get(reverse("pem:label_queue")).content
+    # Someone who also reads every label is counted only the items nobody labelled yet (the blind rule).
+    reader = make_person("rita", Role.ANNOTATOR, Role.RESEARCHER)
+    StepLabel.objects.create(step=started.steps.first(), source=StepLabel.Source.PERSON, rater="amy", label="CS")
+    assert labelling.count_waiting(reader, cap=10) == 2  # started now has a label, full has K people
+    assert list(labelling.waiting_for(reader).values_list("pk", flat=True)) == [mine.pk, free.pk]
+
+
+def test_the_queue_shows_each_task_with_its_link_local_times_and_rework_note(login, annotator, settings):
+    from datetime import UTC, datetime, timedelta
+
+    settings.TIME_ZONE = "Asia/Shanghai"
+    taken = datetime(2026, 3, 1, 23, 30, 10, tzinfo=UTC)
+    held = LabellingTask.objects.create(cot=opened_cot(key="held-item"), annotator=annotator, created=taken,
+                                        rework_note="Step 2 is <b>right</b>")  # fmt: skip
+    older, newer = (
+        LabellingTask.objects.create(
+            cot=opened_cot(key=f"done-{n}"), annotator=annotator, created=taken, submitted=taken + timedelta(hours=n)
+        )
+        for n in (1, 2)
+    )
+    body = login(annotator).get(reverse("pem:label_queue")).content.decode()
+    opened, submitted = body.split('id="label-submitted"')
+    url = reverse("pem:label_task", args=[held.pk])
+    link = f'<tr data-task="{held.pk}" data-rework><td><a href="{url}">held-item</a>'
+    assert link in opened and "<td>2026-03-02 07:30</td>" in opened  # local time, to the minute
+    assert "Step 2 is &lt;b&gt;right&lt;/b&gt;" in opened  # escaped
+    assert re.findall(r'<tr data-task="(\d+)"', submitted) == [str(newer.pk), str(older.pk)]  # newest first
+    assert "<td>2026-03-02 09:30</td>" in submitted and "<td>2026-03-02 08:30</td>" in submitted

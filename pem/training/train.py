@@ -78,8 +78,9 @@ def clean_hyperparameters(given: dict | None) -> dict:
     for name in ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
         if isinstance(params[name], bool) or not isinstance(params[name], int) or params[name] < 1:
             raise TrainingError(gettext("%(name)s must be a whole number >= 1") % {"name": name})
-    if not isinstance(params["lora"], bool):
-        raise TrainingError(gettext("lora must be true or false"))
+    for name in ("lora", "completion_only_loss", "gradient_checkpointing"):
+        if not isinstance(params[name], bool):
+            raise TrainingError(gettext("%(name)s must be true or false") % {"name": name})
     return params
 
 

@@ -8,7 +8,13 @@ reading one JSON request on stdin and writing one JSON answer on stdout:
     -> {"checkpoint", "global_step", "train_loss", "runtime_s"} or {"error"}
 
 The dataset is read by ``datasets`` (Arrow, memory-mapped) and images are
-decoded when a batch needs them. With LoRA, the adapter is merged into the
+decoded when a batch needs them. Each conversation is split into TRL's
+prompt-completion form (every turn before the last as the prompt, the
+assistant's answer as the completion), so the loss is computed on the answer
+only (``completion_only_loss``): the PEM learns to write the judgment, not
+to write the system prompt and the question it is given. This works with TRL's
+vision collator whatever the chat template (``assistant_only_loss`` would need
+``{% generation %}`` markers in it). With LoRA, the adapter is merged into the
 base model before saving, so the checkpoint loads like the base model (as a
 transformers endpoint, or with ``vllm serve``).
 """
@@ -30,6 +36,10 @@ DEFAULTS = {
     "lora_r": 8,
     "lora_alpha": 16,
     "lora_dropout": 0.0,
+    # The loss on the assistant's answer only (the prompt's labels are masked); false trains on every token.
+    "completion_only_loss": True,
+    # Recomputes activations in the backward pass: less memory for a large model, slower (TRL's default).
+    "gradient_checkpointing": True,
 }
 
 
@@ -42,7 +52,18 @@ def missing_images(export_dir: Path, data_file: str) -> list[str]:
     return missing
 
 
-def train(request: dict) -> dict:
+def prompt_completion(row: dict, root: str) -> dict:
+    """One TRL export line (conversational ``messages``) in TRL's conversational prompt-completion form:
+    every turn before the last is the prompt, the last (the assistant's answer) the completion.
+    Image paths become absolute."""
+    messages = row["messages"]
+    if not messages or messages[-1]["role"] != "assistant":
+        raise ValueError("a training line must end with the assistant's answer")
+    return {"prompt": messages[:-1], "completion": messages[-1:], "images": [f"{root}/{p}" for p in row["images"]]}
+
+
+def build_trainer(request: dict):
+    """The SFTTrainer for ``request`` (nothing trained yet), with its processor and hyper-parameters."""
     import torch
     from datasets import Image, Sequence, load_dataset
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -56,7 +77,10 @@ def train(request: dict) -> dict:
     torch.manual_seed(params["seed"])
     dataset = load_dataset("json", data_files=str(export_dir / request["data_file"]), split="train")
     root = str(export_dir)
-    dataset = dataset.map(lambda row: {"images": [f"{root}/{p}" for p in row["images"]]})
+    if params["completion_only_loss"]:
+        dataset = dataset.map(prompt_completion, fn_kwargs={"root": root}, remove_columns=["messages"])
+    else:
+        dataset = dataset.map(lambda row: {"images": [f"{root}/{p}" for p in row["images"]]})
     dataset = dataset.cast_column("images", Sequence(Image()))
     processor = AutoProcessor.from_pretrained(request["base_model"])
     model = AutoModelForImageTextToText.from_pretrained(request["base_model"], dtype="float32")
@@ -77,17 +101,24 @@ def train(request: dict) -> dict:
         use_cpu=use_cpu,
         bf16=not use_cpu,
         max_length=None,  # cutting a vision prompt would cut image tokens
+        completion_only_loss=params["completion_only_loss"],
+        gradient_checkpointing=params["gradient_checkpointing"],
         report_to=[],
         save_strategy="no",
         logging_steps=1,
         dataloader_num_workers=0,
     )
-    started = time.perf_counter()
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=processor,
                          peft_config=peft_config)  # fmt: skip
+    return trainer, processor, params
+
+
+def train(request: dict) -> dict:
+    started = time.perf_counter()
+    trainer, processor, params = build_trainer(request)
     result = trainer.train()
     trained = trainer.model
-    if peft_config is not None:
+    if params["lora"]:
         trained = trained.merge_and_unload()
     out = Path(request["output_dir"]) / "model"
     trained.save_pretrained(out)
