@@ -17,11 +17,15 @@ through here.
   and calls, which the runs' share leaves it); each run
   holds at most ``ceil(max_concurrency / runs wanting slots)``. A run over its
   share gives slots back as its calls finish (not mid-call), so two busy runs
-  on one server end up with half the slots each, whichever came first.
-* **Retries** with tenacity: timeouts, connection errors, 408/409/429/5xx are
-  retried with exponential backoff and jitter, waiting at least what a 429 or
-  503's ``Retry-After`` asks; anything else fails at once. A slot is held for
-  one attempt only, never during the wait.
+  on one server end up with half the slots each, whichever came first. Runs
+  in one process wake each other when slots come free or the demand changes.
+* **Retries** by tenacity's rules (``retry_rules``): timeouts, connection
+  errors, 408/409/429/5xx are retried with exponential backoff and jitter,
+  waiting at least what a 429 or 503's ``Retry-After`` asks; anything else
+  fails at once. A slot is held for one attempt only, never during the wait.
+* **The request** is ``client.chat_request``: the body we built, posted through
+  the client's own ``post`` (what ``chat.completions.create`` sends, without
+  its per-request transform of the body).
 * **An endpoint that is down stops the run**: after a few attempts in a row
   that never reached the server (``Reachability``), the run fails with one
   message naming the URL and the cause; its unasked questions stay pending.
@@ -35,11 +39,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import email.utils
+import itertools
 import math
 import random
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -67,6 +75,8 @@ KEEP_SECONDS = 1.0
 SAVE_SECONDS = 0.5
 # Seconds a run's demand counts without renewal (renewed every KEEP_SECONDS while it has work).
 DEMAND_SECONDS = 5.0
+# Seconds a slot may stay idle while another run wants slots before it goes back.
+IDLE_GRACE_SECONDS = 0.05
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
 # How a synchronous caller's demand is told from a run's: it wants one slot, not a share.
@@ -146,6 +156,12 @@ def free_slots(*, endpoint_id: int, holder: str, slots: Iterable[int]) -> None:
     )
 
 
+# The SharedSlots of this process, by endpoint: a run that frees slots or changes the
+# demand wakes the others at once instead of leaving them to their next poll.
+_NEIGHBOURS: dict[int, weakref.WeakSet[SharedSlots]] = collections.defaultdict(weakref.WeakSet)
+_NEIGHBOURS_LOCK = threading.Lock()
+
+
 class SharedSlots:
     """An endpoint's request slots as seen by one run in one event loop.
 
@@ -155,7 +171,14 @@ class SharedSlots:
     released slot goes straight to the next waiting task, with no query; the
     hot path is a counter. A housekeeping task renews the leases and gives back
     slots that stayed idle, so a second run on the same server gets them when
-    this one has less work than slots (at its end, or while it is saving)."""
+    this one has less work than slots (at its end, or while it is saving).
+
+    Handing slots from run to run is prompt: a slot over the fair share, or one
+    nobody of this run waits for while another run wants slots, goes back to the
+    database as its call ends (not at the next housekeeping round), and a run
+    with nothing left in flight withdraws its demand at once. Runs in the same
+    process (a campaign's, or jobs in threads) wake each other when slots come
+    free or the demand changes; runs in other processes learn it by polling."""
 
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.endpoint_id = endpoint.pk
@@ -164,16 +187,25 @@ class SharedSlots:
         self.held: set[int] = set()
         self.busy = 0
         self.share = self.limit  # at most this many held: the limit over the runs wanting slots
-        self.returning: set[int] = set()  # given back by finished calls, freed in the database next round
+        self.returning: set[int] = set()  # given back by finished calls, freed in the database soon
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.demanding = False  # whether our CallDemand row is there
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # Set by neighbours (slots freed or demand changed), for the leaser and the keeper.
+        self._changed: dict[str, asyncio.Event] = {}
         self._leaser: asyncio.Task | None = None
         self._keeper: asyncio.Task | None = None
+        self._giver: asyncio.Task | None = None
 
     async def __aenter__(self) -> SharedSlots:
         if self.busy < len(self.held) and not self.waiters:
             self.busy += 1
             return self
-        waiter = asyncio.get_running_loop().create_future()
+        if self.loop is None:
+            self.loop, self._changed = asyncio.get_running_loop(), {"lease": asyncio.Event(), "keep": asyncio.Event()}
+            with _NEIGHBOURS_LOCK:
+                _NEIGHBOURS[self.endpoint_id].add(self)
+        waiter = self.loop.create_future()
         self.waiters.append(waiter)
         if self._leaser is None or self._leaser.done():
             self._leaser = asyncio.create_task(self._lease_while_waited_for())
@@ -192,12 +224,19 @@ class SharedSlots:
 
     def _release(self) -> None:
         self.busy -= 1
-        if len(self.held) > self.share:
-            # Over our fair share (another run wants slots): this one goes back, not to our next call.
-            slot = next(iter(self.held))
-            self.held.discard(slot)
-            self.returning.add(slot)
+        # Over our fair share: it goes back, not to our next call.
+        self._put_back(min(len(self.held) - self.share, len(self.held) - self.busy))
+        idle_while_wanted = self.share < self.limit and not self.waiters
+        if (self.returning or idle_while_wanted) and (self._giver is None or self._giver.done()):
+            self._giver = asyncio.create_task(self._give_back())
         self._hand_over()
+
+    def _put_back(self, count: int) -> None:
+        """Moves ``count`` held slots (not in use) to those freed in the database next."""
+        if count > 0:
+            back = set(itertools.islice(self.held, count))
+            self.held -= back
+            self.returning |= back
 
     def _hand_over(self) -> None:
         """Gives free held slots to waiting tasks, first come first served."""
@@ -209,11 +248,71 @@ class SharedSlots:
         if self._keeper is None and self.held:
             self._keeper = asyncio.create_task(self._keep())
 
+    def _tell_neighbours(self) -> None:
+        """Wakes the other runs of this process on the endpoint (each in its own loop)."""
+        with _NEIGHBOURS_LOCK:
+            others = [other for other in _NEIGHBOURS[self.endpoint_id] if other is not self]
+        for other in others:
+            if other.loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has closed: that run is over
+                    other.loop.call_soon_threadsafe(other._wake)
+
+    def _wake(self) -> None:
+        for event in self._changed.values():
+            event.set()
+
+    async def _pause(self, seconds: float, task: str) -> None:
+        """Sleeps, or less if a neighbour says slots came free or the demand changed
+        (one event for the leaser and one for the keeper: neither takes the other's wake-up)."""
+        event = self._changed[task]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        event.clear()
+
+    async def _refresh_share(self) -> None:
+        self.share = await sync_to_async(fair_share, thread_sensitive=True)(
+            endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
+        )
+        if not self.demanding:
+            self.demanding = True
+            self._tell_neighbours()  # one more run wants slots: the others' shares shrink
+
+    async def _drop_demand(self) -> None:
+        if self.demanding:
+            self.demanding = False
+            await sync_to_async(drop_demand, thread_sensitive=True)(endpoint_id=self.endpoint_id, holder=self.holder)
+            self._tell_neighbours()
+
+    async def _free(self, slots: set[int]) -> None:
+        await sync_to_async(free_slots, thread_sensitive=True)(
+            endpoint_id=self.endpoint_id, holder=self.holder, slots=slots
+        )
+        self._tell_neighbours()
+
+    async def _give_back(self) -> None:
+        """Frees the returned slots in the database; then, while another run wants
+        slots, the ones still idle after a moment (a task between two calls, building
+        its next request, keeps its slot) and our demand once nothing is in flight."""
+        while self.returning:
+            await self._free_returning()
+        if self.share < self.limit and not self.waiters:
+            await asyncio.sleep(IDLE_GRACE_SECONDS)
+            if not self.waiters:
+                self._put_back(len(self.held) - self.busy)
+        while self.returning:
+            await self._free_returning()
+        if self.share < self.limit and not self.waiters and not self.busy:
+            await self._drop_demand()
+
+    async def _free_returning(self) -> None:
+        back = set(self.returning)
+        await self._free(back)
+        self.returning -= back  # only now: if cancelled meanwhile, close() frees them
+
     async def _lease_while_waited_for(self) -> None:
         while self.waiters and len(self.held) < self.limit:
-            self.share = await sync_to_async(fair_share, thread_sensitive=True)(
-                endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
-            )
+            await self._refresh_share()
             want = min(len(self.waiters) - (len(self.held) - self.busy), self.share - len(self.held))
             got = []
             if want > 0:
@@ -224,41 +323,37 @@ class SharedSlots:
             self._hand_over()
             if self.waiters and not got:
                 # Every slot is leased by other runs, or we hold our share already.
-                await asyncio.sleep(LEASE_POLL_SECONDS if want > 0 else KEEP_SECONDS)
+                await self._pause(LEASE_POLL_SECONDS if want > 0 else KEEP_SECONDS, "lease")
 
     async def _keep(self) -> None:
         renewed = time.monotonic()
-        idle_before: set[int] = set()
+        idle_since: float | None = None
         while True:
-            await asyncio.sleep(KEEP_SECONDS)
+            await self._pause(KEEP_SECONDS, "keep")
             if self.waiters or self.busy:
                 # Still wanting slots: keep our demand fresh and learn our share.
-                self.share = await sync_to_async(fair_share, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, limit=self.limit, holder=self.holder
-                )
+                await self._refresh_share()
             else:
-                await sync_to_async(drop_demand, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder
-                )
+                await self._drop_demand()
             if len(self.held) > self.share and self.busy < len(self.held):
                 spare = set(list(self.held)[: min(len(self.held) - self.share, len(self.held) - self.busy)])
                 self.held -= spare
                 self.returning |= spare
             if self.returning:
-                back, self.returning = self.returning, set()
-                await sync_to_async(free_slots, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder, slots=back
-                )
+                await self._free_returning()
             idle = len(self.held) - self.busy if not self.waiters else 0
-            if idle > 0 and idle_before:
+            now = time.monotonic()
+            if idle <= 0:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= KEEP_SECONDS:
                 # Idle for a whole round: another run on this server may need them.
                 spare = set(list(self.held)[:idle])
                 self.held -= spare
-                await sync_to_async(free_slots, thread_sensitive=True)(
-                    endpoint_id=self.endpoint_id, holder=self.holder, slots=spare
-                )
-            idle_before = {1} if idle > 0 else set()
-            if self.held and time.monotonic() - renewed >= lease_seconds() / 3:
+                await self._free(spare)
+                idle_since = None
+            if self.held and now - renewed >= lease_seconds() / 3:
                 sent = set(self.held)
                 still = await sync_to_async(renew_slots, thread_sensitive=True)(
                     endpoint_id=self.endpoint_id, holder=self.holder, slots=sent
@@ -267,16 +362,20 @@ class SharedSlots:
                 renewed = time.monotonic()
 
     async def close(self) -> None:
-        for task in (self._leaser, self._keeper):
+        for task in (self._leaser, self._keeper, self._giver):
             if task is not None:
                 task.cancel()
-        self._leaser = self._keeper = None
+        self._leaser = self._keeper = self._giver = None
+        with _NEIGHBOURS_LOCK:
+            _NEIGHBOURS[self.endpoint_id].discard(self)
         if self.held or self.returning:
             await sync_to_async(free_slots, thread_sensitive=True)(
                 endpoint_id=self.endpoint_id, holder=self.holder, slots=self.held | self.returning
             )
             self.held, self.returning = set(), set()
         await sync_to_async(drop_demand, thread_sensitive=True)(endpoint_id=self.endpoint_id, holder=self.holder)
+        self.demanding = False
+        self._tell_neighbours()
 
 
 class one_slot:  # noqa: N801 (used as a context manager, like open())
@@ -364,18 +463,27 @@ class wait_backoff(tenacity.wait.wait_base):  # noqa: N801 (tenacity's naming)
     def __init__(self, backoff: float) -> None:
         self.backoff = backoff
 
+    def seconds(self, attempt: int, exc: BaseException | None) -> float:
+        """The wait after failed attempt number ``attempt`` (from 1) that raised ``exc``."""
+        exponential = self.backoff * 2 ** (attempt - 1) * (0.5 + random.random())  # noqa: S311
+        return min(max(exponential, retry_after(exc) or 0.0), MAX_RETRY_WAIT)
+
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        exponential = self.backoff * 2 ** (retry_state.attempt_number - 1) * (0.5 + random.random())  # noqa: S311
-        asked = retry_after(retry_state.outcome.exception() if retry_state.outcome else None)
-        return min(max(exponential, asked or 0.0), MAX_RETRY_WAIT)
+        failed = retry_state.outcome.exception() if retry_state.outcome else None
+        return self.seconds(retry_state.attempt_number, failed)
+
+
+def worth_retrying(exc: BaseException) -> bool:
+    return isinstance(exc, Exception) and client.is_transient(exc)
 
 
 def retry_rules(*, retries: int | None = None, backoff: float | None = None) -> dict[str, Any]:
-    """The tenacity arguments every model call uses."""
+    """The tenacity arguments every model call uses (``Caller.complete`` follows
+    the same stop, wait and retry in its own loop)."""
     return {
         "stop": tenacity.stop_after_attempt(1 + (settings.MODEL_CALL_RETRIES if retries is None else retries)),
         "wait": wait_backoff(getattr(settings, "MODEL_CALL_BACKOFF", 1.0) if backoff is None else backoff),
-        "retry": tenacity.retry_if_exception(lambda exc: isinstance(exc, Exception) and client.is_transient(exc)),
+        "retry": tenacity.retry_if_exception(worth_retrying),
         "reraise": True,
     }
 
@@ -434,32 +542,39 @@ class Caller:
         self.endpoint = endpoint
         self.api = client.make_client(endpoint)
         self.slots = SharedSlots(endpoint)
-        self.rules = retry_rules(retries=retries, backoff=backoff)
-        self.reach = Reachability(endpoint, attempts_per_call=self.rules["stop"].max_attempt_number)
+        rules = retry_rules(retries=retries, backoff=backoff)
+        self.most_attempts: int = rules["stop"].max_attempt_number
+        self.wait: wait_backoff = rules["wait"]
+        self.reach = Reachability(endpoint, attempts_per_call=self.most_attempts)
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> client.Completion:
         """One chat completion, retried by the rules above; ModelCallError when it fails for good,
-        EndpointUnreachable once the endpoint is down (see Reachability)."""
+        EndpointUnreachable once the endpoint is down (see Reachability).
+
+        The retry rules are tenacity's (``retry_rules``), followed in a plain loop: a
+        tenacity.AsyncRetrying per call cost 0.11 ms of CPU, a thirtieth of an instant
+        call (bench/inference_overhead.py)."""
+        request = client.chat_request(model=self.endpoint.model_name, messages=messages, params=params)
         attempts = 0
-        try:
-            async for attempt in tenacity.AsyncRetrying(**self.rules):
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    self.reach.check()
-                    async with self.slots:
-                        started = time.perf_counter()
-                        try:
-                            reply = await self.api.chat.completions.create(
-                                model=self.endpoint.model_name, messages=messages, **params
-                            )
-                        except openai.APIError as exc:
-                            self.reach.note(exc, attempt=attempts)
-                            raise
-                        self.reach.note(None, attempt=attempts)
-        except (openai.APIError, openai.APIConnectionError) as exc:
-            raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
-                                        attempts=attempts) from exc  # fmt: skip
-        return completion_of(reply, started=started, attempts=attempts)
+        while True:
+            attempts += 1
+            self.reach.check()
+            try:
+                async with self.slots:
+                    started = time.perf_counter()
+                    try:
+                        reply = await self.api.post(**request)
+                    except openai.APIError as exc:
+                        self.reach.note(exc, attempt=attempts)
+                        raise
+                    self.reach.note(None, attempt=attempts)
+                return completion_of(reply, started=started, attempts=attempts)
+            except (openai.APIError, openai.APIConnectionError) as exc:
+                if attempts >= self.most_attempts or not worth_retrying(exc):
+                    raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
+                                                attempts=attempts) from exc  # fmt: skip
+                # The slot went back when the attempt ended: none is held during the wait.
+                await asyncio.sleep(self.wait.seconds(attempts, exc))
 
     async def close(self) -> None:
         await self.slots.close()

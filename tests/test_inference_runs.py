@@ -206,3 +206,26 @@ def test_it_keeps_and_flags_a_truncated_answer_and_fails_an_empty_one(scripted_s
     monkeypatch.setattr(Scripted, "finish", "stop")
     empty = run_now(start(endpoint(scripted_server, name="m2"), researcher)).responses.get()
     assert empty.status == "failed" and "empty answer" in empty.error
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("accepts_images", [True, False])
+def test_requests_are_built_from_what_the_run_loaded_without_a_query(researcher, accepts_images):
+    """Everything a request needs is loaded with the run; the figures only when they are sent."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_question()
+    make_question()
+    run = start(endpoint("http://127.0.0.1:9/v1", accepts_images=accepts_images), researcher)
+    run = InferenceRun.objects.select_related("endpoint").get(pk=run.pk)
+    with CaptureQueriesContext(connection) as loading:
+        pending, done, total = services.prepare_answering(run)
+    with CaptureQueriesContext(connection) as building:
+        requests = [services.request_for(run, response)[1] for response in pending]
+    assert (len(pending), done, total) == (2, 0, 2) and len(building) == 0
+    contents = [messages[-1]["content"] for messages in requests]
+    images = [part for content in contents if isinstance(content, list) for part in content
+              if part["type"] == "image_url"]  # fmt: skip
+    assert len(images) == (2 if accepts_images else 0)
+    assert any("annotation_figure" in query["sql"] for query in loading) is accepts_images

@@ -7,6 +7,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.utils import timezone
 
@@ -324,3 +325,115 @@ def test_answers_saved_in_bulk_are_stored_as_the_orm_stores_them(researcher):
     assert failed.raw_output == ""
     assert untouched.status == "pending" and untouched.finished is None
     assert run.counts()["ok"] == 1 and run.counts()["failed"] == 1
+
+
+class Recording(ScriptedHandler):
+    """Keeps each request's path, headers and body."""
+
+    seen: list[tuple[str, dict[str, str], dict]] = []
+
+    def do_POST(self):  # noqa: N802
+        body = self.read_body()
+        type(self).seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_completion(body, "最终答案：B", usage=(5, 3))
+
+
+@pytest.mark.django_db
+def test_a_call_sends_what_the_sdks_create_sends(monkeypatch):
+    """Caller.complete posts the body it built through the client's post (the SDK's
+    create() transform costs a third of a millisecond per request): the server must
+    see the same path, headers (the declared key as bearer) and body as from create()."""
+    monkeypatch.setenv("K12VISTA_KEY_TEST", "sk-declared")
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-undeclared")  # the SDK reads it; no call may send it
+    Recording.seen = []
+    messages = [{"role": "system", "content": "你是老师。"}, {"role": "user", "content": "已知 $x^2=4$，求 $x$。"}]
+    params = {"temperature": 0.2, "max_tokens": 16, "seed": 7, "stop": ["\n\n"],
+              "response_format": {"type": "json_schema", "json_schema": {"name": "k", "schema": {"type": "object"},
+                                                                         "strict": True}}}  # fmt: skip
+    with serve(Recording) as base_url:
+        endpoint = make_endpoint(base_url, api_key_env="K12VISTA_KEY_TEST", timeout_seconds=17)
+
+        async def both():
+            caller = calls.Caller(endpoint)
+            try:
+                ours = await caller.complete(messages, params)
+                await caller.api.chat.completions.create(model="m", messages=messages, **params)
+            finally:
+                await caller.close()
+            return ours
+
+        ours = async_to_sync(both)()
+    assert (ours.text, ours.prompt_tokens, ours.completion_tokens, ours.finish_reason) == ("最终答案：B", 5, 3, "stop")
+    (path, headers, body), (sdk_path, sdk_headers, sdk_body) = Recording.seen
+    assert path == sdk_path == "/v1/chat/completions"
+    assert body == sdk_body == {"model": "m", "messages": messages, **params}
+    assert headers["authorization"] == "Bearer sk-declared"
+    assert not any("sk-admin" in value for value in headers.values())
+    assert headers == sdk_headers
+    assert float(headers["x-stainless-read-timeout"]) == 17  # the endpoint's timeout, as create() sends it
+
+
+@pytest.mark.django_db
+def test_a_call_retries_by_the_rules_and_counts_its_attempts(counting_server, settings):
+    # async_to_sync, as the jobs call it: the slots' queries then use this test's connection.
+    settings.MODEL_CALL_BACKOFF = 0.01
+    Counting.script = [(502, {}), (429, {"retry-after-ms": "300"})]
+    caller = calls.Caller(make_endpoint(counting_server), retries=2)
+
+    async def call():
+        try:
+            return await caller.complete([{"role": "user", "content": "x"}], {})
+        finally:
+            await caller.close()
+
+    done = async_to_sync(call)()
+    assert done.attempts == 3 and len(Counting.seen) == 3
+    assert Counting.seen[2] - Counting.seen[1] >= 0.3  # the 429's retry-after-ms
+    Counting.script = [(400, {})]  # not transient: no second attempt
+    caller = calls.Caller(make_endpoint(counting_server, name="m2"), retries=2)
+    with pytest.raises(calls.client.ModelCallError) as failure:
+        async_to_sync(call)()
+    assert failure.value.attempts == 1 and not failure.value.transient and len(Counting.seen) == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_in_one_process_hand_slots_over_without_waiting_for_a_poll(counting_server, researcher, settings):
+    """With the polls and housekeeping rounds made 30 s long, slots still move at
+    once between two runs of this process: the second run's demand wakes the first,
+    whose calls give back what is over its share as they end; the first's end wakes
+    the second, which then takes every slot."""
+    settings.MODEL_CALL_RETRIES = 0
+    Counting.delay = 0.1
+    for _ in range(60):
+        make_question()
+    endpoint = make_endpoint(counting_server, max_concurrency=4)
+    first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
+    errors = []
+
+    def work(run, after):
+        time.sleep(after)
+        try:
+            execute_job(run.job_id)
+        except Exception as exc:  # pragma: no cover - shown in the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(first, 0)), threading.Thread(target=work, args=(second, 0.5))]
+    with mock.patch.multiple(calls, KEEP_SECONDS=30, LEASE_POLL_SECONDS=30, DEMAND_SECONDS=120):
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors and Counting.most <= 4
+    assert time.monotonic() - started < 15  # not one 30 s pause waited out
+    assert [InferenceRun.objects.get(pk=r.pk).counts()["ok"] for r in (first, second)] == [60, 60]
+    starts = {key: min(s for k, s, _ in Counting.calls if k == key) for key in (0.1, 0.2)}
+    ends = {key: max(e for k, _, e in Counting.calls if k == key) for key in (0.1, 0.2)}
+    # The second run got its share while the first was still busy (60 calls over 4 slots take 1.5 s alone) ...
+    assert starts[0.2] < ends[0.1] - 0.5, (starts, ends)
+    # ... and every slot once the first was done.
+    last = sorted(c for c in Counting.calls if c[0] == 0.2 and c[1] > ends[0.1] + 0.3)
+    assert last and max(in_flight_at(s + 0.01, 0.2) for _, s, _ in last) == 4
+    assert not CallLease.objects.exclude(holder="").exists() and not CallDemand.objects.exists()
