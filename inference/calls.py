@@ -118,13 +118,15 @@ def take_slots(*, endpoint_id: int, limit: int, holder: str, want: int) -> list[
 def fair_share(*, endpoint_id: int, limit: int, holder: str) -> int:
     """Records that ``holder`` wants slots, and returns how many it may hold:
     the endpoint's limit, less one slot per synchronous caller wanting one,
-    split evenly over the runs that want slots now."""
+    split evenly over the runs that want slots now (0 while callers take them all)."""
     now = note_demand(endpoint_id=endpoint_id, holder=holder, seconds=DEMAND_SECONDS)
     wanting = CallDemand.objects.filter(endpoint_id=endpoint_id, expires__gte=now).aggregate(
         all=Count("id"), single=Count("id", filter=Q(holder__startswith=SYNC_HOLDER))
     )
     runs = max(wanting["all"] - wanting["single"], 1)
-    return max(1, math.ceil((limit - wanting["single"]) / runs))
+    # While a synchronous caller waits, a run's share may be 0: with a limit of 1, a share of at least
+    # one would keep the only slot from the caller until the run ended.
+    return max(0 if wanting["single"] else 1, math.ceil((limit - wanting["single"]) / runs))
 
 
 def note_demand(*, endpoint_id: int, holder: str, seconds: float) -> datetime:

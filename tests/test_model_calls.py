@@ -218,17 +218,19 @@ def test_synchronous_callers_share_the_same_slots(counting_server, settings):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("limit", "questions"), [(4, 100), (1, 30)])
 def test_a_synchronous_caller_gets_a_slot_from_a_busy_run_without_waiting_for_its_end(
-    counting_server, researcher, settings
+    counting_server, researcher, settings, limit, questions
 ):
     """The run holds every slot and always has work; the OCR caller's demand
     makes it give one back as a call ends, instead of the caller polling until
-    the run is over (100 calls over 4 slots take 5 s)."""
+    the run is over (100 calls over 4 slots take 5 s; 30 over 1, 6 s). With a
+    limit of 1 the run's share drops to none while the caller waits."""
     settings.MODEL_CALL_RETRIES = 0
     Counting.delay = 0.2
-    for _ in range(100):
+    for _ in range(questions):
         make_question()
-    endpoint = make_endpoint(counting_server, max_concurrency=4)
+    endpoint = make_endpoint(counting_server, max_concurrency=limit)
     run = start_run(endpoint, researcher, params={"temperature": 0.1})
     errors, demands = [], []
 
@@ -244,9 +246,9 @@ def test_a_synchronous_caller_gets_a_slot_from_a_busy_run_without_waiting_for_it
     thread.start()
     try:
         deadline = time.monotonic() + 10
-        while Counting.most < 4 and time.monotonic() < deadline:
+        while Counting.most < limit and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert Counting.most == 4  # the run alone holds all four
+        assert Counting.most == limit  # the run alone holds them all
         real_take = calls.take_slots
 
         def take_and_look(**kwargs):
@@ -260,8 +262,8 @@ def test_a_synchronous_caller_gets_a_slot_from_a_busy_run_without_waiting_for_it
     finally:
         thread.join(timeout=60)
         connection.close()
-    assert not errors and Counting.most <= 4
-    assert InferenceRun.objects.get(pk=run.pk).counts()["ok"] == 100
+    assert not errors and Counting.most <= limit
+    assert InferenceRun.objects.get(pk=run.pk).counts()["ok"] == questions
     ends = max(e for k, _, e in Counting.calls if k == 0.1)
     # Within a few seconds, well before the run's end ...
     assert answered - asked < 3 and answered < ends - 1.5, (answered - asked, ends - answered)
