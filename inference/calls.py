@@ -587,8 +587,10 @@ def complete_sync(
     endpoint: ModelEndpoint, messages: list[dict[str, Any]], params: dict[str, Any], *, backoff: float | None = None
 ) -> client.Completion:
     """The synchronous twin of ``Caller.complete`` for synchronous callers (the
-    PDF importer's OCR backend): the same slots, retry rules and errors."""
+    PDF importer's OCR backend): the same request (``client.chat_request``), slots, retry
+    rules and errors (tenacity's own loop here: a call is seconds long, its 0.1 ms does not count)."""
     api = client.make_client(endpoint, sync=True)
+    request = client.chat_request(model=endpoint.model_name, messages=messages, params=params)
     attempts = 0
     try:
         for attempt in tenacity.Retrying(**retry_rules(backoff=backoff)):
@@ -596,7 +598,7 @@ def complete_sync(
                 attempts = attempt.retry_state.attempt_number
                 with one_slot(endpoint):
                     started = time.perf_counter()
-                    reply = api.chat.completions.create(model=endpoint.model_name, messages=messages, **params)
+                    reply = api.post(**request)
     except (openai.APIError, openai.APIConnectionError) as exc:
         raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
                                     attempts=attempts) from exc  # fmt: skip
