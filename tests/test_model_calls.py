@@ -74,6 +74,22 @@ def start_run(endpoint, user, params=None, **filters) -> InferenceRun:
                                             params=params)  # fmt: skip
 
 
+def worker_thread(run: InferenceRun, errors: list, after: float = 0.0) -> threading.Thread:
+    """A thread that runs the run's job as a worker would, ``after`` seconds from its start; what it
+    raises goes to ``errors`` (asserted empty by the test)."""
+
+    def work():
+        time.sleep(after)
+        try:
+            execute_job(run.job_id)
+        except Exception as exc:  # pragma: no cover - shown in the assertion of the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    return threading.Thread(target=work)
+
+
 def in_flight_at(moment: float, run_key: float) -> int:
     return sum(1 for key, start, end in Counting.calls if key == run_key and start <= moment < end)
 
@@ -86,17 +102,8 @@ def test_it_never_lets_two_runs_on_one_endpoint_exceed_its_limit(counting_server
         make_question()
     endpoint = make_endpoint(counting_server, max_concurrency=3)
     runs = [start_run(endpoint, researcher), start_run(endpoint, researcher)]
-    errors = []
-
-    def work(run):
-        try:
-            execute_job(run.job_id)
-        except Exception as exc:  # pragma: no cover - shown in the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(run,)) for run in runs]
+    errors: list = []
+    threads = [worker_thread(run, errors) for run in runs]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -119,18 +126,8 @@ def test_two_busy_runs_on_one_endpoint_share_its_slots_evenly(counting_server, r
         make_question()
     endpoint = make_endpoint(counting_server, max_concurrency=4)
     first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
-    errors = []
-
-    def work(run, after):
-        time.sleep(after)
-        try:
-            execute_job(run.job_id)
-        except Exception as exc:  # pragma: no cover - shown in the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(first, 0)), threading.Thread(target=work, args=(second, 0.6))]
+    errors: list = []
+    threads = [worker_thread(first, errors), worker_thread(second, errors, after=0.6)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -232,17 +229,9 @@ def test_a_synchronous_caller_gets_a_slot_from_a_busy_run_without_waiting_for_it
         make_question()
     endpoint = make_endpoint(counting_server, max_concurrency=limit)
     run = start_run(endpoint, researcher, params={"temperature": 0.1})
-    errors, demands = [], []
-
-    def work():
-        try:
-            execute_job(run.job_id)
-        except Exception as exc:  # pragma: no cover - shown in the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=work)
+    errors: list = []
+    demands: list = []
+    thread = worker_thread(run, errors)
     thread.start()
     try:
         deadline = time.monotonic() + 10
@@ -410,18 +399,8 @@ def test_runs_in_one_process_hand_slots_over_without_waiting_for_a_poll(counting
         make_question()
     endpoint = make_endpoint(counting_server, max_concurrency=4)
     first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
-    errors = []
-
-    def work(run, after):
-        time.sleep(after)
-        try:
-            execute_job(run.job_id)
-        except Exception as exc:  # pragma: no cover - shown in the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(first, 0)), threading.Thread(target=work, args=(second, 0.5))]
+    errors: list = []
+    threads = [worker_thread(first, errors), worker_thread(second, errors, after=0.5)]
     with mock.patch.multiple(calls, KEEP_SECONDS=30, LEASE_POLL_SECONDS=30, DEMAND_SECONDS=120):
         started = time.monotonic()
         for thread in threads:
