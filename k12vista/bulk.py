@@ -159,13 +159,6 @@ def take_ids(model: type[models.Model], n: int) -> list[int]:
         return cursor.fetchone()[0] or []
 
 
-def copy_rows(model: type[models.Model], values: list[dict]) -> None:
-    """``COPY`` the rows (dicts of attname -> value) into the model's table (PostgreSQL)."""
-    if values:
-        table = _table_for(model, values)
-        table.copy(table.rows_of(values))
-
-
 def insert_rows(model: type[models.Model], values: list[dict], *, ids: bool = False) -> list[int]:
     """Inserts the rows (dicts of attname -> value) and returns their ids when ``ids``.
 
