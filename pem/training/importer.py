@@ -28,6 +28,7 @@ import json
 import operator
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from queue import Full, Queue
 from typing import Any
@@ -235,9 +236,10 @@ def may_skip_row_checks() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _checks_set_based(cursor: Any, chains: list[services.ChainData]) -> str:
-    """Turns the foreign-key triggers off for this transaction and does their work for the whole
-    batch at once; returns the setting to put back.
+@contextmanager
+def _checks_set_based(chains: list[services.ChainData]) -> Iterator[None]:
+    """Inside the batch's transaction: the foreign-key triggers off while the batch is written,
+    their work done for the whole batch at once.
 
     A COPY into tables with foreign keys queues one check per row, run at commit: 11 million
     for the paper's file, 40% of the server's work of an import (bench/pem800k.py). Here they
@@ -247,33 +249,29 @@ def _checks_set_based(cursor: Any, chains: list[services.ChainData]) -> str:
     them before the commit); a chain whose question was deleted since it was looked up keeps
     its snapshot unlinked. Unique indexes are not triggers: a key written meanwhile by another
     import still raises IntegrityError."""
-    cursor.execute("SELECT current_setting('session_replication_role')")
-    before = cursor.fetchone()[0]
-    cursor.execute("SELECT set_config('session_replication_role', 'replica', true)")
-    linked = {data.question.pk for data in chains if data.question is not None}
-    if linked:
-        table = connection.ops.quote_name(Question._meta.db_table)
-        cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) FOR KEY SHARE", [sorted(linked)])  # noqa: S608
-        found = {row[0] for row in cursor.fetchall()}
-        for data in chains:
-            if data.question is not None and data.question.pk not in found:
-                data.question = None
-    return before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('session_replication_role')")
+        before = cursor.fetchone()[0]
+        cursor.execute("SELECT set_config('session_replication_role', 'replica', true)")
+        linked = {data.question.pk for data in chains if data.question is not None}
+        if linked:
+            table = connection.ops.quote_name(Question._meta.db_table)
+            cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) FOR KEY SHARE", [sorted(linked)])  # noqa: S608
+            found = {row[0] for row in cursor.fetchall()}
+            for data in chains:
+                if data.question is not None and data.question.pk not in found:
+                    data.question = None
+    yield
+    # A failure rolls the setting back with the rest; after a success, SET LOCAL would outlive
+    # a savepoint: a caller's own transaction gets its triggers back.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('session_replication_role', %s, true)", [before])
 
 
-def _write(chains: list[services.ChainData], import_name: str, *, checks_per_row: bool = True) -> None:
+def _write(chains: list[services.ChainData], import_name: str) -> None:
     """The chains, their steps and labels through k12vista.bulk (COPY on PostgreSQL, batched
     inserts elsewhere), rows built as tuples straight from the data: no dict per row."""
     if not chains:
-        return
-    if not checks_per_row:
-        with connection.cursor() as cursor:
-            before = _checks_set_based(cursor, chains)
-        _write(chains, import_name)
-        # A failure rolls the setting back with the rest; after a success, SET LOCAL would outlive
-        # a savepoint: a caller's own transaction gets its triggers back.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('session_replication_role', %s, true)", [before])
         return
     now = timezone.now()
     snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
@@ -328,8 +326,10 @@ def _flush(batch: _Batch, report: services.ImportReport, import_name: str, *, ch
             new[data.key] = data
             report.tally(("created", number, data.key, "", data.warnings))
     try:
-        with transaction.atomic():
-            _write(list(new.values()), import_name, checks_per_row=checks_per_row)
+        fresh = list(new.values())
+        checks = nullcontext() if checks_per_row or not fresh else _checks_set_based(fresh)
+        with transaction.atomic(), checks:
+            _write(fresh, import_name)
     except IntegrityError:
         # Another import wrote some of these chains meanwhile: one at a time, through the careful path.
         report.created -= len(new)
