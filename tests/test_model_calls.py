@@ -400,7 +400,8 @@ def test_runs_in_one_process_hand_slots_over_without_waiting_for_a_poll(counting
     endpoint = make_endpoint(counting_server, max_concurrency=4)
     first, second = (start_run(endpoint, researcher, params={"temperature": t}) for t in (0.1, 0.2))
     errors: list = []
-    threads = [worker_thread(first, errors), worker_thread(second, errors, after=0.5)]
+    # The second run starts 0.8 s late (32 calls behind), so it still has calls left after the first ends.
+    threads = [worker_thread(first, errors), worker_thread(second, errors, after=0.8)]
     with mock.patch.multiple(calls, KEEP_SECONDS=30, LEASE_POLL_SECONDS=30, DEMAND_SECONDS=120):
         started = time.monotonic()
         for thread in threads:
