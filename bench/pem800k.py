@@ -12,7 +12,8 @@ so the peak RSS printed is that phase's own:
    streaming COPY of the same rows (chains, steps, labels: parsed from the same file, no checks)
    into plain tables without indexes or constraints;
 2. ``import``: ``pem.training.importer.import_pem800k`` (checks every line, keys, links to the
-   bank, COPY into the real tables with their indexes and constraints);
+   bank, COPY into the real tables with their indexes and constraints); its reader process's
+   CPU and peak RSS are printed beside the importer's own;
 3. ``reimport``: the same file again (every record unchanged);
 4. ``filters``: the four filters and the funnel (coverage 3 models, a balance target);
 5. ``copy_to``: the baseline for the export, ``COPY (SELECT ...) TO STDOUT`` of the kept rows
@@ -113,12 +114,23 @@ def phase_copy(path: Path) -> dict:
 
 
 def phase_import(path: Path) -> dict:
+    from pem.training import reader
     from pem.training.importer import import_pem800k
 
+    # The reader process's own peak RSS comes in its last frame (VmHWM restarts at its exec).
+    read_frame, peaks = reader.read_frame, []
+
+    def reading(stream):  # noqa: ANN001, ANN202
+        frame = read_frame(stream)
+        if frame and frame.get("peak_rss_kib"):
+            peaks.append(frame["peak_rss_kib"] / 1024)
+        return frame
+
+    reader.read_frame = reading
     started = time.perf_counter()
     report = import_pem800k(path=path, name="pem800k")
     return {"seconds": time.perf_counter() - started, "created": report["created"], "unchanged": report["unchanged"],
-            "failed": report["failed"]}  # fmt: skip
+            "failed": report["failed"], "reader_peak_rss_mib": round(max(peaks, default=0), 1)}  # fmt: skip
 
 
 def phase_filters() -> dict:
@@ -205,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         result = handlers[args.phase]()
         after = cpu_seconds()
         cpu = {f"cpu_{k}_s": round(after[k] - before[k], 2) for k in before}
+        # The import's reader process (pem.training.reader): its CPU counts too.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu["cpu_children_s"] = round(children.ru_utime + children.ru_stime, 2)
         print(json.dumps({**result, **cpu, "peak_rss_mib": round(peak_mib(), 1)}))
         return 0
     from django.core.management import call_command
@@ -244,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"import:   {records / imported['seconds']:,.0f} records/s vs raw COPY {records / base:,.0f} records/s "
           f"(before {copy['seconds']:.1f} s, after {copy_after['seconds']:.1f} s) = {ratio:.2f}x; "
           f"peak RSS {imported['peak_rss_mib']} MiB ({above:.1f} above a bare setup)")  # fmt: skip
+    both = imported["peak_rss_mib"] + imported["reader_peak_rss_mib"]
+    print(f"          with the reader process's {imported['reader_peak_rss_mib']} MiB: {both:.1f} MiB at most together")
+    cpu = {k: imported[f"cpu_{k}_s"] for k in ("client", "server", "children")}
+    print(
+        f"          CPU: importer {cpu['client']:.1f} s, its server process {cpu['server']:.1f} s, reader "
+        f"{cpu['children']:.1f} s; raw COPY: client {copy['cpu_client_s']:.1f} s, "
+        f"server {copy['cpu_server_s']:.1f} s"
+    )
     print(f"again:    {again['unchanged']:,} unchanged in {again['seconds']:.1f} s")
     print(f"filters:  {filtered['seconds']:.1f} s for {filtered['input']:,} chains -> {filtered['kept']:,} kept")
     kept = export_trl["records"]

@@ -108,19 +108,30 @@ class Table:
         self.copy(rows, ids=new_ids)
         return new_ids
 
-    def copy(self, rows: Iterable[tuple], *, ids: Sequence[int] = ()) -> None:
-        """``COPY`` the rows into the model's table (PostgreSQL), each with its id from ``ids`` when given."""
+    def copy(
+        self, rows: Iterable[tuple], *, ids: Sequence[int] = (), complete: bool = False, text: bytes = b""
+    ) -> None:
+        """``COPY`` the rows into the model's table (PostgreSQL), each with its id from ``ids`` when given.
+
+        ``complete``: each row is whole already: the given values, then ``rest``, JSON as text.
+        ``text``: rows in COPY's text format, written before ``rows`` (the PEM-800K import's reader
+        process writes them: pem.training.reader)."""
         q = connection.ops.quote_name
         meta = self.model._meta
         columns = ([meta.pk.column or meta.pk.attname] if ids else []) + self.columns
         sql = f"COPY {q(meta.db_table)} ({', '.join(q(c) for c in columns)}) FROM STDIN"
-        if self.json:
+        if self.json and not complete:
             rows = map(self._encode, rows)
         rest = self.rest
         # The raw psycopg copy is not wrapped by Django: make its errors Django's.
         with connection.wrap_database_errors, connection.cursor() as cursor, cursor.copy(sql) as copy:
+            if text:
+                copy.write(text)
             write = copy.write_row
-            if ids:
+            if complete:
+                for row in rows:
+                    write(row)
+            elif ids:
                 for pk, row in zip(ids, rows, strict=True):
                     write((pk, *row, *rest))
             else:
@@ -145,17 +156,24 @@ def _table_for(model: type[models.Model], values: list[dict]) -> Table:
 _SEQUENCES: dict[tuple[str, str], str] = {}
 
 
+def sequence_of(model: type[models.Model]) -> str:
+    """The name of the table's id sequence (PostgreSQL), looked up once."""
+    meta = model._meta
+    key = (connection.alias, meta.db_table)
+    if key not in _SEQUENCES:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [meta.db_table, meta.pk.column])
+            _SEQUENCES[key] = cursor.fetchone()[0]
+    return _SEQUENCES[key]
+
+
 def take_ids(model: type[models.Model], n: int) -> list[int]:
     """``n`` ids from the table's sequence (PostgreSQL), in order, in one array (one row back instead of n)."""
     if n == 0:
         return []
-    meta = model._meta
-    key = (connection.alias, meta.db_table)
+    sequence = sequence_of(model)
     with connection.cursor() as cursor:
-        if key not in _SEQUENCES:
-            cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [meta.db_table, meta.pk.column])
-            _SEQUENCES[key] = cursor.fetchone()[0]
-        cursor.execute("SELECT array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)", [_SEQUENCES[key], n])
+        cursor.execute("SELECT array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)", [sequence, n])
         return cursor.fetchone()[0] or []
 
 

@@ -1,6 +1,10 @@
 """Importing PEM-800K-style files: per-line errors, idempotence, ~25 chains per question."""
 
 import json
+import threading
+import zipfile
+from contextlib import nullcontext
+from functools import partial
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -8,9 +12,10 @@ from django.db import IntegrityError, connection, transaction
 from annotation.jsonl_import import import_questions_file
 from annotation.models import Question
 from bench.generate import iter_pem, iter_questions
+from k12vista.vocabulary import LABEL_CODES
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
-from pem.training import importer
+from pem.training import importer, reader
 
 pytestmark = pytest.mark.django_db
 
@@ -199,3 +204,113 @@ def test_a_question_deleted_after_it_was_looked_up_leaves_its_chains_unlinked(tm
     assert report["created"] == 5
     assert not ChainOfThought.objects.filter(question__isnull=False).exists()
     assert all(c.question_text for c in ChainOfThought.objects.all())  # the snapshot is kept
+
+
+# --- the reader process (pem.training.reader, PostgreSQL) ---------------------------------------
+
+
+def odd_texts(record):
+    """The record with the characters COPY's text format escapes in its step texts and reasons."""
+    (text, label, why), *rest = record["step_labels"]
+    return {**record, "step_labels": [[f"{text}\t制表\\N 反斜杠\\\r\n换行", label, f"{why}\\t\t"], *rest]}
+
+
+def test_the_reader_process_keys_and_reads_a_line_as_the_importer_does():
+    records = list(iter_pem(0.0001, 4))[:20]
+    lines = (
+        [json.dumps(r, ensure_ascii=False).encode() for r in records]
+        + [
+            json.dumps(odd_texts(records[0])).encode(),  # escaped non-ASCII and control characters
+            b'{"hash_id": "h", "question": "x", "question": "y", ' + json.dumps(records[1])[1:].encode(),  # a key twice
+        ]
+    )
+    codes = frozenset(LABEL_CODES)
+    for line in lines:
+        key, found = reader.read_line(line, codes)
+        data = importer.parse_line(line)
+        assert key == data.key
+        assert [text for text, _, _ in found.steps] == data.steps
+        assert [[(label, why)] for _, label, why in found.steps] == [
+            [(label.label, label.explanation) for label in step] for step in data.labels
+        ]
+    # Any other shape, and whatever the reader process cannot read, is left to the importer.
+    others = [
+        {**records[2], "score": 1e-05}, {**records[2], "subject": "数学"}, {**records[2], "question": "\ud800"},
+        {**records[2], "question": "\x00"},
+    ]  # fmt: skip
+    for line in [*(json.dumps(r).encode() for r in others), b"\xef\xbb\xbf" + lines[0], b"not json", b"[1, 2]"]:
+        assert reader.read_line(line, codes) is None
+
+
+@postgresql
+def test_the_reader_process_writes_what_the_importer_alone_writes(tmp_path, monkeypatch, researcher):
+    question_record = next(iter(iter_questions(0.0001, 3)))
+    import_questions_file(path=write_jsonl(tmp_path / "q.jsonl", [question_record]), user=researcher)
+    records = list(iter_pem(0.0001, 3))[:30]
+    by_name = {**records[3], "step_labels": [[text, "运算处理错误", why] for text, _, why in records[3]["step_labels"]]}
+    lines = [*records[:10], odd_texts(records[10]), by_name, records[0], *records[11:]]
+    path = write_jsonl(tmp_path / "pem.jsonl", lines)
+    with path.open("a") as handle:
+        handle.write("not json\n\n" + json.dumps({**records[12], "step_labels": []}) + "\n")
+    via_reader = importer.import_pem800k(path=path, name="pem800k", batch_size=7)
+    written = table_rows()
+    assert via_reader["created"] == 31 and via_reader["unchanged"] == 1 and via_reader["failed"] == 2
+    assert any(question for _, question, _ in written[0])  # linked to the bank
+    assert any("\t制表\\N 反斜杠\\\r\n换行" in text for _, _, text in written[1])
+    ChainOfThought.objects.all().delete()
+    monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))  # read in this process
+    alone = importer.import_pem800k(path=path, name="pem800k", batch_size=7)
+    assert via_reader == alone and table_rows() == written
+
+
+@postgresql
+def test_a_zip_is_read_by_the_reader_process_too(tmp_path):
+    records = list(iter_pem(0.0001, 3))[:5]
+    path = tmp_path / "pem.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("pem.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    report = importer.import_pem800k(path=path, name="pem800k")
+    assert report["created"] == 5 and Step.objects.count() == sum(len(r["step_labels"]) for r in records)
+
+
+@postgresql
+def test_a_clash_with_a_chain_written_since_the_reader_looked_is_looked_up_again(tmp_path, monkeypatch):
+    records = list(iter_pem(0.0001, 3))[:4]
+    importer.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="pem")
+    chains = [importer.parse_line(json.dumps(r).encode()) for r in records]
+    services.fill_from_bank(chains)
+    report = services.ImportReport(created=4)  # as sorted out by the reader process's older view
+
+    def not_one_at_a_time(*args, **kwargs):
+        raise AssertionError("the rest is written by COPY, not one chain at a time")
+
+    monkeypatch.setattr(services, "save_chain", not_one_at_a_time)
+    rows = partial(importer._whole_rows, made={}, import_name="pem")
+    importer._save(chains, report, "pem", rows=rows, checks_per_row=True, look_again=True)
+    assert (report.created, report.unchanged) == (3, 1)
+    assert ChainOfThought.objects.count() == 4
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
+
+
+@postgresql
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_chains_repeated_in_later_batches_and_a_second_import_are_unchanged(tmp_path):
+    records = list(iter_pem(0.0001, 5))[:12]
+    path = write_jsonl(tmp_path / "pem.jsonl", [*records, records[0], records[5], records[11]])
+    first = importer.import_pem800k(path=path, name="pem800k", batch_size=4)
+    assert (first["created"], first["unchanged"], first["failed"]) == (12, 3, 0)
+    again = importer.import_pem800k(path=path, name="pem800k", batch_size=4)
+    assert (again["created"], again["unchanged"]) == (0, 15)
+    assert ChainOfThought.objects.count() == 12
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
+    assert StepLabel.objects.count() == Step.objects.count()
+
+
+@postgresql
+def test_a_reader_process_that_cannot_start_fails_the_import_with_what_it_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(importer, "_conninfo", lambda: "host=127.0.0.1 port=1 dbname=none connect_timeout=2")
+    path = write_jsonl(tmp_path / "pem.jsonl", list(iter_pem(0.0001, 3))[:3])
+    with pytest.raises(RuntimeError, match="reader process failed.*127.0.0.1"):
+        importer.import_pem800k(path=path, name="pem800k")
+    assert not ChainOfThought.objects.exists()
+    assert not any(t.name == "pem800k-feeder" for t in threading.enumerate())

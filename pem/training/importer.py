@@ -26,29 +26,37 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from queue import Full, Queue
 from typing import Any
 
 import orjson
+import psycopg
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from annotation.jsonl_import import RecordError, open_source
+from annotation.jsonl_import import MAX_LINE_BYTES, RecordError, open_source
 from annotation.models import Question
 from k12vista import bulk
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
+from pem.training import lines, reader
+from pem.training.lines import KEY_HASH_LENGTH, chain_key
 
-BATCH_SIZE = 2000
+BATCH_SIZE = 1000
 READ_AHEAD = 2  # batches checked ahead of the one being written
 LABEL_SET = frozenset(LABEL_CODES)
-KEY_HASH_LENGTH = 24
 
 
 class _Float(float):
@@ -74,12 +82,6 @@ def canonical_json(record: dict) -> bytes:
             raise RecordError("line", gettext("the text holds an unpaired surrogate (\\ud800-\\udfff)")) from None
 
 
-def chain_key(hash_id: str, digest: str) -> str:
-    """The question and the chain's content (``digest``: of the whole record, canonical): the same
-    record always gets the same key."""
-    return f"{hash_id[: 200 - KEY_HASH_LENGTH - 1]}:{digest}"
-
-
 def parse_line(line: bytes) -> services.ChainData:
     """One line as a chain (RecordError says what is wrong)."""
     try:
@@ -98,46 +100,18 @@ def parse_line(line: bytes) -> services.ChainData:
     return data
 
 
-def _lines(value: Any) -> str | None:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return "\n".join(value)
-    return None
-
-
 def _plain_record(record: dict) -> services.ChainData | None:
-    """The common case read directly: exact label codes, [step, label, explanation] triples, plain
-    strings, no metadata tags. Anything else (names for labels, pairs, tags, odd types) returns
-    None and goes through pem.services.from_reference, which forgives or explains."""
-    hash_id, steps = record.get("hash_id"), record.get("step_labels")
-    question, response, model = record.get("question"), record.get("student_infer"), record.get("model")
-    solution, answer = _lines(record.get("format_solution")), _lines(record.get("ground_truth"))
-    if (
-        not isinstance(hash_id, str) or not hash_id.strip() or len(hash_id.strip()) > 200
-        or record.get("key") or record.get("subject") or record.get("type")
-        or not isinstance(question, str | None) or not isinstance(response, str | None)
-        or not isinstance(model, str | None) or solution is None or answer is None
-        or not isinstance(steps, list) or not steps
-    ):  # fmt: skip
+    """The common case (pem.training.lines.plain) as a chain; None: the general way."""
+    found = lines.plain(record, LABEL_SET)
+    if found is None:
         return None
-    data = services.ChainData(key="", question_hash_id=hash_id.strip(), question_text=question or "",
-                              reference_solution=solution, reference_answer=answer, response_text=response or "",
-                              model_name=(model or "").strip())  # fmt: skip
+    data = services.ChainData(key="", question_hash_id=found.hash_id, question_text=found.question,
+                              reference_solution=found.solution, reference_answer=found.answer,
+                              response_text=found.response, model_name=found.model)  # fmt: skip
     texts, labels, label_data = data.steps, data.labels, services.LabelData
-    for entry in steps:
-        if type(entry) is not list or len(entry) != 3:
-            return None
-        text, label, explanation = entry
-        if (
-            type(text) is not str or type(label) is not str or type(explanation) is not str
-            or label not in LABEL_SET or not text.strip()
-        ):  # fmt: skip
-            return None
+    for text, label, explanation in found.steps:
         texts.append(text)
-        labels.append([label_data(label, explanation.strip(), "")])
+        labels.append([label_data(label, explanation, "")])
     return data
 
 
@@ -148,6 +122,11 @@ class _Batch:
         self.chains: list[tuple[int, services.ChainData]] = []
         self.failed: list[services.Outcome] = []
         self.done = 0
+        # From the reader process: {key: (chain id, steps, labels as COPY text)} of the chains it
+        # made rows for, and {key: line} of every chain it read (sent without its steps).
+        self.made: dict[str, tuple[int, bytes, bytes]] = {}
+        self.lines: dict[str, bytes] = {}
+        self.known: set[str] = set()  # the keys it found stored
 
     def __len__(self) -> int:
         return len(self.chains)
@@ -268,35 +247,88 @@ def _checks_set_based(chains: list[services.ChainData]) -> Iterator[None]:
         cursor.execute("SELECT set_config('session_replication_role', %s, true)", [before])
 
 
-def _write(chains: list[services.ChainData], import_name: str) -> None:
-    """The chains, their steps and labels through k12vista.bulk (COPY on PostgreSQL, batched
-    inserts elsewhere), rows built as tuples straight from the data: no dict per row."""
-    if not chains:
-        return
+def _tables(import_name: str, *, ids: bool) -> tuple[bulk.Table, bulk.Table, bulk.Table]:
+    """The chains', steps' and labels' writers, with what a batch's rows share (its time, the
+    import's name); ``ids``: chains and steps are given their ids (taken from the sequences)."""
     now = timezone.now()
-    snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
-    cots = bulk.Table(ChainOfThought, _COT_GIVEN, fixed={
+    pk = ("id",) if ids else ()
+    cots = bulk.Table(ChainOfThought, (*pk, *_COT_GIVEN), fixed={
         "origin": ChainOfThought.Origin.IMPORTED, "response_id": None, "in_training_data": False,
         "status": ChainOfThought.Status.NEW, "created": now,
     })  # fmt: skip
-    cot_ids = cots.insert([(data.key, data.question.pk if data.question else None,
-                            *snapshot_of(data)) for data in chains], ids=True)  # fmt: skip
-    steps = [
-        (cot_id, position, text)
-        for cot_id, data in zip(cot_ids, chains, strict=True)
-        for position, text in enumerate(data.steps, 1)
-    ]
-    step_ids = bulk.Table(Step, ("cot_id", "position", "text")).insert(steps, ids=True)
-    labels_of_steps = (step_labels for data in chains for step_labels in data.labels)
+    steps = bulk.Table(Step, (*pk, "cot_id", "position", "text"))
     labels = bulk.Table(StepLabel, ("step_id", "label", "explanation"), fixed={
         "source": StepLabel.Source.IMPORTED, "rater": import_name, "user_id": None, "scoring_run_id": None,
         "taxonomy_version": TAXONOMY_VERSION, "guideline_version": "", "created": now,
     })  # fmt: skip
+    return cots, steps, labels
+
+
+def _write(chains: list[services.ChainData], import_name: str) -> None:
+    """The chains, their steps and labels by batched inserts (databases other than PostgreSQL),
+    rows built as tuples straight from the data: no dict per row."""
+    cots, steps, labels = _tables(import_name, ids=False)
+    snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
+    cot_ids = cots.insert([(data.key, data.question.pk if data.question else None,
+                            *snapshot_of(data)) for data in chains], ids=True)  # fmt: skip
+    step_ids = steps.insert([
+        (cot_id, position, text)
+        for cot_id, data in zip(cot_ids, chains, strict=True)
+        for position, text in enumerate(data.steps, 1)
+    ], ids=True)  # fmt: skip
+    labels_of_steps = (step_labels for data in chains for step_labels in data.labels)
     labels.insert([
         (step_id, label.label, label.explanation)
         for step_id, step_labels in zip(step_ids, labels_of_steps, strict=True)
         for label in step_labels
     ])  # fmt: skip
+
+
+@dataclass
+class _Whole:
+    """A batch's rows as COPY takes them: tuples with their ids and shared values, and the rows
+    the reader process wrote as COPY text."""
+
+    tables: tuple[bulk.Table, bulk.Table, bulk.Table]
+    cots: list[tuple] = field(default_factory=list)
+    steps: list[tuple] = field(default_factory=list)
+    labels: list[tuple] = field(default_factory=list)
+    steps_text: bytes = b""
+    labels_text: bytes = b""
+
+
+def _whole_rows(chains: list[services.ChainData], *, made: dict[str, tuple], import_name: str) -> _Whole:
+    """The new chains' rows (PostgreSQL): the reader process ``made`` the steps and labels of most
+    ({key: (chain id, steps text, labels text)}); the others' ids are taken here."""
+    whole = _Whole(_tables(import_name, ids=True))
+    cot_rest, step_rest, label_rest = (table.rest for table in whole.tables)
+    others = [data for data in chains if data.key not in made]
+    cot_ids = iter(bulk.take_ids(ChainOfThought, len(others))).__next__
+    next_step_id = iter(bulk.take_ids(Step, sum(len(data.steps) for data in others))).__next__
+    snapshot_of = operator.attrgetter(*services.SNAPSHOT_FIELDS)
+    steps_text, labels_text = [], []
+    for data in chains:
+        if data.key in made:
+            cot_id, steps, labels = made[data.key]
+            steps_text.append(steps)
+            labels_text.append(labels)
+        else:
+            cot_id = cot_ids()
+            for position, (text, step_labels) in enumerate(zip(data.steps, data.labels, strict=True), 1):
+                step_id = next_step_id()
+                whole.steps.append((step_id, cot_id, position, text, *step_rest))
+                whole.labels.extend((step_id, label.label, label.explanation, *label_rest) for label in step_labels)
+        question_id = data.question.pk if data.question else None
+        whole.cots.append((cot_id, data.key, question_id, *snapshot_of(data), *cot_rest))
+    whole.steps_text, whole.labels_text = b"".join(steps_text), b"".join(labels_text)
+    return whole
+
+
+def _copy(whole: _Whole) -> None:
+    cots, steps, labels = whole.tables
+    cots.copy(whole.cots, complete=True)
+    steps.copy(whole.steps, complete=True, text=whole.steps_text)
+    labels.copy(whole.labels, complete=True, text=whole.labels_text)
 
 
 def _stored_keys(keys: list[str]) -> set[str]:
@@ -310,14 +342,18 @@ def _stored_keys(keys: list[str]) -> set[str]:
     return set(ChainOfThought.objects.filter(key__in=keys).values_list("key", flat=True))
 
 
-def _flush(batch: _Batch, report: services.ImportReport, import_name: str, *, checks_per_row: bool = True) -> int:
-    """Writes the batch; returns how many of its chains have no question in the bank."""
-    if not batch:
-        return 0
+def _sort_out(
+    batch: _Batch, report: services.ImportReport, *, known: set[str] | None = None
+) -> tuple[list[services.ChainData], int]:
+    """The batch's new chains (linked to the bank's questions) and how many have no question in
+    the bank; every line is tallied, in order. ``known``: the keys stored already, as the reader
+    process saw them; None: looked up here."""
+    for outcome in batch.failed:
+        report.tally(outcome)
     chains = [data for _, data in batch.chains]
     services.fill_from_bank(chains)
     missing = sum(data.question is None for data in chains)
-    existing = _stored_keys([d.key for d in chains])
+    existing = _stored_keys([d.key for d in chains]) if known is None else known
     new: dict[str, services.ChainData] = {}
     for number, data in batch.chains:
         if data.key in existing or data.key in new:
@@ -325,20 +361,166 @@ def _flush(batch: _Batch, report: services.ImportReport, import_name: str, *, ch
         else:
             new[data.key] = data
             report.tally(("created", number, data.key, "", data.warnings))
+    batch.chains.clear()
+    return list(new.values()), missing
+
+
+def _save(
+    chains: list[services.ChainData], report: services.ImportReport, import_name: str, *,
+    rows: Callable[[list[services.ChainData]], _Whole] | None = None, lines_of: dict[str, bytes] | None = None,
+    checks_per_row: bool = True, look_again: bool = False,
+) -> None:  # fmt: skip
+    """Writes the batch's new chains in one transaction: by COPY when given their ``rows``
+    (``lines_of``: the lines of the chains the reader process sent without their steps).
+
+    ``look_again``: the chains were sorted out by the reader process's view of the stored keys,
+    which may be older than a chain this import or another wrote since: on a clash the keys are
+    looked up here and the rest is written again by COPY."""
+    if not chains:
+        return
     try:
-        fresh = list(new.values())
-        checks = nullcontext() if checks_per_row or not fresh else _checks_set_based(fresh)
+        checks = nullcontext() if checks_per_row else _checks_set_based(chains)
         with transaction.atomic(), checks:
-            _write(fresh, import_name)
+            if rows is None:
+                _write(chains, import_name)
+            else:
+                _copy(rows(chains))  # after the checks: a question deleted meanwhile is unlinked
     except IntegrityError:
+        if look_again:
+            stored = _stored_keys([data.key for data in chains])
+            report.created -= len(stored)
+            report.unchanged += len(stored)
+            rest = [data for data in chains if data.key not in stored]
+            _save(rest, report, import_name, rows=rows, lines_of=lines_of, checks_per_row=checks_per_row)
+            return
         # Another import wrote some of these chains meanwhile: one at a time, through the careful path.
-        report.created -= len(new)
-        for data in new.values():
+        report.created -= len(chains)
+        for data in _in_full(chains, lines_of or {}):
             outcome, _detail = services.save_chain(data, import_name=import_name)
             report.created += outcome == "created"
             report.unchanged += outcome != "created"
-    batch.chains.clear()
-    return missing
+
+
+# --- the reader process (PostgreSQL) ------------------------------------------------
+
+
+def _conninfo() -> str:
+    """This connection's parameters for the reader process's own connection (libpq's keywords only)."""
+    keywords = {default.keyword.decode() for default in psycopg.pq.Conninfo.get_defaults()}
+    params = connection.get_connection_params()
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if k in keywords and v not in (None, "")})
+
+
+def _tail(table: bulk.Table) -> str:
+    return "".join("\t" + lines.copy_field(value) for value in table.rest)
+
+
+@contextmanager
+def _reader_process(source: Any, batch_size: int, import_name: str) -> Iterator[Iterator[_Batch]]:
+    """Starts pem.training.reader on ``source``'s bytes and yields its batches, in order.
+
+    A thread feeds the file to the process (the zip member's limits still apply: an oversized
+    member stops the import as before); the process's failure is raised here with what it said."""
+    _cots, steps, labels = _tables(import_name, ids=True)
+    setup = {
+        "conninfo": _conninfo(), "label_codes": sorted(LABEL_SET), "batch_size": batch_size,
+        "max_line_bytes": MAX_LINE_BYTES, "chain_table": connection.ops.quote_name(ChainOfThought._meta.db_table),
+        "chain_sequence": bulk.sequence_of(ChainOfThought), "step_sequence": bulk.sequence_of(Step),
+        "step_tail": _tail(steps), "label_tail": _tail(labels),
+    }  # fmt: skip
+    with tempfile.TemporaryFile() as said:
+        process = subprocess.Popen(  # noqa: S603 (this interpreter, our own module)
+            [sys.executable, "-m", "pem.training.reader"], cwd=settings.BASE_DIR,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=said,
+        )  # fmt: skip
+        fed: list[BaseException] = []
+        assert process.stdin is not None and process.stdout is not None  # noqa: S101 (PIPE above)
+
+        def feed(stdin: Any = process.stdin) -> None:
+            try:
+                reader.write_frame(stdin, setup)
+                with source.open_lines() as stream:
+                    while chunk := stream.read(reader.READ_CHUNK):
+                        stdin.write(chunk)
+            except BrokenPipeError:  # the process stopped; what it said is raised below
+                pass
+            except BaseException as exc:  # noqa: BLE001 (raised in the import's thread)
+                fed.append(exc)
+            finally:
+                with suppress(OSError):
+                    stdin.close()
+
+        def frames(stdout: Any = process.stdout) -> Iterator[_Batch]:
+            while (frame := reader.read_frame(stdout)) is not None:
+                yield _from_frame(frame)
+            if process.wait() != 0 or fed:
+                if fed:
+                    raise fed[0]
+                said.seek(0)
+                raise RuntimeError(f"the PEM-800K reader process failed (exit {process.returncode}): "
+                                   f"{_last_error(said.read().decode(errors='replace'))}")  # fmt: skip
+
+        feeder = threading.Thread(target=feed, name="pem800k-feeder", daemon=True)
+        feeder.start()
+        try:
+            # No thread reads ahead: the process makes its next batch while this one writes the
+            # last, and waits on the pipe with it, so each process holds one batch at a time.
+            yield frames()
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            feeder.join()
+            process.stdout.close()
+
+
+def _last_error(said: str) -> str:
+    """A traceback's last exception line and what follows it (a hint, indented)."""
+    lines_said = said.strip().splitlines()
+    at = max((n for n, line in enumerate(lines_said) if line and not line[0].isspace()), default=0)
+    return " ".join(line.strip() for line in lines_said[at:])[:1000]
+
+
+def _from_frame(frame: dict) -> _Batch:
+    """A reader process's frame as a batch: its chains, with the rows it made, and the lines it
+    left to the general reading."""
+    batch = _Batch()
+    batch.done = frame["done"]
+    batch.failed = [("failed", number, "", gettext("the line is too long to be a record"), [])
+                    for number in frame["too_long"]]  # fmt: skip
+    chains = batch.chains
+    for number, line in frame["raw"]:
+        try:
+            chains.append((number, parse_line(line)))
+        except RecordError as exc:
+            batch.failed.append(("failed", number, "", str(exc), []))
+    chain_data, lines_of = services.ChainData, batch.lines
+    for number, key, hash_id, line in frame["stored"]:
+        chains.append((number, chain_data(key=key, question_hash_id=hash_id)))
+        lines_of.setdefault(key, line)
+        batch.known.add(key)
+    for number, key, cot_id, fields, steps, labels, line in frame["chains"]:
+        hash_id, question, solution, answer, response, model = fields
+        chains.append((number, chain_data(key=key, question_hash_id=hash_id, question_text=question,
+                                          reference_solution=solution, reference_answer=answer,
+                                          response_text=response, model_name=model)))  # fmt: skip
+        batch.made.setdefault(key, (cot_id, steps, labels))
+        lines_of.setdefault(key, line)
+    batch.failed.sort(key=operator.itemgetter(1))
+    chains.sort(key=operator.itemgetter(0))
+    return batch
+
+
+def _in_full(chains: list[services.ChainData], lines_of: dict[str, bytes], *, but: Container[str] = ()) -> list:
+    """``chains`` with those the reader process sent without their steps read in full from their
+    lines, ``but`` those whose rows it made: a chain it found stored but that is gone by now, or
+    any of them when the batch is written one chain at a time."""
+    light = [data.key for data in chains if not data.steps and data.key in lines_of and data.key not in but]
+    if not light:
+        return chains
+    read = {key: parse_line(lines_of[key]) for key in light}
+    services.fill_from_bank(list(read.values()))
+    return [read.get(data.key, data) for data in chains]
 
 
 def import_pem800k(
@@ -352,17 +534,31 @@ def import_pem800k(
     import_name = (name or Path(path).name).strip()[:200]
     report = services.ImportReport()
     missing = 0
-    checks_per_row = connection.vendor != "postgresql" or not may_skip_row_checks()
+    copying = connection.vendor == "postgresql"
+    checks_per_row = not copying or not may_skip_row_checks()
     with open_source(path) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)
-        for batch in _read_ahead(_read_batches(source, batch_size)):
-            for outcome in batch.failed:
-                report.tally(outcome)
-            missing += _flush(batch, report, import_name, checks_per_row=checks_per_row)
-            if progress and batch.done < total:
-                progress(batch.done, total)
+        # On PostgreSQL the lines are read in a process of their own (pem.training.reader), so
+        # that this one only looks up, links and writes: the server is kept busy.
+        reading = _reader_process(source, batch_size, import_name) if copying else nullcontext(None)
+        with reading as batches:
+            for batch in batches or _read_ahead(_read_batches(source, batch_size)):
+                # The reader process looked up the committed keys; a caller's own transaction may
+                # hold chains it cannot see, so they are looked up again on this connection.
+                trusted = copying and not connection.in_atomic_block
+                new, batch_missing = _sort_out(batch, report, known=batch.known if trusted else None)
+                missing += batch_missing
+                if copying:
+                    new = _in_full(new, batch.lines, but=batch.made)
+                    rows = partial(_whole_rows, made=batch.made, import_name=import_name)
+                    _save(new, report, import_name, rows=rows, lines_of=batch.lines, checks_per_row=checks_per_row,
+                          look_again=trusted)  # fmt: skip
+                else:
+                    _save(new, report, import_name)
+                if progress and batch.done < total:
+                    progress(batch.done, total)
         if progress:
             progress(total, total)
     if report.created:
