@@ -418,17 +418,21 @@ def _tail(table: bulk.Table) -> str:
 
 
 @contextmanager
-def _reader_process(source: Any, batch_size: int, import_name: str) -> Iterator[Iterator[_Batch]]:
-    """Starts pem.training.reader on ``source``'s bytes and yields its batches, in order.
+def _reader_process(source: Any, path: str | Path, batch_size: int, import_name: str) -> Iterator[Iterator[_Batch]]:
+    """Starts pem.training.reader on the file at ``path`` (``source``, opened) and yields its
+    batches, in order.
 
-    A thread feeds the file to the process (the zip member's limits still apply: an oversized
-    member stops the import as before); the process's failure is raised here with what it said."""
+    A zip's member is fed to the process by a thread (its limits still apply: an oversized member
+    stops the import as before); the process's failure is raised here with what it said."""
     _cots, steps, labels = _tables(import_name, ids=True)
     setup = {
         "conninfo": _conninfo(), "label_codes": sorted(LABEL_SET), "batch_size": batch_size,
         "max_line_bytes": MAX_LINE_BYTES, "chain_table": connection.ops.quote_name(ChainOfThought._meta.db_table),
         "chain_sequence": bulk.sequence_of(ChainOfThought), "step_sequence": bulk.sequence_of(Step),
         "step_tail": _tail(steps), "label_tail": _tail(labels),
+        # A plain file is read by the process itself; a zip's member comes through the pipe, read
+        # here with the archive's limits (annotation.jsonl_import.open_member).
+        "path": str(path) if source.archive is None else "",
     }  # fmt: skip
     with tempfile.TemporaryFile() as said:
         process = subprocess.Popen(  # noqa: S603 (this interpreter, our own module)
@@ -441,6 +445,8 @@ def _reader_process(source: Any, batch_size: int, import_name: str) -> Iterator[
         def feed(stdin: Any = process.stdin) -> None:
             try:
                 reader.write_frame(stdin, setup)
+                if setup["path"]:
+                    return
                 with source.open_lines() as stream:
                     while chunk := stream.read(reader.READ_CHUNK):
                         stdin.write(chunk)
@@ -544,7 +550,7 @@ def import_pem800k(
             progress(0, total)
         # On PostgreSQL the lines are read in a process of their own (pem.training.reader), so
         # that this one only looks up, links and writes: the server is kept busy.
-        reading = _reader_process(source, batch_size, import_name) if copying else nullcontext(None)
+        reading = _reader_process(source, path, batch_size, import_name) if copying else nullcontext(None)
         with reading as batches:
             for batch in batches or _read_ahead(_read_batches(source, batch_size)):
                 # The reader process looked up the committed keys; a caller's own transaction may
