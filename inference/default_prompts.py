@@ -53,7 +53,9 @@ PLACEHOLDERS = frozenset(
     {
         "question",  # the question text, LaTeX in $...$
         "options",  # multiple choice: one option a line, "A. ..."
+        "question_with_options",  # the text, then its options one a line (a chain of thought's question)
         "reference_answer",  # the sub-answers, in order
+        "reference_answer_lines",  # the sub-answers one a line (a chain of thought's reference answer)
         "reference_solution",  # the reference solution, one step a line
         "model_answer",  # a model's raw output
         "steps",  # reserved for step lists; no default template uses it yet

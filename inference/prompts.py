@@ -82,12 +82,17 @@ class _Text:
 
 
 def question_values(question: Question, *, caption: str = "") -> dict[str, str]:
+    options = [f"{o['label']}. {o['text']}" for o in question.options]
     return {
         "question": question.text,
-        "options": "\n".join(f"{o['label']}. {o['text']}" for o in question.options),
+        "options": "\n".join(options),
+        # As a chain of thought holds them (pem.services: question_text_of, fill_from_bank), for
+        # the prompt a trained PEM learnt on: no empty line for a question without options.
+        "question_with_options": "\n".join([question.text, *options]),
         "subject": SUBJECT_ZH[Subject(question.subject)],
         "grade": str(question.grade),
         "reference_answer": default_prompts.BLANK_SEPARATOR.join(question.answers),
+        "reference_answer_lines": "\n".join(question.answers),
         "reference_solution": "\n".join(question.solution_steps) or question.raw_solution,
         "raw_solution": question.raw_solution,
         "caption": default_prompts.figure_description(caption),

@@ -60,8 +60,8 @@ OUTPUT_KIND = {
 }
 # What render() gets for a judge prompt: prompts.question_values plus the answer.
 JUDGE_VALUES = frozenset(
-    {"question", "options", "subject", "grade", "reference_answer", "reference_solution", "raw_solution",
-     "caption", "question_type", "model_answer"}
+    {"question", "options", "question_with_options", "subject", "grade", "reference_answer",
+     "reference_answer_lines", "reference_solution", "raw_solution", "caption", "question_type", "model_answer"}
 )  # fmt: skip
 FAILED_STATUSES = (Judgment.Status.PARSE_FAILED, Judgment.Status.CALL_FAILED)
 

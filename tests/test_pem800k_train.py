@@ -91,17 +91,31 @@ def test_a_step_that_keeps_its_own_number_is_not_numbered_twice():
     assert "步骤1：步骤1" not in text and text.count("步骤") == 3
 
 
-def test_the_judge_prompt_shows_an_answer_as_the_export_shows_an_example():
-    """A scoring run fills the registered prompt with the question's values; a multiple-choice question's
-    chain holds its text with the options, and the answer's steps are numbered as the export numbers them."""
-    from inference import default_prompts
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("qtype", "options", "answers"),
+    [("multiple_choice", [{"label": "A", "text": "1"}, {"label": "B", "text": "2"}], ["B"]),
+     ("fill_in_blank", [], ["$x=2$", "$y=3$"])],  # no options, two sub-answers
+)  # fmt: skip
+def test_the_judge_prompt_shows_an_answer_as_the_export_shows_an_example(qtype, options, answers):
+    """A scoring run fills the registered prompt with the question's values (inference.prompts); the
+    export shows a chain as the bank's question fills it (pem.services.fill_from_bank): its text with
+    the options one a line, the sub-answers one a line, the steps numbered as the export numbers
+    them. The two texts are the same, so a trained PEM is scored on what it learnt on."""
+    from inference import default_prompts, prompts
+    from pem import services
+    from tests.annotation_factories import make_question
 
+    question = make_question(qtype=qtype, options=options, answers=answers, figures=[])
+    chain = services.ChainData(key="q:1", question_hash_id=question.hash_id)
+    services.fill_from_bank([chain])
+    example = {"question": chain.question_text, "reference_answer": chain.reference_answer,
+               "steps": ["由题意 $x=2$。", "最终答案：B"]}  # fmt: skip
     answer = "步骤1：由题意 $x=2$。\n步骤2：最终答案：B"
-    example = {"question": "求 $x$。\nA. 1\nB. 2", "reference_answer": "B", "steps": ["由题意 $x=2$。", "最终答案：B"]}
     prompt = {"name": "pem", "system": formats.SYSTEM_PROMPT, "user_template": formats.JUDGE_USER_TEMPLATE}
-    rendered = default_prompts.render(type("P", (), prompt), question="求 $x$。", options="A. 1\nB. 2",
-                                      reference_answer="B", model_answer=answer)  # fmt: skip
+    rendered = default_prompts.render(type("P", (), prompt), **prompts.question_values(question), model_answer=answer)
     assert rendered == (formats.SYSTEM_PROMPT, formats.user_text(example))
+    assert "\n\n\n" not in rendered[1]  # no empty line for a question without options
 
 
 # Run in the ml Python: the batch the trainer's collator makes of the export's first line.

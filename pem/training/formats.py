@@ -63,8 +63,9 @@ def user_text(example: dict) -> str:
 
 # The judge prompt a trained PEM is scored with (train.register_endpoint stores it): user_text's layout
 # with the scoring run's values. A chain's question text is the question and then its options, one a
-# line (pem.services.question_text_of), and the answer is shown as written, its steps numbered.
-JUDGE_USER_TEMPLATE = _user_layout("${question}\n${options}", "${reference_answer}", "${model_answer}")
+# line (pem.services.question_text_of), its reference answer the sub-answers one a line, and the
+# answer is shown as written, its steps numbered.
+JUDGE_USER_TEMPLATE = _user_layout("${question_with_options}", "${reference_answer_lines}", "${model_answer}")
 
 
 def assistant_text(example: dict) -> str:
