@@ -97,3 +97,25 @@ def test_a_real_worker_imports_answers_with_the_local_model_and_exports(
     written = (settings.MEDIA_ROOT / export.result["path"]).read_text(encoding="utf-8").splitlines()
     assert len(written) == export.result["count"] == 10
     assert {json.loads(line)["hash_id"] for line in written} == set(Question.objects.values_list("hash_id", flat=True))
+
+
+def test_a_real_worker_imports_pem800k_through_its_reader_process(worker, researcher, tmp_path):
+    """The PEM-800K import job on a worker: on PostgreSQL its lines are read by pem.training.reader,
+    a process the worker's own (daemonic) process starts; elsewhere in the worker itself."""
+    from bench.generate import iter_pem
+    from pem.models import ChainOfThought, Step, StepLabel
+    from pem.training import jobs as training_jobs
+
+    records = list(iter_pem(0.0001, 3))[:40]
+    path = tmp_path / "pem.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records) + "not json\n")
+    job = wait_for(training_jobs.start_import(path=str(path), name="pem800k", user=researcher), timeout=120)
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert (job.result["created"], job.result["failed"]) == (40, 1)
+    assert job.done == job.total == 41
+    assert ChainOfThought.objects.count() == 40
+    assert (
+        StepLabel.objects.filter(rater="pem800k").count()
+        == Step.objects.count()
+        == sum(len(r["step_labels"]) for r in records)
+    )
