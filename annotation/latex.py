@@ -16,6 +16,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from django.utils.translation import gettext
 
@@ -30,8 +31,10 @@ _DELIMITERS = {"$$": ("$$", True), "\\[": ("\\]", True), "\\(": ("\\)", False), 
 _OPENER = re.compile(r"\\\$|\$\$|\\\[|\\\(|\$")
 
 
-@dataclass(frozen=True)
-class Formula:
+class Formula(NamedTuple):
+    """A tuple, not a frozen dataclass: an import makes and hashes (to look up its verdict)
+    fifteen of these a question, and a dataclass's are built and hashed in Python."""
+
     tex: str
     display: bool
 
