@@ -236,10 +236,15 @@ def prepared_lines(source: Any, *, path: str | Path, workers: int, total: int) -
                 yield from window.popleft().get()
         while window:
             yield from window.popleft().get()
-        pool.close()
-    finally:
+    except BaseException:  # an error, or the writer stopped early: nothing left worth finishing
         pool.terminate()
         pool.join()
+        raise
+    # Every chunk is back: let the processes read their stop signal and leave. Terminating
+    # them here took the task queue's lock while they were still reading it, and once a
+    # process stayed blocked on that lock and the import never returned.
+    pool.close()
+    pool.join()
 
 
 # --- stage 2: writing ----------------------------------------------------------------
