@@ -82,7 +82,7 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
 
     source = source if source is not None else _worker["source"]
     out: list[Prepared] = []
-    fresh: list[tuple[Prepared, Question, list[Any]]] = []
+    fresh: list[tuple[Prepared, Any, list[Any]]] = []
     for number, line in items:
         if line is None:
             out.append(
@@ -128,7 +128,9 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
              "sharpness": p.sharpness, "origin": f.origin}
             for i, (f, p) in enumerate(zip(data.figures, ready, strict=True))
         ]  # fmt: skip
-        fresh.append((prepared, Question(**prepared.row), unsaved))
+        # Likewise what they read of the question: making a Question cost two thirds of the rules' time.
+        question: Any = SimpleNamespace(**prepared.row)
+        fresh.append((prepared, question, unsaved))
         out.append(prepared)
     # One KaTeX round trip for the whole chunk.
     problems, _checked = latex.latex_problems_of_many([checks.latex_texts(q) for _p, q, _f in fresh])
@@ -234,10 +236,15 @@ def prepared_lines(source: Any, *, path: str | Path, workers: int, total: int) -
                 yield from window.popleft().get()
         while window:
             yield from window.popleft().get()
-        pool.close()
-    finally:
+    except BaseException:  # an error, or the writer stopped early: nothing left worth finishing
         pool.terminate()
         pool.join()
+        raise
+    # Every chunk is back: let the processes read their stop signal and leave. Terminating
+    # them here took the task queue's lock while they were still reading it, and once a
+    # process stayed blocked on that lock and the import never returned.
+    pool.close()
+    pool.join()
 
 
 # --- stage 2: writing ----------------------------------------------------------------

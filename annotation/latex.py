@@ -16,6 +16,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from django.utils.translation import gettext
 
@@ -23,13 +24,17 @@ from k12vista.text import storable
 
 CHECKER = Path(__file__).resolve().parent / "js" / "katex_check.js"
 
-# Same delimiters as static/js/app.js, longest first.
-_DELIMITERS = [("$$", "$$", True), ("\\[", "\\]", True), ("\\(", "\\)", False), ("$", "$", False)]
-_OPENER = re.compile(r"[$\\]")
+# Same delimiters as static/js/app.js, longest first: each opener's closer, and whether it is display math.
+_DELIMITERS = {"$$": ("$$", True), "\\[": ("\\]", True), "\\(": ("\\)", False), "$": ("$", False)}
+# An escaped dollar sign (text) first, then the openers in that order: the leftmost match is the
+# next formula, found by the regex engine rather than by trying each opener at every $ and \.
+_OPENER = re.compile(r"\\\$|\$\$|\\\[|\\\(|\$")
 
 
-@dataclass(frozen=True)
-class Formula:
+class Formula(NamedTuple):
+    """A tuple, not a frozen dataclass: an import makes and hashes (to look up its verdict)
+    fifteen of these a question, and a dataclass's are built and hashed in Python."""
+
     tex: str
     display: bool
 
@@ -45,27 +50,23 @@ def split_formulas(text: str) -> tuple[list[Formula], list[LatexProblem]]:
     formulas: list[Formula] = []
     problems: list[LatexProblem] = []
     i = 0
-    # Only a dollar sign or a backslash can open a formula: jump from one to the next.
     while (found := _OPENER.search(text, i)) is not None:
-        i = found.start()
-        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "$":
-            i += 2  # an escaped dollar sign is text
+        left = found.group()
+        if left == "\\$":
+            i = found.end()  # an escaped dollar sign is text
             continue
-        for left, right, display in _DELIMITERS:
-            if text.startswith(left, i):
-                end = text.find(right, i + len(left))
-                if end < 0:
-                    problems.append(
-                        LatexProblem(
-                            gettext("%(left)s opened at character %(n)d is never closed") % {"left": left, "n": i + 1}
-                        )
-                    )
-                    return formulas, problems
-                formulas.append(Formula(text[i + len(left) : end], display))
-                i = end + len(right)
-                break
-        else:
-            i += 1
+        right, display = _DELIMITERS[left]
+        end = text.find(right, found.end())
+        if end < 0:
+            problems.append(
+                LatexProblem(
+                    gettext("%(left)s opened at character %(n)d is never closed")
+                    % {"left": left, "n": found.start() + 1}
+                )
+            )
+            return formulas, problems
+        formulas.append(Formula(text[found.end() : end], display))
+        i = end + len(right)
     return formulas, problems
 
 

@@ -14,6 +14,10 @@ from typing import Any
 from django.utils.translation import gettext
 
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# In JSON text a NUL or a surrogate can only be written as a \u escape (raw, the first is not
+# valid JSON and the second not valid UTF-8): a line without one has no string to search,
+# and searching them all (a figure's base64 is most of a line) cost more than parsing it.
+MAYBE_UNSTORABLE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 #: Deeper than any record we read; deeper nesting is refused before anything recurses over it.
 MAX_DEPTH = 64
 
@@ -27,30 +31,48 @@ def storable(text: str) -> str:
     return UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
 
 
-def unstorable_reason(value: Any) -> str | None:
+def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
     """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, or
-    nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
+
+    ``strings=False`` checks the nesting alone, for JSON whose text held no escape
+    that could make a NUL or a surrogate (see parse_record_line)."""
+    stack: list[tuple[Any, Any, int]] = [(value, None, 0)]
     while stack:
-        item, where, depth = stack.pop()
+        item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             return gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}
         if isinstance(item, str):
-            found = UNSTORABLE.search(item)
+            found = UNSTORABLE.search(item) if strings else None
             if found:
                 nul = found.group() == "\x00"
                 what = gettext("a NUL character (\\u0000)") if nul else gettext("an unpaired surrogate")
                 return gettext("%(where)s: %(what)s at character %(n)d, which cannot be stored") % {
-                    "where": where or gettext("the record"), "what": what, "n": found.start() + 1,
+                    "where": _where(path) or gettext("the record"), "what": what, "n": found.start() + 1,
                 }  # fmt: skip
         elif isinstance(item, dict):
             for key, child in item.items():
-                label = f"{where}.{storable(key)[:50]}" if where else storable(key)[:50]
-                stack.append((key, gettext("the name %(name)s") % {"name": repr(label)}, depth + 1))
-                stack.append((child, label, depth + 1))
+                stack.append((key, ((path, key),), depth + 1))
+                stack.append((child, (path, key), depth + 1))
         elif isinstance(item, list):
-            stack.extend((child, f"{where}[{n}]", depth + 1) for n, child in enumerate(item))
+            stack.extend((child, (path, n), depth + 1) for n, child in enumerate(item))
     return None
+
+
+def _where(path: Any) -> str:
+    """A path of unstorable_reason's walk in words: ``a.b[2]``, or "the name 'a.b'" for a key.
+
+    Only a failing line needs one, so the walk keeps (parent, step) pairs and never
+    formats the thousands of places that are fine."""
+    if path is None:
+        return ""
+    if len(path) == 1:  # the key itself, not its value
+        return gettext("the name %(name)s") % {"name": repr(_where(path[0]))}
+    parent, step = path
+    above = _where(parent)
+    if isinstance(step, int):
+        return f"{above}[{step}]"
+    return f"{above}.{storable(step)[:50]}" if above else storable(step)[:50]
 
 
 def parse_record_line(line: bytes) -> Any:
@@ -70,7 +92,7 @@ def parse_record_line(line: bytes) -> Any:
         raise BadLine(gettext("not valid JSON: it breaks at character %(n)d") % {"n": exc.pos + 1}) from None
     except ValueError as exc:
         raise BadLine(gettext("not valid JSON: %(error)s") % {"error": exc}) from None
-    reason = unstorable_reason(record)
+    reason = unstorable_reason(record, strings=MAYBE_UNSTORABLE.search(text) is not None)
     if reason:
         raise BadLine(reason)
     return record

@@ -529,6 +529,29 @@ def test_a_pool_of_processes_prepares_a_zip_with_the_same_outcome_as_one_process
     assert len(list((Path(settings.MEDIA_ROOT) / "figures").rglob("*.png"))) == 9
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_that_prepared_every_line_is_closed_and_joined_not_terminated(tmp_path, monkeypatch):
+    """Terminating the processes right after close() could leave one blocked on the task queue's
+    lock, and the import waiting for it for ever; the pool is terminated only on an error."""
+    import billiard.pool
+
+    from annotation import jsonl_bulk
+
+    monkeypatch.setattr(jsonl_bulk, "POOL_MIN_LINES", 0)
+    terminated = []
+    real = billiard.pool.Pool.terminate
+    monkeypatch.setattr(billiard.pool.Pool, "terminate", lambda pool: terminated.append(pool) or real(pool))
+    path = write_lines(tmp_path / "q.jsonl", [studio(f"p{i}") for i in range(5)])
+    assert import_questions_file(path=path, user=None, workers=2).created == 5
+    assert terminated == []
+
+    with jsonl_import.open_source(path) as source:  # a reader that stops early: the rest is not worth finishing
+        lines = jsonl_bulk.prepared_lines(source, path=path, workers=2, total=5)
+        next(lines)
+        lines.close()
+    assert len(terminated) == 1
+
+
 def test_a_hash_id_twice_in_one_batch_is_created_once_then_unchanged_or_a_conflict(researcher, tmp_path):
     lines = [studio("d1"), studio("d2"), studio("d1"), studio("d2", text="改了___"), studio("d3")]
     report = import_questions_file(path=write_lines(tmp_path / "d.jsonl", lines), user=researcher)
