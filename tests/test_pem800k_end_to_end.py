@@ -45,7 +45,9 @@ RIGHT = "步骤1：由题意 $x=2$。\n步骤2：代入得 $y=4$。\n步骤3：�
 RIGHT_STEPS = ["由题意 $x=2$。", "代入得 $y=4$。", "最终答案：B"]  # the rule split
 WRONG = "步骤1：设 $x=3$。\n步骤2：计算得 $2x=5$。\n最终答案：B"
 # The prompt register_endpoint gives the PEM: an answer shown as formats.user_text shows a training example.
-PEM_USER_TEMPLATE = "题目：\n${question_with_options}\n\n参考答案：\n${reference_answer_lines}\n\n学生解答：\n${model_answer}"
+PEM_USER_TEMPLATE = (
+    "题目：\n${question_with_options}\n\n参考答案：\n${reference_answer_lines}\n\n学生解答：\n${model_answer}"
+)
 # Enough for the tiny model (2 layers, width 64) to learn its two examples' answer; the former 4 steps at
 # 1e-4 left it writing noise, and 2e-2 is unstable for it.
 TINY_TRAINING = {"max_steps": 100, "learning_rate": 1e-2, "gradient_checkpointing": False}
