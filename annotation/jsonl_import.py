@@ -60,6 +60,7 @@ from django.db import OperationalError
 from django.utils.translation import gettext
 from PIL import Image
 
+from annotation.line_stream import READ_CHUNK, numbered_lines
 from annotation.models import Figure, Question, SourceDocument
 from annotation.services import (
     FigureData,
@@ -86,7 +87,6 @@ PROGRESS_EVERY = 100
 # harmless; the ratio limit is for entries big enough to hurt.
 RATIO_CHECK_MIN_BYTES = 1024 * 1024
 SNIFF_BYTES = 64 * 1024
-READ_CHUNK = 1024 * 1024
 
 
 class ImportFileError(ValueError):
@@ -230,15 +230,7 @@ class ImportSource:
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
         """(line number, bytes) for every line; None for a line over MAX_LINE_BYTES."""
         with self.open_lines() as stream:
-            number = 0
-            while line := stream.readline(MAX_LINE_BYTES + 1):
-                number += 1
-                if len(line) > MAX_LINE_BYTES:
-                    while line and not line.endswith(b"\n"):  # skip the rest without holding it
-                        line = stream.readline(READ_CHUNK)
-                    yield number, None
-                else:
-                    yield number, line
+            yield from numbered_lines(stream, MAX_LINE_BYTES, chunk=READ_CHUNK)
 
     def count_lines(self) -> int:
         count, last = 0, b"\n"

@@ -45,7 +45,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from annotation.jsonl_import import MAX_LINE_BYTES, RecordError, open_source
+from annotation.jsonl_import import MAX_LINE_BYTES, READ_CHUNK, RecordError, open_source
 from annotation.models import Question
 from k12vista import bulk
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
@@ -448,7 +448,7 @@ def _reader_process(source: Any, path: str | Path, batch_size: int, import_name:
                 if setup["path"]:
                     return
                 with source.open_lines() as stream:
-                    while chunk := stream.read(reader.READ_CHUNK):
+                    while chunk := stream.read(READ_CHUNK):
                         stdin.write(chunk)
             except BrokenPipeError:  # the process stopped; what it said is raised below
                 pass

@@ -27,10 +27,10 @@ from typing import IO, Any
 import orjson
 import psycopg
 
+from annotation.line_stream import numbered_lines
 from pem.training.lines import KEY_HASH_LENGTH, PLAIN_KEYS, chain_key, copy_text, plain
 
 _LENGTH = struct.Struct("<Q")
-READ_CHUNK = 1024 * 1024
 
 
 def write_frame(stream: IO[bytes], value: Any) -> None:
@@ -50,19 +50,6 @@ def read_frame(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError("the reader process stopped in the middle of a batch")
     return pickle.loads(data)  # noqa: S301 (our own child's frames, over our own pipe)
-
-
-def numbered_lines(stream: IO[bytes], max_bytes: int) -> Any:
-    """(number, line) as annotation.jsonl_import.ImportSource.lines: None for a line over ``max_bytes``."""
-    number = 0
-    while line := stream.readline(max_bytes + 1):
-        number += 1
-        if len(line) > max_bytes:
-            while line and not line.endswith(b"\n"):  # skip the rest without holding it
-                line = stream.readline(READ_CHUNK)
-            yield number, None
-        else:
-            yield number, line
 
 
 class Batch:
