@@ -544,6 +544,9 @@ def import_pem800k(
     missing = 0
     copying = connection.vendor == "postgresql"
     checks_per_row = not copying or not may_skip_row_checks()
+    # The reader process looks up the committed keys; a caller's own transaction may hold chains
+    # it cannot see, so inside one they are looked up again on this connection.
+    trusted = copying and not connection.in_atomic_block
     with open_source(path) as source:
         total = source.count_lines()
         if progress:
@@ -553,9 +556,6 @@ def import_pem800k(
         reading = _reader_process(source, path, batch_size, import_name) if copying else nullcontext(None)
         with reading as batches:
             for batch in batches or _read_ahead(_read_batches(source, batch_size)):
-                # The reader process looked up the committed keys; a caller's own transaction may
-                # hold chains it cannot see, so they are looked up again on this connection.
-                trusted = copying and not connection.in_atomic_block
                 new, batch_missing = _sort_out(batch, report, known=batch.known if trusted else None)
                 missing += batch_missing
                 if copying:
