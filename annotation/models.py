@@ -111,6 +111,10 @@ class Page(models.Model):
     text_source = models.CharField(max_length=40, blank=True)  # "text-layer" or the OCR backend's name
     # The OCR'd lines with their boxes (annotation.pdf.importer), so a retried import reuses them.
     ocr_lines = models.JSONField(default=list, blank=True)
+    # Marked done on the segmentation screen (annotation.segmentation): a person checked its cuts.
+    done_at = models.DateTimeField(null=True, blank=True)
+    done_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")  # fmt: skip
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "number"], name="page_unique")]
@@ -319,6 +323,52 @@ class Flag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.code} on {self.question}"
+
+
+class Segment(models.Model):
+    """How a PDF question is cut from its paper, as the segmentation screen shows it: the number printed
+    on the paper and what the region is. The importer writes it; ``human`` once a person repaired the
+    question there (annotation.segmentation), and from then on a re-import leaves the question alone."""
+
+    class Kind(models.TextChoices):
+        QUESTION = "question", _("Question")
+        STEM = "stem", _("Shared stem")
+        NOT_QUESTION = "not_question", _("Not a question")
+
+    question = models.OneToOneField(Question, on_delete=models.CASCADE, related_name="segment")
+    document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="segments")
+    label = models.CharField(_("number"), max_length=40, blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.QUESTION)
+    human = models.BooleanField(default=False)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["document", "question"]
+
+    def __str__(self) -> str:
+        return f"{self.label or '?'} of {self.document}"
+
+
+class Repair(models.Model):
+    """One change made on the segmentation screen, with the state it replaced, so that it can be undone.
+    ``before`` holds the questions, figures and pages it touched as they were; ``after`` the versions the
+    questions had once it was made (an undo is refused when someone changed them since) and the
+    questions it created."""
+
+    document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="repairs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=30)
+    note = models.CharField(max_length=300, blank=True)
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    created = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["document", "-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.document}"
 
 
 class StepProposal(models.Model):

@@ -1,0 +1,533 @@
+"""Repairing how an imported PDF was cut into questions (the segmentation screen).
+
+Every repair is one function here; each keeps the state it replaces in a ``Repair`` row, writes the
+question history (QuestionEdit) of every question it changes and marks those questions' ``Segment``
+human-owned. ``undo`` puts the last repair of a document back, unless someone changed its questions
+since. The importer only creates questions whose hash it has not saved, so a re-import never writes over
+a repair: a question merged away or marked as not a question stays, rejected, under its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from annotation import services
+from annotation.models import Figure, Page, Question, QuestionEdit, Repair, Segment, SourceDocument
+from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
+from annotation.pdf import reading
+from k12vista.lazy import lazy_module
+from k12vista.text import storable
+from k12vista.vocabulary import QuestionType
+
+if TYPE_CHECKING:
+    import pymupdf
+else:
+    pymupdf = lazy_module("pymupdf")
+
+OCR_DPI = 200  # a drawn region is rendered at this resolution for OCR
+MIN_BOX = 4.0  # points: a smaller box is a slip of the mouse
+# A question's printed number at the start of its first region ("3．", "12、", "(4)"): the question's
+# label, not its text, as the importer keeps it.
+NUMBER = re.compile(r"^\s*[(（]?(\d{1,3})[)）]?\s*[．.、]?\s*(?=\S)")
+
+
+class RepairError(ValueError):
+    """A repair that cannot be made; the message says why, in the reader's language."""
+
+
+# --- what the screen shows ---------------------------------------------------------------------------
+
+
+@dataclass
+class Region:
+    kind: str  # "question" (its text), "figure", "stem", "not_question"
+    box: list[float]  # x0, y0, x1, y1 in PDF points
+    question: Question
+    index: int = -1  # its place in question.boxes, -1 for a figure's own box
+    figure: Figure | None = None
+
+
+@dataclass
+class PageView:
+    page: Page
+    regions: list[Region] = field(default_factory=list)
+
+
+def label_of(question: Question, fallback: int) -> str:
+    segment = getattr(question, "segment", None)
+    return segment.label if segment is not None and segment.label else f"#{fallback}"
+
+
+def kind_of(question: Question) -> str:
+    segment = getattr(question, "segment", None)
+    return segment.kind if segment is not None else Segment.Kind.QUESTION
+
+
+def document_questions(document: SourceDocument) -> list[Question]:
+    """The document's questions in reading order (the page and top of their first box), each with its
+    ``number`` (the printed one, or its place where none was kept) for the screen."""
+    questions = list(
+        Question.objects.filter(source_document=document).select_related("segment").prefetch_related("figures")
+    )
+
+    def where(question: Question) -> tuple:
+        boxes = services.boxes_of(question)
+        return (int(boxes[0][0]), float(boxes[0][2]), question.pk) if boxes else (10**6, 0.0, question.pk)
+
+    questions.sort(key=where)
+    for place, question in enumerate(questions, start=1):
+        question.number = label_of(question, place)  # type: ignore[attr-defined]
+        question.kind = kind_of(question)  # type: ignore[attr-defined]
+    return questions
+
+
+def _figure_box(figure: Figure) -> list[float] | None:
+    if figure.page is None or not figure.bbox:
+        return None
+    return [figure.page.number, *figure.bbox]
+
+
+def page_views(document: SourceDocument, questions: list[Question]) -> list[PageView]:
+    """Each page with every region read from it: question text boxes and figures."""
+    views = {p.number: PageView(p) for p in document.pages.order_by("number")}
+    for question in questions:
+        figure_boxes = [box for f in question.figures.all() if (box := _figure_box(f))]
+        for index, box in enumerate(services.boxes_of(question)):
+            if box in figure_boxes or int(box[0]) not in views:
+                continue
+            kind = "question" if kind_of(question) == Segment.Kind.QUESTION else kind_of(question)
+            views[int(box[0])].regions.append(Region(kind, list(box[1:]), question, index))
+        for figure in question.figures.all():
+            box = _figure_box(figure)
+            if box and figure.kind == Figure.Kind.FIGURE and int(box[0]) in views:
+                views[int(box[0])].regions.append(Region("figure", list(box[1:]), question, figure=figure))
+    return list(views.values())
+
+
+# --- reading a region ----------------------------------------------------------------------------------
+
+
+def _clean_box(page: Page, box: Sequence[Any]) -> list[float]:
+    """A box from the screen, in points, inside the page, corners in order; a RepairError if it is no box."""
+    try:
+        x0, y0, x1, y1 = (float(v) for v in box)
+    except (TypeError, ValueError):
+        raise RepairError(_("A box needs four numbers.")) from None
+    if any(v != v or v in (float("inf"), float("-inf")) for v in (x0, y0, x1, y1)):
+        raise RepairError(_("A box needs four numbers."))
+    width, height = page.width_pt or float("inf"), page.height_pt or float("inf")
+    x0, x1 = sorted((min(max(0.0, x0), width), min(max(0.0, x1), width)))
+    y0, y1 = sorted((min(max(0.0, y0), height), min(max(0.0, y1), height)))
+    if x1 - x0 < MIN_BOX or y1 - y0 < MIN_BOX:
+        raise RepairError(_("The box is too small."))
+    return [round(v, 2) for v in (x0, y0, x1, y1)]
+
+
+def read_region(page: Page, box: Sequence[float]) -> str:
+    """The text inside a box: the PDF's text layer, or OCR of the region for a page read by OCR."""
+    document = page.document
+    with document.file.open("rb") as stored:
+        pdf = reading.open_pdf(stored.read())
+    with pdf:
+        pdf_page = pdf[page.number - 1]
+        clip = pymupdf.Rect(*box)
+        if page.text_source == "text-layer":
+            text = pdf_page.get_text("text", clip=clip, sort=True)
+        else:
+            text = _ocr_region(pdf_page, clip)
+    lines = [" ".join(line.split()) for line in storable(text).splitlines()]
+    return "\n".join(line for line in lines if line)
+
+
+def _ocr_region(pdf_page: pymupdf.Page, clip: pymupdf.Rect) -> str:
+    from PIL import Image
+
+    pix = pdf_page.get_pixmap(dpi=OCR_DPI, clip=clip, alpha=False)
+    image = Image.open(io.BytesIO(pix.tobytes("png")))
+    try:
+        return get_ocr_backend().recognize(image).markdown
+    except (OCRUnavailable, OCRServiceError) as exc:
+        raise RepairError(_("The region could not be read by OCR: %(error)s") % {"error": exc}) from exc
+
+
+def _text_boxes(question: Question) -> list[list[float]]:
+    figure_boxes = [box for f in question.figures.all() if (box := _figure_box(f))]
+    return [box for box in services.boxes_of(question) if box not in figure_boxes]
+
+
+def numbered(text: str) -> tuple[str, str]:
+    """The printed number a region starts with ("" where none) and the text after it."""
+    match = NUMBER.match(text)
+    if match is None or not (match.group(0).strip(" (（") != match.group(1) or "(" in match.group(0)):
+        return "", text
+    return match.group(1), text[match.end() :]
+
+
+def _read_boxes(document: SourceDocument, boxes: list[list[float]]) -> str:
+    """The text of a question's regions, in order, without the number its first region starts with."""
+    pages = {p.number: p for p in document.pages.all()}
+    text = "\n".join(t for box in boxes if int(box[0]) in pages and (t := read_region(pages[int(box[0])], box[1:])))
+    return numbered(text)[1]
+
+
+# --- the record of a repair and its undo ----------------------------------------------------------------
+
+STATE_FIELDS = ("boxes", "bbox", "source_page_id", "status", "reject_reason")
+
+
+def _question_state(question: Question) -> dict:
+    segment = Segment.objects.filter(question=question).first()
+    return {
+        "content": {name: getattr(question, name) for name in Question.CONTENT_FIELDS},
+        "state": {name: getattr(question, name) for name in STATE_FIELDS},
+        "segment": None if segment is None else {"label": segment.label, "kind": segment.kind, "human": segment.human},
+    }
+
+
+def _begin(document: SourceDocument, user: Any, action: str, note: str, *, questions: Sequence[Question] = (),
+           figures: Sequence[Figure] = (), pages: Sequence[Page] = ()) -> Repair:  # fmt: skip
+    locked = {q.pk: q for q in Question.objects.select_for_update().filter(pk__in=[q.pk for q in questions])}
+    figure_ids = [f.pk for f in figures]
+    before = {
+        "questions": {str(pk): _question_state(q) for pk, q in locked.items()},
+        "figures": {str(f.pk): [f.question_id, f.position] for f in Figure.objects.filter(pk__in=figure_ids)},
+        "pages": {str(p.pk): [p.done_at.isoformat() if p.done_at else None, p.done_by_id] for p in pages},
+    }  # fmt: skip
+    return Repair.objects.create(document=document, user=_person(user), action=action, note=note[:300],
+                                 before=before)  # fmt: skip
+
+
+def _finish(repair: Repair, *, created: Sequence[Question] = ()) -> Repair:
+    touched = [int(pk) for pk in repair.before["questions"]] + [q.pk for q in created]
+    versions = dict(Question.objects.filter(pk__in=touched).values_list("pk", "version"))
+    repair.after = {"versions": {str(pk): v for pk, v in versions.items()}, "created": [q.pk for q in created]}
+    repair.save(update_fields=["after"])
+    return repair
+
+
+def _person(user: Any) -> Any:
+    return user if getattr(user, "is_authenticated", False) else None
+
+
+def _set_state(question: Question, user: Any, note: str, **fields: Any) -> Question:
+    """Changes fields that are not content (its regions, status) with a new version and their history."""
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    changed = {
+        name: (getattr(current, name), value) for name, value in fields.items() if getattr(current, name) != value
+    }
+    if not changed:
+        return current
+    Question.objects.filter(pk=current.pk).update(**fields, version=F("version") + 1, updated=timezone.now())
+    QuestionEdit.objects.bulk_create(
+        QuestionEdit(
+            question=current,
+            user=_person(user),
+            field=name.removesuffix("_id"),
+            version=current.version + 1,
+            old=old,
+            new=new,
+            note=note[:300],
+        )  # fmt: skip
+        for name, (old, new) in changed.items()
+    )
+    current.refresh_from_db()
+    return current
+
+
+def _edit(question: Question, user: Any, note: str, **changes: Any) -> Question:
+    current = Question.objects.get(pk=question.pk)
+    return services.edit_question(question=current, changes=changes, user=_person(user),
+                                  expected_version=current.version, note=note[:300])  # fmt: skip
+
+
+def _own(question: Question, **fields: Any) -> None:
+    """Marks the question's cut as a person's: the importer leaves it alone from now on."""
+    defaults: dict[str, Any] = {"document_id": question.source_document_id, "human": True, **fields}
+    Segment.objects.update_or_create(question=question, defaults=defaults)
+
+
+def _in_document(document: SourceDocument, *questions: Question) -> None:
+    for question in questions:
+        if question.source_document_id != document.pk:
+            raise RepairError(_("That question is not from this document."))
+
+
+@transaction.atomic
+def undo(*, document: SourceDocument, user: Any) -> Repair:
+    """Puts the document's last repair back, if its questions were not changed since."""
+    repair = document.repairs.select_for_update().filter(undone_at__isnull=True).order_by("-created", "-id").first()
+    if repair is None:
+        raise RepairError(_("There is nothing to undo."))
+    versions = repair.after.get("versions", {})
+    now = dict(Question.objects.filter(pk__in=[int(pk) for pk in versions]).values_list("pk", "version"))
+    if any(now.get(int(pk)) != version for pk, version in versions.items()):
+        raise RepairError(_("The questions of the last change were edited since; it cannot be undone."))
+    note = f"undo: {repair.action}"
+    for pk, (question_id, position) in repair.before.get("figures", {}).items():
+        Figure.objects.filter(pk=int(pk)).update(question_id=question_id, position=position)
+    for pk, state in repair.before.get("questions", {}).items():
+        question = Question.objects.get(pk=int(pk))
+        content = {k: v for k, v in state["content"].items() if getattr(question, k) != v}
+        if content:
+            question = _edit(question, user, note, **content)
+        _set_state(question, user, note, **state["state"])
+        if state["segment"] is None:
+            Segment.objects.filter(question=question).delete()
+        else:
+            Segment.objects.update_or_create(question=question, defaults={"document": document, **state["segment"]})
+    for pk, (done_at, done_by) in repair.before.get("pages", {}).items():
+        Page.objects.filter(pk=int(pk)).update(done_at=done_at, done_by_id=done_by)
+    # A question the repair created goes again; its figures went back above.
+    Question.objects.filter(pk__in=repair.after.get("created", []), source_document=document).delete()
+    repair.undone_at = timezone.now()
+    repair.save(update_fields=["undone_at"])
+    return repair
+
+
+# --- the repairs -----------------------------------------------------------------------------------------
+
+
+def _neighbour(document: SourceDocument) -> Question | None:
+    return Question.objects.filter(source_document=document).order_by("id").first()
+
+
+@transaction.atomic
+def add_question(*, document: SourceDocument, page: Page, box: Sequence[Any], user: Any, label: str = "") -> Question:
+    """A question the importer missed: the region a person drew, its text read from the text layer
+    (or OCR on a scanned page)."""
+    if page.document_id != document.pk:
+        raise RepairError(_("That page is not from this document."))
+    rect = _clean_box(page, box)
+    printed, text = numbered(read_region(page, rect))
+    label = label.strip() or printed
+    if not text:
+        raise RepairError(_("No text was found in the box."))
+    like = _neighbour(document)
+    params = document.job.params if document.job is not None else {}
+    repair = _begin(document, user, "add", f"page {page.number}")
+    key = f"pdf-repair:{document.sha256}:{uuid.uuid4().hex}"
+    data = services.QuestionData(
+        hash_id=hashlib.sha256(key.encode()).hexdigest(),
+        subject=like.subject if like else params.get("subject", "math"),
+        grade=like.grade if like else int(params.get("grade", 9)),
+        qtype=QuestionType.FREE_RESPONSE, text=text, source=document.original_name, source_document=document,
+        source_page=page, bbox=rect, boxes=[[page.number, *rect]],
+    )  # fmt: skip
+    question = services.create_question(data=data, user=_person(user), note="drawn on the segmentation screen")
+    _own(question, label=label.strip()[:40])
+    _finish(repair, created=[question])
+    return question
+
+
+@transaction.atomic
+def move_box(*, question: Question, index: int, box: Sequence[Any], user: Any) -> Question:
+    """A question's region dragged or resized: the region changes and the text is read again from all
+    its text regions."""
+    boxes = [list(b) for b in services.boxes_of(question)]
+    if not 0 <= index < len(boxes):
+        raise RepairError(_("That region is not one of the question's."))
+    document = question.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    page = document.pages.get(number=int(boxes[index][0]))
+    old = boxes[index]
+    boxes[index] = [page.number, *_clean_box(page, box)]
+    repair = _begin(document, user, "move", f"region {index + 1}", questions=[question])
+    question = _set_state(question, user, "region moved", boxes=boxes)
+    _replace_figure_box(question, old, boxes[index])
+    text = _read_boxes(document, _text_boxes(question))
+    question = _edit(question, user, "text read again from its regions", text=text)
+    _own(question)
+    _finish(repair)
+    return question
+
+
+def _replace_figure_box(question: Question, old: list[float], new: list[float]) -> None:
+    for figure in question.figures.all():
+        if _figure_box(figure) == old:  # a figure's region moved: its box follows (the crop stays as cut)
+            Figure.objects.filter(pk=figure.pk).update(bbox=new[1:])
+
+
+@transaction.atomic
+def split(*, question: Question, index: int, y: float, user: Any, label: str = "") -> Question:
+    """Two questions read as one: region ``index`` is cut at height ``y`` (points); what is above stays,
+    what is below (and every later region, and the figures there) becomes a new question."""
+    boxes = _text_boxes(question)
+    all_boxes = services.boxes_of(question)
+    if not 0 <= index < len(all_boxes) or all_boxes[index] not in boxes:
+        raise RepairError(_("That region is not one of the question's."))
+    document = question.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    at = boxes.index(all_boxes[index])
+    page_number, x0, y0, x1, y1 = all_boxes[index]
+    try:
+        y = float(y)
+    except (TypeError, ValueError):
+        raise RepairError(_("Choose the line to split at.")) from None
+    if not y0 + MIN_BOX <= y <= y1 - MIN_BOX:
+        raise RepairError(_("Split inside the region, so that both parts keep some of it."))
+    first = [*boxes[:at], [page_number, x0, y0, x1, y]]
+    second = [[page_number, x0, y, x1, y1], *boxes[at + 1 :]]
+    later = [f for f in question.figures.all() if (b := _figure_box(f)) and (b[0], b[2]) >= (page_number, y)]
+    repair = _begin(document, user, "split", f"at {round(y, 1)} on page {int(page_number)}", questions=[question],
+                    figures=later)  # fmt: skip
+    base = question.hash_id[:56]
+    suffix = Question.objects.filter(hash_id__startswith=f"{base}-s").count() + 1
+    text_first, text_second = _read_boxes(document, first), _read_boxes(document, second)
+    if not text_first or not text_second:
+        raise RepairError(_("Split inside the text, so that both parts keep some of it."))
+    data = services.QuestionData(
+        hash_id=f"{base}-s{suffix}", subject=question.subject, grade=question.grade, qtype=question.qtype,
+        text=text_second, source=question.source, source_document=document,
+        source_page=document.pages.get(number=int(second[0][0])), bbox=second[0][1:],
+        boxes=second + [b for f in later if (b := _figure_box(f))],
+    )  # fmt: skip
+    created = services.create_question(data=data, user=_person(user), note=f"split from {question.hash_id}")
+    for position, figure in enumerate(later):
+        Figure.objects.filter(pk=figure.pk).update(question=created, position=position)
+    moved = [_figure_box(f) for f in later]
+    kept = first + [b for b in services.boxes_of(question) if b not in boxes and b not in moved]
+    question = _set_state(question, user, f"split into {created.hash_id}", boxes=kept)
+    _edit(question, user, f"split into {created.hash_id}", text=text_first)
+    _own(question)
+    _own(created, label=label.strip()[:40])
+    _finish(repair, created=[created])
+    return created
+
+
+@transaction.atomic
+def merge(*, first: Question, second: Question, user: Any) -> Question:
+    """One question cut in two: the second joins the first (services.merge_questions) and is rejected
+    as merged, so a re-import does not bring it back."""
+    document = first.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    _in_document(document, second)
+    if first.pk == second.pk:
+        raise RepairError(_("A question cannot be merged with itself."))
+    repair = _begin(document, user, "merge", f"{second.hash_id[:12]} into {first.hash_id[:12]}",
+                    questions=[first, second], figures=list(second.figures.all()))  # fmt: skip
+    merged = services.merge_questions(first=first, second=second, user=_person(user))
+    _own(merged)
+    _own(second)
+    _finish(repair)
+    return merged
+
+
+@transaction.atomic
+def renumber(*, question: Question, label: str, user: Any) -> Question:
+    label = label.strip()[:40]
+    if not label:
+        raise RepairError(_("Give the question's number."))
+    if question.source_document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    repair = _begin(question.source_document, user, "renumber", label, questions=[question])
+    old = getattr(Segment.objects.filter(question=question).first(), "label", "")
+    _own(question, label=label)
+    # The number is no content field: the history says it changed, the version moves on.
+    current = Question.objects.select_for_update().get(pk=question.pk)
+    Question.objects.filter(pk=current.pk).update(version=F("version") + 1, updated=timezone.now())
+    QuestionEdit.objects.create(question=current, user=_person(user), field="number", version=current.version + 1,
+                                old=old, new=label, note="renumbered on the segmentation screen")  # fmt: skip
+    _finish(repair)
+    current.refresh_from_db()
+    return current
+
+
+@transaction.atomic
+def move_figure(*, figure: Figure, to: Question, user: Any) -> Figure:
+    """A figure given to the question next to its own: it goes, with its region, to ``to``."""
+    source = figure.question
+    document = source.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    _in_document(document, to)
+    if to.pk == source.pk:
+        raise RepairError(_("The figure is already this question's."))
+    repair = _begin(document, user, "figure", f"figure {figure.pk} to {to.hash_id[:12]}", questions=[source, to],
+                    figures=[figure])  # fmt: skip
+    box = _figure_box(figure)
+    position = (to.figures.order_by("-position").values_list("position", flat=True).first() or -1) + 1
+    Figure.objects.filter(pk=figure.pk).update(question=to, position=position)
+    note = f"figure moved from {source.hash_id[:12]} to {to.hash_id[:12]}"
+    _set_state(source, user, note, boxes=[b for b in services.boxes_of(source) if b != box])
+    _set_state(to, user, note, boxes=[*to.boxes, *([box] if box else [])])
+    _own(source)
+    _own(to)
+    _finish(repair)
+    figure.refresh_from_db()
+    return figure
+
+
+@transaction.atomic
+def move_answer(*, source: Question, to: Question, user: Any) -> Question:
+    """An answer (and solution) read into the wrong question: it goes to ``to``, in place of its own
+    where ``to`` had none, after it otherwise."""
+    document = source.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    _in_document(document, to)
+    if to.pk == source.pk:
+        raise RepairError(_("The answer is already this question's."))
+    if not source.answers and not source.raw_solution:
+        raise RepairError(_("That question has no answer to move."))
+    repair = _begin(document, user, "answer", f"{source.hash_id[:12]} to {to.hash_id[:12]}", questions=[source, to])
+    note = f"answer moved from {source.hash_id[:12]} to {to.hash_id[:12]}"
+    _edit(to, user, note, answers=[*to.answers, *source.answers],
+          raw_solution="\n".join(t for t in (to.raw_solution, source.raw_solution) if t))  # fmt: skip
+    _edit(source, user, note, answers=[], raw_solution="")
+    _own(source)
+    _own(to)
+    _finish(repair)
+    return Question.objects.get(pk=to.pk)
+
+
+@transaction.atomic
+def mark(*, question: Question, kind: str, user: Any, count: int = 0) -> Question:
+    """A region that is no question of its own: a shared stem (its text goes before each of the next
+    ``count`` questions) or not a question at all (a title, a note). Either way it is rejected with the
+    reason, so it is neither exported nor brought back by a re-import."""
+    document = question.source_document
+    if document is None:
+        raise RepairError(_("That question is not from a PDF."))
+    if kind not in (Segment.Kind.STEM, Segment.Kind.NOT_QUESTION):
+        raise RepairError(_("Unknown kind of region."))
+    targets: list[Question] = []
+    if kind == Segment.Kind.STEM:
+        ordered = [q for q in document_questions(document) if q.status != Question.Status.REJECTED]
+        after = ordered[[q.pk for q in ordered].index(question.pk) + 1 :] if question in ordered else []
+        targets = after[: max(0, int(count))]
+        if not targets:
+            raise RepairError(_("A shared stem needs the questions it introduces."))
+    repair = _begin(document, user, kind, f"{question.hash_id[:12]}", questions=[question, *targets])
+    for target in targets:
+        _edit(target, user, f"shared stem {question.hash_id[:12]}", text=f"{question.text}\n{target.text}".strip())
+        _own(target)
+    reason = "shared stem" if kind == Segment.Kind.STEM else "not a question"
+    question = _set_state(question, user, reason, status=Question.Status.REJECTED, reject_reason=reason)
+    _own(question, kind=kind)
+    _finish(repair)
+    return question
+
+
+@transaction.atomic
+def page_done(*, page: Page, user: Any, done: bool = True) -> Page:
+    """A person checked the cuts of this page (or takes that back)."""
+    repair = _begin(page.document, user, "page", f"page {page.number}", pages=[page])
+    page.done_at = timezone.now() if done else None
+    page.done_by = _person(user) if done else None
+    page.save(update_fields=["done_at", "done_by"])
+    _finish(repair)
+    return page

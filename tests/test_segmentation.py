@@ -1,0 +1,229 @@
+"""The segmentation screen's repairs (annotation.segmentation): each one, its history and its undo."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from PIL import Image
+
+from annotation import ocr, segmentation, services
+from annotation.models import Figure, Page, Question, QuestionEdit, Repair, Segment
+from annotation.pdf import import_document, register_pdf_upload
+from annotation.segmentation import RepairError
+from k12vista.roles import Role
+from tests import fixtures_pdf
+from tests.conftest import make_person
+from tests.fixtures_segmentation import FIGURE, LINES, MISSED, box_round, repair_paper
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def person(db):
+    return make_person("sun", Role.RESEARCHER)
+
+
+@pytest.fixture
+def paper(person):
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("切错的卷子.pdf", repair_paper()))
+    import_document(document=document)
+    return document
+
+
+def numbered(document):
+    return {q.number: q for q in segmentation.document_questions(document)}
+
+
+def fresh(question):
+    return Question.objects.get(pk=question.pk)
+
+
+def test_the_import_keeps_each_questions_number_and_the_screen_shows_its_regions(paper):
+    questions = numbered(paper)
+    assert list(questions) == ["1", "2", "3", "4"]
+    assert "已知 a=2" in questions["2"].text  # the importer's mistake this paper is made for
+    (view,) = segmentation.page_views(paper, list(questions.values()))
+    kinds = [(r.kind, r.question.number) for r in view.regions]
+    assert kinds.count(("question", "1")) == 1 and ("figure", "1") in kinds
+    figure = next(r for r in view.regions if r.kind == "figure")
+    assert figure.box == list(FIGURE)
+    assert not Segment.objects.filter(human=True).exists()
+
+
+def test_a_drawn_box_adds_the_missed_question_with_its_text_and_undo_takes_it_away(paper, person):
+    page = paper.pages.get()
+    added = segmentation.add_question(document=paper, page=page, box=box_round("missed"), user=person, label="2a")
+    assert added.text == MISSED and added.boxes == [[1, *segmentation._clean_box(page, box_round("missed"))]]
+    assert added.segment.label == "2a" and added.segment.human
+    assert QuestionEdit.objects.filter(question=added, note="drawn on the segmentation screen").exists()
+    # A box round a numbered line takes its number as the label and leaves it out of the text.
+    third = segmentation.add_question(document=paper, page=page, box=box_round("3"), user=person)
+    assert third.segment.label == "3" and third.text == "解方程 x+1=4。"
+
+    segmentation.undo(document=paper, user=person)
+    segmentation.undo(document=paper, user=person)
+    assert not Question.objects.filter(pk__in=[added.pk, third.pk]).exists()
+    assert Repair.objects.filter(document=paper, undone_at__isnull=False).count() == 2
+    with pytest.raises(RepairError):
+        segmentation.undo(document=paper, user=person)
+
+
+def test_a_resized_box_reads_its_text_again_and_undo_puts_both_back(paper, person):
+    second = numbered(paper)["2"]
+    before = (second.text, second.boxes)
+    moved = segmentation.move_box(question=second, index=0, box=box_round("2"), user=person)
+    assert moved.text == "如图，求三角形的面积。"
+    assert moved.boxes[0][2] == LINES["2"] - 13
+    fields = set(QuestionEdit.objects.filter(question=second).values_list("field", flat=True))
+    assert {"boxes", "text"} <= fields
+    segmentation.undo(document=paper, user=person)
+    assert (fresh(second).text, fresh(second).boxes) == before
+    assert not fresh(second).segment.human  # the import's cut again
+
+
+def test_split_at_a_line_makes_two_questions(paper, person):
+    second = numbered(paper)["2"]
+    created = segmentation.split(question=second, index=0, y=LINES["missed"] - 14, user=person, label="2b")
+    assert fresh(second).text == "如图，求三角形的面积。"
+    assert created.text == MISSED and created.segment.label == "2b"
+    assert fresh(second).boxes[0][4] == LINES["missed"] - 14 == created.boxes[0][2]
+    with pytest.raises(RepairError):  # outside the region
+        segmentation.split(question=fresh(second), index=0, y=10, user=person)
+    segmentation.undo(document=paper, user=person)
+    assert not Question.objects.filter(pk=created.pk).exists()
+    assert "已知 a=2" in fresh(second).text
+
+
+def test_merge_joins_two_questions_and_undo_parts_them(paper, person):
+    questions = numbered(paper)
+    merged = segmentation.merge(first=questions["3"], second=questions["4"], user=person)
+    assert merged.text == "解方程 x+1=4。\n写出解的过程。"
+    assert fresh(questions["4"]).status == Question.Status.REJECTED
+    segmentation.undo(document=paper, user=person)
+    assert fresh(questions["3"]).text == "解方程 x+1=4。"
+    assert fresh(questions["4"]).status == Question.Status.IMPORTED and fresh(questions["4"]).reject_reason == ""
+
+
+def test_renumber_and_undo(paper, person):
+    first = numbered(paper)["1"]
+    segmentation.renumber(question=first, label="一", user=person)
+    assert list(numbered(paper))[0] == "一"
+    assert QuestionEdit.objects.filter(question=first, field="number", old="1", new="一").exists()
+    segmentation.undo(document=paper, user=person)
+    assert list(numbered(paper))[0] == "1"
+
+
+def test_a_figure_moves_to_its_question_with_its_region(paper, person):
+    questions = numbered(paper)
+    figure = Figure.objects.get(question=questions["1"])
+    segmentation.move_figure(figure=figure, to=questions["2"], user=person)
+    assert Figure.objects.get(pk=figure.pk).question_id == questions["2"].pk
+    assert [1, *FIGURE] in fresh(questions["2"]).boxes and [1, *FIGURE] not in fresh(questions["1"]).boxes
+    segmentation.undo(document=paper, user=person)
+    assert Figure.objects.get(pk=figure.pk).question_id == questions["1"].pk
+    assert [1, *FIGURE] in fresh(questions["1"]).boxes and [1, *FIGURE] not in fresh(questions["2"]).boxes
+
+
+def test_an_answer_moves_to_another_question(paper, person):
+    questions = numbered(paper)
+    services.edit_question(question=questions["3"], changes={"answers": ["x=3"], "raw_solution": "移项得 x=3。"},
+                           user=person, expected_version=questions["3"].version)  # fmt: skip
+    with pytest.raises(RepairError):
+        segmentation.move_answer(source=questions["4"], to=questions["3"], user=person)  # it has none
+    segmentation.move_answer(source=fresh(questions["3"]), to=questions["4"], user=person)
+    assert fresh(questions["4"]).answers == ["x=3"] and fresh(questions["4"]).raw_solution == "移项得 x=3。"
+    assert fresh(questions["3"]).answers == [] and fresh(questions["3"]).raw_solution == ""
+    segmentation.undo(document=paper, user=person)
+    assert fresh(questions["3"]).answers == ["x=3"] and fresh(questions["4"]).answers == []
+
+
+def test_a_shared_stem_goes_before_the_questions_it_introduces_and_a_title_is_no_question(paper, person):
+    questions = numbered(paper)
+    segmentation.mark(question=questions["1"], kind=Segment.Kind.STEM, count=2, user=person)
+    assert fresh(questions["2"]).text.startswith("计算 2+3 的值。\n")
+    assert fresh(questions["3"]).text.startswith("计算 2+3 的值。\n")
+    assert not fresh(questions["4"]).text.startswith("计算")
+    assert fresh(questions["1"]).status == Question.Status.REJECTED and fresh(questions["1"]).segment.kind == "stem"
+    segmentation.mark(question=questions["4"], kind=Segment.Kind.NOT_QUESTION, user=person)
+    assert fresh(questions["4"]).reject_reason == "not a question"
+    segmentation.undo(document=paper, user=person)
+    segmentation.undo(document=paper, user=person)
+    assert fresh(questions["1"]).status == Question.Status.IMPORTED
+    assert fresh(questions["2"]).text == questions["2"].text and fresh(questions["4"]).status == "imported"
+    with pytest.raises(RepairError):  # a stem with nothing after it
+        segmentation.mark(question=questions["4"], kind=Segment.Kind.STEM, count=1, user=person)
+
+
+def test_page_done_and_undo(paper, person):
+    page = paper.pages.get()
+    segmentation.page_done(page=page, user=person)
+    assert Page.objects.get(pk=page.pk).done_by == person
+    segmentation.undo(document=paper, user=person)
+    assert Page.objects.get(pk=page.pk).done_at is None
+
+
+def test_undo_is_refused_once_someone_edited_the_question_since(paper, person):
+    second = numbered(paper)["2"]
+    moved = segmentation.move_box(question=second, index=0, box=box_round("2"), user=person)
+    services.edit_question(question=moved, changes={"text": "改过"}, user=person, expected_version=moved.version)
+    with pytest.raises(RepairError):
+        segmentation.undo(document=paper, user=person)
+    assert fresh(second).text == "改过"
+
+
+def test_a_reimport_leaves_every_repair_alone(paper, person):
+    questions = numbered(paper)
+    page = paper.pages.get()
+    segmentation.move_box(question=questions["2"], index=0, box=box_round("2"), user=person)
+    added = segmentation.add_question(document=paper, page=page, box=box_round("missed"), user=person)
+    segmentation.merge(first=questions["3"], second=questions["4"], user=person)
+    summary = import_document(document=paper)
+    assert summary.questions == 0 and summary.existing == 4
+    assert fresh(questions["2"]).text == "如图，求三角形的面积。"
+    assert fresh(questions["4"]).status == Question.Status.REJECTED
+    assert Question.objects.filter(source_document=paper).count() == 5 and fresh(added).text == MISSED
+
+
+def test_hostile_boxes_and_questions_are_refused(paper, person):
+    page = paper.pages.get()
+    for box in (["nan", 1, 2, 3], [1, 2], [100, 100, 101, 101], ["a", "b", "c", "d"]):
+        with pytest.raises(RepairError):
+            segmentation.add_question(document=paper, page=page, box=box, user=person)
+    with pytest.raises(RepairError):  # empty paper
+        segmentation.add_question(document=paper, page=page, box=[400, 600, 500, 700], user=person)
+    other = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("另一份.pdf", fixtures_pdf.gap_paper()))
+    import_document(document=other)
+    with pytest.raises(RepairError):
+        segmentation.merge(first=numbered(paper)["1"], second=numbered(other)["1"], user=person)
+    with pytest.raises(RepairError):
+        segmentation.move_box(question=numbered(paper)["1"], index=7, box=box_round("1"), user=person)
+    assert not Repair.objects.exists()
+
+
+class RegionOCR(ocr.OCRBackend):
+    """Reads a whole scanned page as one question, and a drawn region as the text it was asked for."""
+
+    name = "region-ocr"
+    seen: list = []
+
+    def recognize(self, image: Image.Image) -> ocr.OCRResult:
+        RegionOCR.seen.append(image.size)
+        if image.size[0] > 1000:  # the page, at import
+            return ocr.OCRResult([ocr.OCRLine("1．一道扫描的题", (60, 60, 400, 80))])
+        return ocr.OCRResult([ocr.OCRLine("2．漏掉的扫描题", (0, 0, 10, 10))])
+
+
+def test_a_box_drawn_on_a_scanned_page_is_read_by_ocr(settings, person):
+    settings.OCR_BACKEND = "tests.test_segmentation.RegionOCR"
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("扫描.pdf", fixtures_pdf.scanned_page()))
+    import_document(document=document)
+    page = document.pages.get()
+    assert page.text_source == "region-ocr"
+    added = segmentation.add_question(document=document, page=page, box=[60, 400, 300, 450], user=person)
+    assert added.text == "漏掉的扫描题" and added.segment.label == "2"
+    # the region, at OCR_DPI: 240 x 50 points
+    width, height = RegionOCR.seen[-1]
+    assert abs(width - 240 * segmentation.OCR_DPI / 72) <= 2 and abs(height - 50 * segmentation.OCR_DPI / 72) <= 2
