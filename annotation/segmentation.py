@@ -57,6 +57,14 @@ class Region:
     index: int = -1  # its place in question.boxes, -1 for a figure's own box
     figure: Figure | None = None
 
+    @property
+    def width(self) -> float:
+        return round(self.box[2] - self.box[0], 2)
+
+    @property
+    def height(self) -> float:
+        return round(self.box[3] - self.box[1], 2)
+
 
 @dataclass
 class PageView:

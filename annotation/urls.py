@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation import benchmark_views as benchmark
+from annotation import segmentation_views as segmentation
 from annotation import views
 
 app_name = "annotation"
@@ -19,6 +20,8 @@ urlpatterns = [
     path("imports/", views.imports, name="imports"),
     path("imports/<int:pk>/", views.import_detail, name="import_detail"),
     path("imports/<int:pk>/retry/", views.import_retry, name="import_retry"),
+    path("imports/<int:pk>/segmentation/", segmentation.screen, name="segmentation"),
+    path("imports/<int:pk>/segmentation/repair/", segmentation.repair, name="segmentation_repair"),
     path("assignments/<int:pk>/reassign/", views.reassign, name="reassign"),
     path("questions/", views.question_list, name="questions"),
     path("questions/export/", views.export, name="export"),
