@@ -11,11 +11,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django_htmx.middleware import HtmxDetails
 
 from annotation import segmentation
 from annotation.models import Figure, Question, Segment, SourceDocument
 from annotation.views import UPLOADERS, documents_for
 from k12vista.roles import require_role
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails  # set by django_htmx's middleware
 
 
 def _document(request: HttpRequest, pk: int) -> SourceDocument:
@@ -89,7 +94,7 @@ def _apply(document: SourceDocument, post: Any, user: Any) -> None:
 
 @login_required
 @require_POST
-def repair(request: HttpRequest, pk: int) -> HttpResponse:
+def repair(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One repair (or an undo); htmx gets the screen's workspace back, a plain form the page."""
     document = _document(request, pk)
     error = ""
