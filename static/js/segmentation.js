@@ -45,6 +45,10 @@
     document.querySelectorAll("#seg-workspace .seg-region[data-figure]").forEach(function (el) {
       el.classList.toggle("selected-figure", el.dataset.figure === state.figure);
     });
+    // The selected question's regions on top, so that its handles are not under a neighbour's box.
+    document.querySelectorAll("#seg-workspace .seg-region.selected").forEach(function (el) {
+      el.parentNode.appendChild(el);
+    });
   }
 
   function regionOf(target) { return target.closest ? target.closest(".seg-region") : null; }
