@@ -44,6 +44,7 @@ def test_the_screen_draws_every_region_and_the_import_page_links_to_it(client, p
     html = c.get(url).content.decode()
     assert html.count('class="seg-region kind-question') == 4 and html.count('class="seg-region kind-figure') == 1
     assert 'viewBox="0 0 595.0 842.0"' in html and "js/segmentation.js" in html and 'id="seg-help"' in html
+    assert "切题" in html and "为导入遗漏的题目画框" in html  # Chinese by default
     assert not Repair.objects.exists()  # GET changes nothing
 
 
