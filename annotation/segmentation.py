@@ -123,6 +123,19 @@ def page_views(document: SourceDocument, questions: list[Question]) -> list[Page
     return list(views.values())
 
 
+def pages_of(question: Question) -> list[PageView]:
+    """The pages a question was read from, with every question's regions on them: the OCR review's
+    viewer, where a wrong cut shows as a neighbour's box over this question's text."""
+    document = question.source_document
+    if document is None:
+        return []
+    numbers = {int(box[0]) for box in services.boxes_of(question)}
+    if not numbers and question.source_page is not None:
+        numbers = {question.source_page.number}
+    questions = [q for q in document_questions(document) if q.status != Question.Status.REJECTED or q.pk == question.pk]
+    return [view for view in page_views(document, questions) if view.page.number in numbers]
+
+
 # --- reading a region ----------------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from annotation import jsonl_import, pdf, queues, services
+from annotation import jsonl_import, pdf, queues, segmentation, services
 from annotation.forms import (
     PdfUploadForm,
     QuestionFileForm,
@@ -133,9 +133,12 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
         "conflict": conflict,
         "reject_form": RejectForm(),
         "status": 409 if conflict else 200,
-        "cuts": services.page_cuts(question),
-        "mergeable": queues.mergeable_in_document(question),
     }
+    # The segmentation screen's page viewer, with the questions detected after this one that may merge into it.
+    ctx["viewer_pages"] = segmentation.pages_of(question)
+    mergeable = queues.mergeable_in_document(question)
+    around = {r.question.pk: r.question for v in ctx["viewer_pages"] for r in v.regions}
+    ctx["merge_candidates"] = [q for pk, q in around.items() if pk in mergeable and pk != question.pk]
     if request.htmx and conflict:
         return render(request, "annotation/review.html#conflict", ctx, status=409)
     return render(request, "annotation/review.html", ctx, status=ctx["status"])

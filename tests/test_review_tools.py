@@ -105,13 +105,17 @@ def test_the_review_page_shows_each_questions_boxes_on_its_page(page, annotator,
     held = Assignment.objects.create(question=first, annotator=annotator, task=Assignment.Task.OCR_REVIEW,
                                      locked_until=timezone.now() + timedelta(hours=1))  # fmt: skip
     body = login(annotator).get(f"/annotate/review/{held.pk}/").content.decode()
-    assert body.count('class="bbox mine"') == 2  # the question ran over two columns
-    assert 'data-bbox="50,60,240,120"' in body and 'data-bbox="260,60,450,90"' in body
-    later = body.split(f'data-question="{second.hash_id}"')[1].split("</div>")[0]
-    assert 'data-bbox="260,95,450,200"' in later and f"/annotate/review/{held.pk}/merge/{second.pk}/" in later
+    # The segmentation screen's viewer: every question's regions over the page, this one's marked "mine".
+    assert body.count('class="seg-region kind-question mine"') == 2  # the question ran over two columns
+    assert 'data-box="50,60,240,120"' in body and 'data-box="260,60,450,90"' in body
+    later = body.split(f'data-hash="{second.hash_id}"')[1].split("</g>")[0]
+    assert 'data-box="260,95,450,200"' in later
+    candidates = body.split('class="merge-candidates"')[1].split("</ul>")[0]
+    assert f'data-question="{second.hash_id}"' in candidates
+    assert f"/annotate/review/{held.pk}/merge/{second.pk}/" in candidates
     # A question detected before this one is shown, but offers no merge into it.
-    earlier = body.split(f'data-question="{before.hash_id}"')[1].split("</div>")[0]
-    assert 'data-bbox="50,20,240,55"' in earlier and "/merge/" not in earlier
+    earlier = body.split(f'data-hash="{before.hash_id}"')[1].split("</g>")[0]
+    assert 'data-box="50,20,240,55"' in earlier and before.hash_id not in candidates
 
 
 def test_a_question_picked_on_the_page_is_merged_into_the_one_under_review(page, annotator, other_annotator, login):

@@ -31,7 +31,7 @@
   }
 
   function applyZoom() {
-    document.querySelectorAll("#seg-workspace .seg-svg").forEach(function (svg) {
+    document.querySelectorAll(".seg-svg").forEach(function (svg) {
       svg.style.width = (100 * zoom) + "%";
     });
   }
@@ -70,6 +70,25 @@
       state.figure = region && region.dataset.figure ? region.dataset.figure : null;
     }
     showSelection();
+  }
+
+  // Outside the segmentation screen (the OCR review) the viewer only zooms and pans.
+  function panOnly(event) {
+    var svg = event.target.closest && event.target.closest(".seg-svg");
+    if (!svg || workspace() || event.button !== 0) return;
+    var viewport = svg.parentNode;
+    var from = { left: viewport.scrollLeft, top: viewport.scrollTop, x: event.clientX, y: event.clientY };
+    event.preventDefault();
+    function onMove(e) {
+      viewport.scrollLeft = from.left - (e.clientX - from.x);
+      viewport.scrollTop = from.top - (e.clientY - from.y);
+    }
+    function onUp() {
+      document.removeEventListener("pointermove", onMove);
+      document.removeEventListener("pointerup", onUp);
+    }
+    document.addEventListener("pointermove", onMove);
+    document.addEventListener("pointerup", onUp);
   }
 
   // Drawing a new box, dragging or resizing one, or panning, from a press on a page.
@@ -206,6 +225,17 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.addEventListener("keydown", onKey);
+    document.addEventListener("pointerdown", panOnly);
+    document.addEventListener("click", function (event) {
+      var button = event.target.closest && event.target.closest("[data-seg-zoom]");
+      if (button) keys[button.dataset.segZoom]();
+    });
+    document.addEventListener("wheel", function (event) {
+      if (workspace() || !event.ctrlKey || !event.target.closest || !event.target.closest(".seg-svg")) return;
+      event.preventDefault();
+      keys[event.deltaY < 0 ? "+" : "-"]();
+    }, { passive: false });
+    applyZoom();
     bind();
     document.body.addEventListener("htmx:load", bind);
   });

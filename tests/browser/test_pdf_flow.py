@@ -38,9 +38,10 @@ def test_it_takes_an_exam_pdf_to_corrected_steps(page, worker, tmp_path):
     page.goto("/annotate/")
     page.click("button[value=ocr_review]")
     page.wait_for_url("**/annotate/review/*/")
-    assert page.locator(".page-frame img").count() == 1  # the page image with the question's box
-    assert page.locator(".page-frame .bbox.mine").count() == 1
-    assert page.locator(".page-frame .bbox.other").count() >= 1  # the questions around it, for a wrong cut
+    assert page.locator(".seg-page .seg-svg image").count() == 1  # the page image with the question's box
+    assert page.locator(".seg-page .seg-region.kind-question.mine").count() == 1
+    # the questions around it, for a wrong cut
+    assert page.locator(".seg-page .seg-region.kind-question:not(.mine)").count() >= 1
     text = page.input_value("#id_text")
     assert "x^{2}" in text  # the superscript came back as LaTeX
     page.fill("#id_text", text.replace("则 x 的值是", "则 $x$ 的值是"))
@@ -155,13 +156,14 @@ def test_an_annotator_imports_real_papers_and_fixes_a_wrong_cut_on_the_page(page
     page.goto("/annotate/")
     page.click("button[value=ocr_review]")
     page.wait_for_url("**/annotate/review/*/")
-    assert page.locator(".page-frame .bbox.mine").count() >= 1
-    piece = page.locator(f'.page-frame .bbox.other[data-question="{tail.hash_id}"]').first
+    assert page.locator(".seg-page .seg-region.mine").count() >= 1
+    assert page.locator(f'.seg-page .seg-region[data-hash="{tail.hash_id}"]').count() >= 1
+    piece = page.locator(f'.merge-candidates [data-question="{tail.hash_id}"]')
     assert piece.count() == 1
     piece.locator("button").click()
     page.wait_for_url("**/annotate/review/*/")
     joined = Question.objects.get(pk=first.pk)
     assert joined.text.startswith(head_text) and tail.text in joined.text
     assert Question.objects.get(pk=tail.pk).status == Question.Status.REJECTED
-    assert page.locator(f'.page-frame .bbox.other[data-question="{tail.hash_id}"]').count() == 0
+    assert page.locator(f'.seg-page .seg-region[data-hash="{tail.hash_id}"]').count() == 0
     assert page.problems == []
