@@ -194,6 +194,7 @@ def test_it_finishes_a_half_saved_paper_without_duplicates(exam, monkeypatch):
         if len(created) == 3:
             raise RuntimeError("worker died")
         created.append(real_create(**kwargs))
+        return created[-1]
 
     monkeypatch.setattr(importer, "create_question", dies_after_three)
     monkeypatch.setattr(importer, "SAVE_BATCH", 2)
