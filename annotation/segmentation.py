@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from annotation import services
-from annotation.models import Figure, Page, Question, QuestionEdit, Repair, Segment, SourceDocument
+from annotation.models import Assignment, Figure, Page, Question, QuestionEdit, Repair, Segment, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import reading
 from k12vista.lazy import lazy_module
@@ -219,6 +219,10 @@ def _question_state(question: Question) -> dict:
 def _begin(document: SourceDocument, user: Any, action: str, note: str, *, questions: Sequence[Question] = (),
            figures: Sequence[Figure] = (), pages: Sequence[Page] = ()) -> Repair:  # fmt: skip
     locked = {q.pk: q for q in Question.objects.select_for_update().filter(pk__in=[q.pk for q in questions])}
+    # A question someone holds in review is theirs until they finish or their lock expires (annotation.queues).
+    held = Assignment.objects.open().filter(question_id__in=locked, locked_until__gt=timezone.now())
+    if held.exclude(annotator_id=getattr(_person(user), "pk", None)).exists():
+        raise RepairError(_("Someone is reviewing that question now; it can be repaired once they are done."))
     figure_ids = [f.pk for f in figures]
     before = {
         "questions": {str(pk): _question_state(q) for pk, q in locked.items()},

@@ -227,3 +227,20 @@ def test_a_box_drawn_on_a_scanned_page_is_read_by_ocr(settings, person):
     # the region, at OCR_DPI: 240 x 50 points
     width, height = RegionOCR.seen[-1]
     assert abs(width - 240 * segmentation.OCR_DPI / 72) <= 2 and abs(height - 50 * segmentation.OCR_DPI / 72) <= 2
+
+
+def test_a_question_someone_holds_in_review_is_not_repaired_under_them(paper, person):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import Assignment
+
+    third = numbered(paper)["3"]
+    other = make_person("qin", Role.ANNOTATOR)
+    Assignment.objects.create(question=third, annotator=other, task=Assignment.Task.OCR_REVIEW,
+                              locked_until=timezone.now() + timedelta(hours=1))  # fmt: skip
+    with pytest.raises(RepairError):
+        segmentation.merge(first=third, second=numbered(paper)["4"], user=person)
+    assert fresh(third).text == "解方程 x+1=4。" and not Repair.objects.exists()
+    segmentation.renumber(question=third, label="3", user=other)  # the holder may
