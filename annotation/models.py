@@ -355,9 +355,21 @@ class Repair(models.Model):
     questions had once it was made (an undo is refused when someone changed them since) and the
     questions it created."""
 
+    class Action(models.TextChoices):
+        ADD = "add", _("New box")
+        MOVE = "move", _("Box moved")
+        SPLIT = "split", _("Split")
+        MERGE = "merge", _("Merge")
+        RENUMBER = "renumber", _("Renumber")
+        FIGURE = "figure", _("Move figure")
+        ANSWER = "answer", _("Move answer")
+        STEM = "stem", _("Shared stem")
+        NOT_QUESTION = "not_question", _("Not a question")
+        PAGE = "page", _("Page done")
+
     document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="repairs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=30)
+    action = models.CharField(max_length=30, choices=Action.choices)
     note = models.CharField(max_length=300, blank=True)
     before = models.JSONField(default=dict)
     after = models.JSONField(default=dict)

@@ -68,6 +68,10 @@ def test_a_wrongly_cut_paper_is_repaired_on_its_pages_and_exported_as_repaired(p
     assert page.locator(".seg-region.kind-question").count() == 4
     assert page.locator(".seg-region.kind-figure").count() == 1
 
+    svg = page.locator('.seg-svg[data-page="1"]')
+    page.keyboard.press("+")
+    assert svg.evaluate("el => el.style.width") == "125%"
+    page.keyboard.press("0")
     page.keyboard.press("?")
     assert page.locator("#seg-help").is_visible()
     page.keyboard.press("Escape")
@@ -100,6 +104,7 @@ def test_a_wrongly_cut_paper_is_repaired_on_its_pages_and_exported_as_repaired(p
     page.keyboard.press("m")
     _settled(page, 4)
     assert "rejected" in page.locator('.seg-question[data-number="2"]').get_attribute("class")
+    assert page.locator("#seg-undo").inner_text() == "撤销: 合并"  # Chinese by default
     page.keyboard.press("z")
     _settled(page, 5)
     assert "rejected" not in page.locator('.seg-question[data-number="2"]').get_attribute("class")
