@@ -339,6 +339,9 @@ class Segment(models.Model):
     document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE, related_name="segments")
     label = models.CharField(_("number"), max_length=40, blank=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.QUESTION)
+    # Where its options, answer and solution were read, where they stand in its lines (not an answer key at
+    # the end of the paper): [kind, page, x0, y0, x1, y1] in PDF points, kind "options", "answer" or "solution".
+    regions = models.JSONField(default=list, blank=True)
     human = models.BooleanField(default=False)
     updated = models.DateTimeField(auto_now=True)
 

@@ -42,6 +42,43 @@ MIN_BOX = 4.0  # points: a smaller box is a slip of the mouse
 NUMBER = re.compile(r"^\s*[(（]?(\d{1,3})[)）]?\s*[．.、]?\s*(?=\S)")
 
 
+PARTS = ("options", "answer", "solution")
+OPTION_LINE = re.compile(r"^\s*[(（]?[A-H][)）]?\s*[．.、:：]")
+# The markers the segmenter routes a question's lines on (annotation.pdf.segment.MARKER).
+PART_MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
+
+
+def part_regions(lines: Sequence[Any]) -> list[list]:
+    """[kind, page, x0, y0, x1, y1] for each run of a question's lines (``annotation.pdf.layout.Line``) in
+    one column that are its options, its answer or its solution, read from the markers the segmenter
+    routes on: option letters, then 【答案】, 【解析】 and the like. Its stem has no region here (its text
+    regions are ``Question.boxes``)."""
+    part = "stem"
+    runs: list[tuple[tuple[str, tuple], list[float]]] = []
+    for line in lines:
+        marker = PART_MARKER.search(line.text)
+        if marker:
+            part = "answer" if marker.group(1) == "答案" else "solution"
+        elif part == "stem" and OPTION_LINE.match(line.text):
+            part = "options"
+        if part == "stem":
+            continue
+        where = (part, line.key[:3])
+        if runs and runs[-1][0] == where:
+            box = runs[-1][1]
+            runs[-1] = (where, [min(box[0], line.bbox[0]), min(box[1], line.bbox[1]),
+                                max(box[2], line.bbox[2]), max(box[3], line.bbox[3])])  # fmt: skip
+        else:
+            runs.append((where, list(line.bbox)))
+    return [[kind, int(key[0]), *(round(v, 2) for v in box)] for (kind, key), box in runs]
+
+
+def record_import(*, question: Question, document: SourceDocument, label: str, lines: Sequence[Any]) -> Segment:
+    """The importer's record of how it cut a question: its printed number and its parts' regions."""
+    return Segment.objects.create(question=question, document=document, label=str(label)[:40],
+                                  regions=part_regions(lines))  # fmt: skip
+
+
 class RepairError(ValueError):
     """A repair that cannot be made; the message says why, in the reader's language."""
 
@@ -107,9 +144,16 @@ def _figure_box(figure: Figure) -> list[float] | None:
 
 
 def page_views(document: SourceDocument, questions: list[Question]) -> list[PageView]:
-    """Each page with every region read from it: question text boxes and figures."""
+    """Each page with every region read from it: question text boxes, figures, options, answers and
+    solutions. A question merged away or rejected shows nothing (its regions are another's now); a
+    shared stem or a region that is no question shows as what it was marked."""
     views = {p.number: PageView(p) for p in document.pages.order_by("number")}
     for question in questions:
+        if question.status == Question.Status.REJECTED and kind_of(question) == Segment.Kind.QUESTION:
+            continue
+        for part, page, *corners in _parts(question):
+            if int(page) in views:
+                views[int(page)].regions.append(Region(part, corners, question))
         figure_boxes = [box for f in question.figures.all() if (box := _figure_box(f))]
         for index, box in enumerate(services.boxes_of(question)):
             if box in figure_boxes or int(box[0]) not in views:
@@ -117,10 +161,34 @@ def page_views(document: SourceDocument, questions: list[Question]) -> list[Page
             kind = "question" if kind_of(question) == Segment.Kind.QUESTION else kind_of(question)
             views[int(box[0])].regions.append(Region(kind, list(box[1:]), question, index))
         for figure in question.figures.all():
-            box = _figure_box(figure)
-            if box and figure.kind == Figure.Kind.FIGURE and int(box[0]) in views:
-                views[int(box[0])].regions.append(Region("figure", list(box[1:]), question, figure=figure))
+            where = _figure_box(figure)
+            if where and figure.kind == Figure.Kind.FIGURE and int(where[0]) in views:
+                views[int(where[0])].regions.append(Region("figure", list(where[1:]), question, figure=figure))
     return list(views.values())
+
+
+def _parts(question: Question) -> list[list]:
+    segment = getattr(question, "segment", None)
+    return [list(r) for r in segment.regions] if segment is not None and segment.regions else []
+
+
+def _stored_parts(question: Question) -> list[list]:
+    """The question's part regions as saved now (not as a loaded instance cached them)."""
+    stored = Segment.objects.filter(question_id=question.pk).values_list("regions", flat=True).first()
+    return [list(r) for r in stored or []]
+
+
+def _inside(region: Sequence[Any], boxes: Sequence[Sequence[Any]]) -> bool:
+    """Whether a part's region ([kind, page, box]) has its middle inside one of the boxes ([page, box])."""
+    x, y = (region[2] + region[4]) / 2, (region[3] + region[5]) / 2
+    return any(int(b[0]) == int(region[1]) and b[1] <= x <= b[3] and b[2] <= y <= b[4] for b in boxes)
+
+
+def _keep_parts(question: Question, boxes: Sequence[Sequence[Any]], extra: Sequence[list] = ()) -> list[list]:
+    """The question's part regions still inside its text boxes, with ``extra`` ones it takes over."""
+    parts = [r for r in _stored_parts(question) if _inside(r, boxes)] + list(extra)
+    Segment.objects.filter(question=question).update(regions=parts)
+    return parts
 
 
 def pages_of(question: Question) -> list[PageView]:
@@ -212,7 +280,9 @@ def _question_state(question: Question) -> dict:
     return {
         "content": {name: getattr(question, name) for name in Question.CONTENT_FIELDS},
         "state": {name: getattr(question, name) for name in STATE_FIELDS},
-        "segment": None if segment is None else {"label": segment.label, "kind": segment.kind, "human": segment.human},
+        "segment": None
+        if segment is None
+        else {"label": segment.label, "kind": segment.kind, "human": segment.human, "regions": segment.regions},
     }
 
 
@@ -373,6 +443,7 @@ def move_box(*, question: Question, index: int, box: Sequence[Any], user: Any) -
     _replace_figure_box(question, old, boxes[index])
     text = _read_boxes(document, _text_boxes(question))
     question = _edit(question, user, "text read again from its regions", text=text)
+    _keep_parts(question, _text_boxes(question))
     _own(question)
     _finish(repair)
     return question
@@ -424,10 +495,12 @@ def split(*, question: Question, index: int, y: float, user: Any, label: str = "
         Figure.objects.filter(pk=figure.pk).update(question=created, position=position)
     moved = [_figure_box(f) for f in later]
     kept = first + [b for b in services.boxes_of(question) if b not in boxes and b not in moved]
+    parts = _stored_parts(question)
     question = _set_state(question, user, f"split into {created.hash_id}", boxes=kept)
     _edit(question, user, f"split into {created.hash_id}", text=text_first)
     _own(question)
-    _own(created, label=label.strip()[:40])
+    _own(created, label=label.strip()[:40], regions=[r for r in parts if _inside(r, second)])
+    _keep_parts(question, first)
     _finish(repair, created=[created])
     return created
 
@@ -444,7 +517,9 @@ def merge(*, first: Question, second: Question, user: Any) -> Question:
         raise RepairError(_("A question cannot be merged with itself."))
     repair = _begin(document, user, "merge", f"{second.hash_id[:12]} into {first.hash_id[:12]}",
                     questions=[first, second], figures=list(second.figures.all()))  # fmt: skip
+    taken = _stored_parts(second)
     merged = services.merge_questions(first=first, second=second, user=_person(user))
+    _keep_parts(merged, services.boxes_of(merged), extra=taken)
     _own(merged)
     _own(second)
     _finish(repair)
@@ -515,6 +590,10 @@ def move_answer(*, source: Question, to: Question, user: Any) -> Question:
     _edit(source, user, note, answers=[], raw_solution="")
     _own(source)
     _own(to)
+    # The answer's and solution's regions go with them.
+    moving = [r for r in _stored_parts(source) if r[0] in ("answer", "solution")]
+    Segment.objects.filter(question=source).update(regions=[r for r in _stored_parts(source) if r not in moving])
+    Segment.objects.filter(question=to).update(regions=_stored_parts(to) + moving)
     _finish(repair)
     return Question.objects.get(pk=to.pk)
 

@@ -2,7 +2,8 @@
 
 One column: question 1, then a picture that belongs to question 2 but stands above it (the importer
 gives it to question 1), question 2 followed by a question printed without its number (the importer
-reads it into question 2: a missed question), and questions 3 and 4, which a person may merge.
+reads it into question 2: a missed question), and questions 3 (with its answer inline) and 4, which a
+person may merge.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tests.fixtures_pdf import FONT, SIZE
 
 FIGURE = (220.0, 120.0, 370.0, 220.0)
 # Where each line's text sits (its baseline y), so a test can draw boxes round them.
-LINES = {"1": 100, "2": 250, "missed": 290, "3": 330, "4": 360}
+LINES = {"1": 100, "2": 250, "missed": 290, "3": 330, "answer3": 346, "4": 376}
 MISSED = "已知 a=2，求 a+1 的值。"
 
 
@@ -31,6 +32,7 @@ def repair_paper() -> bytes:
     line(LINES["2"], "2．如图，求三角形的面积。")
     line(LINES["missed"], MISSED)
     line(LINES["3"], "3．解方程 x+1=4。")
+    line(LINES["answer3"], "【答案】x=3")
     line(LINES["4"], "4．写出解的过程。")
     return doc.tobytes()
 

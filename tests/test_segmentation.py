@@ -53,6 +53,39 @@ def test_the_import_keeps_each_questions_number_and_the_screen_shows_its_regions
     assert not Segment.objects.filter(human=True).exists()
 
 
+def test_the_import_keeps_where_options_answer_and_solution_were_read():
+    from annotation.pdf.layout import Line
+
+    def line(text, y, column=0):
+        return Line(text, (60.0 + 250 * column, y, 200.0 + 250 * column, y + 12), 1, (1, 0, column, y))
+
+    lines = [line("5．下列说法正确的是（  ）", 100), line("A．甲    B．乙", 116), line("C．丙    D．丁", 132),
+             line("【答案】B", 148), line("【解析】因为甲不对，", 164), line("所以选 B。", 100, column=1)]  # fmt: skip
+    assert segmentation.part_regions(lines) == [
+        ["options", 1, 60.0, 116.0, 200.0, 144.0],
+        ["answer", 1, 60.0, 148.0, 200.0, 160.0],
+        ["solution", 1, 60.0, 164.0, 200.0, 176.0],
+        ["solution", 1, 310.0, 100.0, 450.0, 112.0],  # the solution goes on in the next column
+    ]
+    assert segmentation.part_regions(lines[:1]) == []
+
+
+def test_the_screen_draws_the_answer_where_it_was_read_and_it_moves_with_the_answer(paper, person):
+    questions = numbered(paper)
+    assert questions["3"].answers == ["x=3"]
+    (view,) = segmentation.page_views(paper, list(questions.values()))
+    (answer,) = [r for r in view.regions if r.kind == "answer"]
+    assert answer.question == questions["3"] and answer.box[1] < LINES["answer3"] < answer.box[3]
+    segmentation.move_answer(source=questions["3"], to=questions["4"], user=person)
+    assert fresh(questions["4"]).segment.regions[0][0] == "answer" and fresh(questions["3"]).segment.regions == []
+    segmentation.undo(document=paper, user=person)
+    assert fresh(questions["3"]).segment.regions[0][0] == "answer" and fresh(questions["4"]).segment.regions == []
+    segmentation.merge(first=questions["2"], second=questions["3"], user=person)
+    assert [r[0] for r in fresh(questions["2"]).segment.regions] == ["answer"]
+    (view,) = segmentation.page_views(paper, segmentation.document_questions(paper))
+    assert {r.question.number for r in view.regions if r.kind == "answer"} == {"2"}  # 3 is merged away
+
+
 def test_a_drawn_box_adds_the_missed_question_with_its_text_and_undo_takes_it_away(paper, person):
     page = paper.pages.get()
     added = segmentation.add_question(document=paper, page=page, box=box_round("missed"), user=person, label="2a")

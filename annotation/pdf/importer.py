@@ -25,8 +25,9 @@ from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from annotation import segmentation
 from annotation.images import BadImage
-from annotation.models import Figure, Flag, Page, Question, Segment, SourceDocument
+from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading
 from annotation.pdf.layout import (
@@ -544,8 +545,8 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
     if reasons:
         Flag.objects.create(question=saved, code=Flag.Code.IMPORT_GAP, message=storable("; ".join(reasons)),
                             detail={"report": "pdf import"})  # fmt: skip
-    # The number it was cut under, for the segmentation screen (annotation.segmentation).
-    Segment.objects.create(question=saved, document=document, label=str(question.label)[:40])
+    # How it was cut (its number, its parts' regions), for the segmentation screen.
+    segmentation.record_import(question=saved, document=document, label=question.label, lines=question.lines)
     summary.questions += 1
     summary.figures += sum(1 for crop in crops if crop.kind == Figure.Kind.FIGURE)
 

@@ -67,6 +67,7 @@ def test_a_wrongly_cut_paper_is_repaired_on_its_pages_and_exported_as_repaired(p
     page.evaluate("window.__swaps = 0; document.body.addEventListener('htmx:afterSwap', () => window.__swaps++)")
     assert page.locator(".seg-region.kind-question").count() == 4
     assert page.locator(".seg-region.kind-figure").count() == 1
+    assert page.locator(".seg-region.kind-answer").count() == 1  # question 3's inline 【答案】
 
     svg = page.locator('.seg-svg[data-page="1"]')
     page.keyboard.press("+")
@@ -125,6 +126,7 @@ def test_a_wrongly_cut_paper_is_repaired_on_its_pages_and_exported_as_repaired(p
     assert questions == sorted(["计算 2+3 的值。", "如图，求三角形的面积。", MISSED, "解方程 x+1=4。\n写出解的过程。"])
     by_text = {r["question"]: r for r in records}
     assert by_text["如图，求三角形的面积。"]["img"] and not by_text["计算 2+3 的值。"]["img"]
+    assert by_text["解方程 x+1=4。\n写出解的过程。"]["format_answer"]["ground_truth"] == ["x=3"]
     numbers = [q.number for q in segmentation.document_questions(document)]
     assert numbers[:2] == ["1", "2"] and Figure.objects.get().question.text == "如图，求三角形的面积。"
     assert Question.objects.get(text__startswith="写出").status == Question.Status.REJECTED
