@@ -120,21 +120,42 @@ def kind_of(question: Question) -> str:
 
 
 def document_questions(document: SourceDocument) -> list[Question]:
-    """The document's questions in reading order (the page and top of their first box), each with its
-    ``number`` (the printed one, or its place where none was kept) for the screen."""
+    """The document's questions in reading order, each with its ``number`` (the printed one, or its place
+    where none was kept) for the screen. The importer saved its questions in reading order (columns
+    included), so they keep theirs; a question a repair created goes after the question whose region
+    stands above it in the same column (``_insert_at``)."""
     questions = list(
-        Question.objects.filter(source_document=document).select_related("segment").prefetch_related("figures")
+        Question.objects.filter(source_document=document)
+        .select_related("segment")
+        .prefetch_related("figures")
+        .order_by("id")
     )
-
-    def where(question: Question) -> tuple:
-        boxes = services.boxes_of(question)
-        return (int(boxes[0][0]), float(boxes[0][2]), question.pk) if boxes else (10**6, 0.0, question.pk)
-
-    questions.sort(key=where)
-    for place, question in enumerate(questions, start=1):
+    created: set[int] = set()
+    for after in document.repairs.filter(undone_at__isnull=True).values_list("after", flat=True):
+        created.update(after.get("created", []) if isinstance(after, dict) else [])
+    ordered = [q for q in questions if q.pk not in created]
+    for question in (q for q in questions if q.pk in created):
+        ordered.insert(_insert_at(ordered, question), question)
+    for place, question in enumerate(ordered, start=1):
         question.number = label_of(question, place)  # type: ignore[attr-defined]
         question.kind = kind_of(question)  # type: ignore[attr-defined]
-    return questions
+    return ordered
+
+
+def _insert_at(ordered: list[Question], question: Question) -> int:
+    """Where a created question goes: after the last question with a region above it in its column
+    (same page, overlapping across, starting higher), else after the last question of an earlier page."""
+    boxes = services.boxes_of(question)
+    if not boxes:
+        return len(ordered)
+    page, x0, y0, x1, _ = boxes[0]
+    at = 0
+    for index, other in enumerate(ordered):
+        for o_page, o_x0, o_y0, o_x1, _ in services.boxes_of(other):
+            same_column = o_page == page and o_x0 < x1 and x0 < o_x1 and o_y0 <= y0
+            if same_column or o_page < page:
+                at = index + 1
+    return at
 
 
 def _figure_box(figure: Figure) -> list[float] | None:

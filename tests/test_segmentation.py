@@ -91,6 +91,7 @@ def test_a_drawn_box_adds_the_missed_question_with_its_text_and_undo_takes_it_aw
     added = segmentation.add_question(document=paper, page=page, box=box_round("missed"), user=person, label="2a")
     assert added.text == MISSED and added.boxes == [[1, *segmentation._clean_box(page, box_round("missed"))]]
     assert added.segment.label == "2a" and added.segment.human
+    assert list(numbered(paper)) == ["1", "2", "2a", "3", "4"]  # in reading order, after the question above it
     assert QuestionEdit.objects.filter(question=added, note="drawn on the segmentation screen").exists()
     # A box round a numbered line takes its number as the label and leaves it out of the text.
     third = segmentation.add_question(document=paper, page=page, box=box_round("3"), user=person)
