@@ -79,6 +79,21 @@ def record_import(*, question: Question, document: SourceDocument, label: str, l
                                   regions=part_regions(lines))  # fmt: skip
 
 
+def repaired_boxes(document: SourceDocument) -> list[list[float]]:
+    """The text regions ([page, x0, y0, x1, y1]) of every question a person repaired, kept or rejected."""
+    repaired = Question.objects.filter(source_document=document, segment__human=True).prefetch_related("figures")
+    return [box for question in repaired for box in _text_boxes(question)]
+
+
+def covered(lines: Sequence[Any], boxes: Sequence[Sequence[Any]]) -> bool:
+    """Whether most of a question's lines (``annotation.pdf.layout.Line``) have their middle inside the
+    boxes: a question a re-import reads there was cut by a person already."""
+    if not lines or not boxes:
+        return False
+    inside = sum(1 for line in lines if _inside(["", line.page, *line.bbox], boxes))
+    return inside * 2 > len(lines)
+
+
 class RepairError(ValueError):
     """A repair that cannot be made; the message says why, in the reader's language."""
 

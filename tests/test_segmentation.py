@@ -278,3 +278,37 @@ def test_a_question_someone_holds_in_review_is_not_repaired_under_them(paper, pe
         segmentation.merge(first=third, second=numbered(paper)["4"], user=person)
     assert fresh(third).text == "解方程 x+1=4。" and not Repair.objects.exists()
     segmentation.renumber(question=third, label="3", user=other)  # the holder may
+
+
+def _an_importer_that_finds_the_missed_question(monkeypatch):
+    """The importer as it may become: it cuts the unnumbered question out of question 2 by itself."""
+    from annotation.pdf import importer
+    from annotation.pdf.segment import ParsedQuestion
+
+    real_segment = importer.segment
+
+    def better(lines):
+        parsed = real_segment(lines)
+        second = next(q for q in parsed.questions if q.number == 2)
+        missed = [line for line in second.lines if line.text.startswith("已知")]
+        second.lines = [line for line in second.lines if line not in missed]
+        parsed.questions.append(ParsedQuestion(number=99, section=second.section, qtype=second.qtype, lines=missed,
+                                               stem=[MISSED]))  # fmt: skip
+        return parsed
+
+    monkeypatch.setattr(importer, "segment", better)
+
+
+def test_a_reimport_that_finds_a_new_question_saves_it_where_nobody_repaired(paper, monkeypatch):
+    _an_importer_that_finds_the_missed_question(monkeypatch)
+    summary = import_document(document=paper)
+    assert summary.questions == 1 and Question.objects.filter(source_document=paper, text=MISSED).count() == 1
+
+
+def test_a_reimport_does_not_read_again_a_question_a_person_cut(paper, person, monkeypatch):
+    page = paper.pages.get()
+    segmentation.add_question(document=paper, page=page, box=box_round("missed"), user=person)
+    _an_importer_that_finds_the_missed_question(monkeypatch)
+    summary = import_document(document=paper)
+    assert summary.questions == 0 and Question.objects.filter(source_document=paper, text=MISSED).count() == 1
+    assert any("question 99 lies where a person repaired the cut" in w for w in summary.warnings)

@@ -468,6 +468,11 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     existing = set(Question.objects.filter(hash_id__in=hashes).values_list("hash_id", flat=True))
     summary.existing = len(existing)
     todo = [(i, q) for i, q in enumerate(parsed) if q.lines and question_hash(document, q) not in existing]
+    # A question read where a person repaired the cut (annotation.segmentation) is theirs: not read again.
+    repaired = segmentation.repaired_boxes(document)
+    summary.warnings += [f"question {q.label} lies where a person repaired the cut; it was left as they cut it"
+                         for _i, q in todo if segmentation.covered(q.lines, repaired)]  # fmt: skip
+    todo = [(i, q) for i, q in todo if not segmentation.covered(q.lines, repaired)]
     for start in range(0, len(todo), SAVE_BATCH):
         with transaction.atomic():
             for index, question in todo[start : start + SAVE_BATCH]:
