@@ -567,16 +567,6 @@ def split_question(*, question: Question, at: int, user: Any) -> Question:
     return created
 
 
-@dataclass
-class PageCut:
-    """One page of a question's document as the OCR review shows it: where this question was read, and
-    where the questions around it were, so that a wrong cut shows."""
-
-    page: Page
-    mine: list[list[float]]  # [x0, y0, x1, y1] in PDF points
-    others: list[tuple[Question, list[float]]]
-
-
 def boxes_of(question: Question) -> list[list[float]]:
     """[page, x0, y0, x1, y1] for each region of the question (its first-page box for older imports)."""
     if question.boxes:
@@ -584,26 +574,6 @@ def boxes_of(question: Question) -> list[list[float]]:
     if question.bbox and question.source_page is not None:
         return [[question.source_page.number, *question.bbox]]
     return []
-
-
-def page_cuts(question: Question) -> list[PageCut]:
-    """The pages the question was read from, each with its boxes and the other questions' boxes on it."""
-    if question.source_document_id is None:
-        return []
-    numbers = sorted({int(box[0]) for box in boxes_of(question)})
-    if not numbers and question.source_page is not None:
-        numbers = [question.source_page.number]  # read from a page, but where on it was not recorded: the whole page
-    pages = {p.number: p for p in Page.objects.filter(document_id=question.source_document_id, number__in=numbers)}
-    around = Question.objects.filter(source_document_id=question.source_document_id).exclude(pk=question.pk)
-    around = around.exclude(status=Question.Status.REJECTED).select_related("source_page")
-    cuts = []
-    for number in numbers:
-        if number not in pages:
-            continue
-        mine = [box[1:] for box in boxes_of(question) if int(box[0]) == number]
-        others = [(q, box[1:]) for q in around for box in boxes_of(q) if int(box[0]) == number]
-        cuts.append(PageCut(pages[number], mine, others))
-    return cuts
 
 
 def _renumbered(text: str, offset: int) -> str:
