@@ -10,7 +10,6 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
-from rest_framework.authtoken.models import Token
 
 from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
@@ -64,8 +63,7 @@ def account(request: HttpRequest) -> HttpResponse:
 @require_POST
 def rotate_token(request: HttpRequest) -> HttpResponse:
     """Replaces the user's API token and shows the new one once."""
-    Token.objects.filter(user=request.user).delete()
-    token = Token.objects.create(user=request.user)
+    token = services.new_api_token(request.user)
     return render(request, "k12vista/account.html", {"roles": roles_of(request.user), "new_token": token.key})
 
 
