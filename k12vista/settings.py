@@ -9,6 +9,7 @@ stops start-up with a message that names the variable.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or not raw.strip():
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json_object(name: str, default: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A JSON object of lists of strings, such as {"OPENAI_API_KEY": ["https://api.openai.com/v1"]}."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not JSON.") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(urls, list) and all(isinstance(url, str) for url in urls) for urls in value.values()
+    ):
+        raise ImproperlyConfigured(f'{name} is a JSON object of lists of URLs, such as {{"VAR": ["https://host/v1"]}}.')
+    return value
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -408,6 +425,12 @@ MODEL_HTTP_PROXY = env_str("MODEL_HTTP_PROXY") or None
 # names, or a prefix ending in *. Anything else (SECRET_KEY, DATABASE_URL) is
 # never read, sent or reported as set.
 MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY", "K12VISTA_KEY_*"])
+# Where each key may be sent: a JSON object from a variable (exact, or a prefix ending in *) to
+# MODEL_URL_ALLOWLIST-style entries, e.g. {"K12VISTA_KEY_LAB": ["http://gpu01.lab:8001/v1"]}. A key
+# goes only to a URL an entry bound to its variable admits (and the allowlist admits); a variable
+# bound to nothing is sent nowhere. Endpoints are shared, so without this anyone who edits one could
+# point it at their own server and receive the key.
+MODEL_API_KEY_URLS = env_json_object("MODEL_API_KEY_URLS", {"OPENAI_API_KEY": ["https://api.openai.com/v1"]})
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 # A run (inference, scoring, model help) stops with one message once this many
 # attempts in a row could not reach its endpoint (refused, DNS, TLS, connect
