@@ -454,12 +454,34 @@ def probe_endpoint(endpoint: ModelEndpoint) -> Probe:
                  message=_("The model %(model)s answered in %(ms)s ms.") % {"model": model, "ms": latency})  # fmt: skip
 
 
+def model_path_in_models_folder(name: str) -> Path | None:
+    """The model path ``name`` when it lies inside MODEL_FILES_DIR, else None (a path outside it,
+    or a name that is no absolute path, such as a hub id the worker downloads). Decided on the
+    text first, so that a path outside is never looked up; then again after following links, so
+    a link cannot lead out."""
+    root = Path(os.path.normpath(Path(settings.MODEL_FILES_DIR).expanduser().absolute()))
+    try:
+        path = Path(os.path.normpath(Path(name).expanduser())) if name else None
+        if path is None or not path.is_absolute() or not path.is_relative_to(root):
+            return None
+        return path if path.resolve().is_relative_to(root.resolve()) else None
+    except (OSError, ValueError, RuntimeError):  # a name no file system accepts (NUL, too long), a link loop
+        return None
+
+
 def probe_local(endpoint: ModelEndpoint) -> Probe:
     """The offline engines (vLLM, transformers) load the model inside a worker, so no
-    request can be sent from here; what can be checked is whether the model path exists."""
+    request can be sent from here; what can be checked is whether the model path exists,
+    and only inside the models folder: "Test connection" must not tell anyone whether any
+    other path exists on this server (the server account's ~/.ssh, say)."""
+    engine = _("This engine loads the model inside a worker, so there is no server to call; a run is the test.")
+    path = model_path_in_models_folder(endpoint.model_name)
+    if path is None:
+        outside = _("Only model paths inside the models folder (MODEL_FILES_DIR) are checked from here.")
+        return Probe(ok=None, model_path_exists=None, message=f"{engine} {outside}")
     try:
-        exists = bool(endpoint.model_name) and Path(endpoint.model_name).expanduser().exists()
-    except (OSError, ValueError):  # a name no file system accepts (NUL, too long)
+        exists = path.exists()
+    except (OSError, ValueError):
         exists = False
     if exists:
         found = _("The model path exists on this server.")
@@ -468,5 +490,4 @@ def probe_local(endpoint: ModelEndpoint) -> Probe:
             "The model path was not found on this server: it may be a model name the worker downloads, or a "
             "path that exists only on the workers."
         )
-    engine = _("This engine loads the model inside a worker, so there is no server to call; a run is the test.")
     return Probe(ok=None, model_path_exists=exists, message=f"{engine} {found}")

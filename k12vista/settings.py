@@ -440,6 +440,10 @@ MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.
 TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
+# The folder holding model files for the offline engines. "Test connection" checks a model
+# path only inside it (a relative model name is taken from here), so that it tells nobody
+# whether any other path exists on the server.
+MODEL_FILES_DIR = Path(env_str("MODEL_FILES_DIR") or DATA_DIR / "models")
 
 # --- PEBench and audits --------------------------------------------------
 
