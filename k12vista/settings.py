@@ -9,6 +9,7 @@ stops start-up with a message that names the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from pathlib import Path
@@ -205,6 +206,17 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+# Behind a reverse proxy, the addresses (or networks, 10.0.0.0/8) of the proxies whose
+# X-Forwarded-For is believed: the lockout pair's address is then the client's, not the
+# proxy's (which every person would share). A request from anywhere else is keyed on its own
+# address whatever header it sends (k12vista/client_address.py).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES entry {_proxy!r} is not an address or a network.") from None
+AXES_CLIENT_IP_CALLABLE = "k12vista.client_address.client_ip"
 
 # --- Internationalisation -------------------------------------------------
 
