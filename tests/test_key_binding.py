@@ -118,3 +118,11 @@ def test_a_malformed_binding_stops_start_up(settings):
 
     settings.MODEL_API_KEY_URLS = {"OPENAI_API_KEY": ["ftp://api.openai.com"]}
     assert [problem.id for problem in check_model_url_allowlist()] == ["inference.E003"]
+
+
+@pytest.mark.parametrize("value", ["not json", '["https://api.openai.com/v1"]', '{"OPENAI_API_KEY": "https://x"}'])
+def test_a_binding_that_is_no_json_object_of_lists_stops_start_up(value):
+    from tests.test_settings import run_django
+
+    result = run_django({"DEBUG": "1", "MODEL_API_KEY_URLS": value}, "check")
+    assert result.returncode != 0 and "MODEL_API_KEY_URLS" in result.stderr

@@ -67,3 +67,22 @@ def test_without_trusted_proxies_the_header_means_nothing(client, settings):
     for i in range(5):
         login_from(client, "alice", "wrong", remote=PROXY, forwarded=f"192.0.2.{i}")
     assert login_from(client, "alice", PASSWORD, remote=PROXY, forwarded=VICTIM).status_code == 429
+
+
+@pytest.mark.parametrize("value", ["nginx", "10.0.0.300", "10.0.0.0/99"])
+def test_a_malformed_trusted_proxy_stops_start_up(value):
+    from tests.test_settings import run_django
+
+    result = run_django({"DEBUG": "1", "TRUSTED_PROXIES": value}, "check")
+    assert result.returncode != 0 and "TRUSTED_PROXIES" in result.stderr
+
+
+def test_client_ip_reads_the_header_from_the_right(settings, rf):
+    from k12vista.client_address import client_ip
+
+    settings.TRUSTED_PROXIES = ["10.0.0.0/29", "172.16.0.1"]
+    chain = {"REMOTE_ADDR": "172.16.0.1", "HTTP_X_FORWARDED_FOR": f"{VICTIM}, {ATTACKER}, 10.0.0.3"}
+    assert client_ip(rf.post("/login/", **chain)) == ATTACKER  # two proxies of ours, then the client
+    assert client_ip(rf.post("/login/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="not-an-ip")) == PROXY
+    assert client_ip(rf.post("/login/", REMOTE_ADDR=PROXY)) == PROXY
+    assert client_ip(rf.post("/login/", REMOTE_ADDR=ATTACKER, HTTP_X_FORWARDED_FOR=VICTIM)) == ATTACKER
