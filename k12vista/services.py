@@ -54,6 +54,13 @@ def set_roles(*, user: Any, roles: Iterable[Role]) -> None:
         user.save(update_fields=["is_staff"])
 
 
+def manageable_by(user: Any) -> Any:
+    """The accounts this administrator may edit or send an invitation (a password reset) to: a
+    superuser's only by a superuser, or the admin role could take one over."""
+    people = get_user_model().objects.all()
+    return people if user.is_superuser else people.filter(is_superuser=False)
+
+
 def invitation_path(user: Any) -> str:
     """A one-time link (valid PASSWORD_RESET_TIMEOUT) where the user sets a password."""
     uid = urlsafe_base64_encode(force_bytes(user.pk))

@@ -131,7 +131,7 @@ def users(request: HttpRequest) -> HttpResponse:
 
 @role_required(Role.ADMIN)
 def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    person = get_object_or_404(get_user_model(), pk=pk)
+    person = get_object_or_404(services.manageable_by(request.user), pk=pk)
     initial = {"roles": [r.value for r in roles_of(person)], "is_active": person.is_active}
     form = UserRolesForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -153,7 +153,7 @@ def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def user_invite(request: HttpRequest, pk: int) -> HttpResponse:
     """Shows a fresh invitation link (POST: making a link is an action)."""
-    person = get_object_or_404(get_user_model(), pk=pk)
+    person = get_object_or_404(services.manageable_by(request.user), pk=pk)
     link = request.build_absolute_uri(services.invitation_path(person))
     messages.success(request, _("Invitation link for %(user)s: %(link)s") % {"user": person, "link": link})
     return redirect("k12vista:user_edit", pk=pk)

@@ -114,3 +114,19 @@ def test_a_password_set_through_the_admin_revokes_the_token(administrator, annot
                                           "usable_password": "true"})  # fmt: skip
     assert response.status_code == 302
     assert not Token.objects.filter(key=key).exists()
+
+
+def test_the_studios_user_pages_do_not_reach_a_superuser_for_the_admin_role(administrator, login):
+    """An invitation link is a password reset: one made for a superuser by the admin role would take it over."""
+    root = User.objects.create_superuser("root", "root@example.org", "the root password")
+    client = login(administrator)
+    invite = client.post(f"/manage/users/{root.pk}/invite/", follow=True)
+    assert invite.status_code == 404 and b"/password/set/" not in invite.content
+    assert client.get(f"/manage/users/{root.pk}/").status_code == 404
+    assert client.post(f"/manage/users/{root.pk}/", {"roles": ["annotator"]}).status_code == 404
+    root.refresh_from_db()
+    assert root.is_active
+    # A superuser manages everyone, and the admin role everyone else.
+    assert login(root).post(f"/manage/users/{administrator.pk}/invite/").status_code == 302
+    other = make_person("olga", Role.ANNOTATOR)
+    assert login(administrator).post(f"/manage/users/{other.pk}/invite/").status_code == 302
