@@ -8,6 +8,7 @@ import io
 import itertools
 import zipfile
 from collections.abc import Iterator
+from urllib.parse import urlencode
 
 import pytest
 from django.apps import apps
@@ -129,6 +130,18 @@ def urls_of(name: str, pattern: URLPattern, values: dict[str, list]) -> Iterator
             continue
 
 
+def query_names() -> set[str]:
+    """Every GET parameter a view or API reads by name, from the source (so a new one is tried too)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(r"""(?:request\.GET|query_params)(?:\.get\(|\[)["']([A-Za-z_]+)["']""")
+    return {
+        name for app in APPS[:5] for path in (root / app).rglob("*.py") for name in pattern.findall(path.read_text())
+    }
+
+
 def body(response) -> bytes:
     if getattr(response, "streaming", False):
         return b"".join(response.streaming_content)
@@ -141,6 +154,9 @@ def test_no_route_shows_her_anyone_elses_label_on_the_item(iris, client):
     client.raise_request_exception = False
     values = candidates()
     assert any(name.startswith("exports/pebench-") or "release" in name for name in values["path"])
+    names = query_names()
+    assert {"old", "new", "after"} <= names
+    queries = [urlencode(dict.fromkeys(names, str(i))) for i in values["int"][:2]]
     found, walked, shown = [], 0, set()
     for name, pattern in routes():
         if name.endswith(("logout", "password_set")):
@@ -151,6 +167,10 @@ def test_no_route_shows_her_anyone_elses_label_on_the_item(iris, client):
             if response.status_code == 200:
                 shown.add(name)
             found += [(url, who) for who in leaks(body(response))]
+            if response.status_code in (200, 400):  # and with every query parameter the code reads
+                for query in queries:
+                    walked += 1
+                    found += [(f"{url}?{query}", who) for who in leaks(body(client.get(f"{url}?{query}")))]
     assert found == []
     # The walk reached the item where it is shown: her labelling page, the audit's pages, the labels API.
     assert {"pem:label_task", "review:rate", "review:item", "pem_api:item_labels"} <= shown, shown
