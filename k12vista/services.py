@@ -92,9 +92,15 @@ def _credentials_changed(sender: Any, instance: Any, update_fields: Any = None, 
     if instance.pk is None or (update_fields is not None and not {"password", "is_active"} & set(update_fields)):
         return
     before = sender.objects.filter(pk=instance.pk).values("password", "is_active").first()
-    instance._revoke_api_tokens = before is not None and (
-        before["password"] != instance.password or (before["is_active"] and not instance.is_active)
+    if before is None:
+        return
+    # A new password is one given through set_password (which keeps the raw text until the save),
+    # or no usable password any more; a login that rehashes the same password (a stronger hasher)
+    # changes the hash only, and keeps the token.
+    new_password = before["password"] != instance.password and (
+        getattr(instance, "_password", None) is not None or not instance.has_usable_password()
     )
+    instance._revoke_api_tokens = new_password or (before["is_active"] and not instance.is_active)
 
 
 def _revoke_if_credentials_changed(sender: Any, instance: Any, **kwargs: Any) -> None:

@@ -130,3 +130,19 @@ def test_the_studios_user_pages_do_not_reach_a_superuser_for_the_admin_role(admi
     assert login(root).post(f"/manage/users/{administrator.pk}/invite/").status_code == 302
     other = make_person("olga", Role.ANNOTATOR)
     assert login(administrator).post(f"/manage/users/{other.pk}/invite/").status_code == 302
+
+
+def test_a_login_that_rehashes_the_same_password_keeps_the_token(annotator, client, settings):
+    """A stronger hasher rehashes the password at the next login: the hash changes, the password does not."""
+    from django.contrib.auth.hashers import make_password
+
+    from k12vista import settings as live
+
+    settings.PASSWORD_HASHERS = live.PASSWORD_HASHERS
+    annotator.password = make_password(PASSWORD, hasher="pbkdf2_sha256")
+    annotator.save(update_fields=["password"])
+    key = Token.objects.create(user=annotator).key
+    assert client.post("/login/", {"username": "alice", "password": PASSWORD}).status_code == 302
+    annotator.refresh_from_db()
+    assert annotator.password.startswith("argon2")
+    assert token_works(key)
