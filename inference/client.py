@@ -207,11 +207,17 @@ def api_key(endpoint: ModelEndpoint) -> str:
 
 
 def key_state(endpoint: ModelEndpoint) -> str:
-    """unused, undeclared, set or missing; an undeclared variable is never looked up."""
+    """unused, undeclared, unbound (its key may not go to this URL), set or missing; an undeclared
+    variable is never looked up."""
     if not endpoint.api_key_env:
         return "unused"
     if not key_variable_declared(endpoint.api_key_env):
         return "undeclared"
+    if endpoint.kind == "openai":
+        try:
+            check_key_destination(endpoint.api_key_env, endpoint.base_url)
+        except EndpointError:
+            return "unbound"
     return "set" if os.environ.get(endpoint.api_key_env) else "missing"
 
 

@@ -66,6 +66,14 @@ def test_a_key_variable_cannot_be_pointed_at_another_server_at_save(servers, res
     assert lab.base_url == servers["lab"]
 
 
+def test_the_endpoint_page_says_a_key_is_not_bound_to_its_url(servers, researcher, login):
+    ModelEndpoint.objects.create(
+        name="moved", base_url=servers["thief"], model_name="m", api_key_env="K12VISTA_KEY_LAB"
+    )
+    page = login(researcher).get("/research/endpoints/").content.decode()
+    assert 'data-key-state="unbound"' in page and 'data-key-state="set"' not in page
+
+
 def test_the_key_reaches_its_own_server(servers, researcher):
     ep = services.save_endpoint(endpoint=ModelEndpoint(name="lab", base_url=servers["lab"], model_name="m",
                                                        api_key_env="K12VISTA_KEY_LAB"), user=researcher)  # fmt: skip
@@ -87,6 +95,9 @@ def test_a_run_refuses_to_start_and_the_worker_to_call_once_the_url_moved(server
         start(ep, researcher)
     with pytest.raises(client.EndpointError, match="MODEL_API_KEY_URLS"):
         ep.api_key()
+    # The endpoint list and the API say why, without reading the key.
+    page = api_as(researcher).get("/api/endpoints/").json()["results"]
+    assert page[0]["api_key_state"] == "unbound"
     execute_job(queued.job_id)
     queued.job.refresh_from_db()
     assert queued.job.status == "failed" and "MODEL_API_KEY_URLS" in queued.job.error
