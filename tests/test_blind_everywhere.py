@@ -88,8 +88,13 @@ def routes(patterns=None, namespace: str = "") -> Iterator[tuple[str, URLPattern
 
 
 def stored_names() -> set[str]:
-    """Every stored file the database names: file fields, and paths jobs wrote."""
-    names: set[str] = set()
+    """Every stored file: all under MEDIA_ROOT, and all the database names (file fields, paths jobs wrote)."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    root = Path(settings.MEDIA_ROOT)
+    names = {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
     for model in apps.get_models():
         for field in model._meta.get_fields():
             if isinstance(field, models.FileField):
