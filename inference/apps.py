@@ -22,6 +22,12 @@ def check_model_url_allowlist(app_configs=None, **kwargs) -> list[checks.CheckMe
             client.parse_allowed_prefix(entry)
         except ImproperlyConfigured as exc:
             problems.append(checks.Error(str(exc), id="inference.E001"))
+    for name, urls in settings.MODEL_API_KEY_URLS.items():
+        for entry in urls:
+            try:
+                client.parse_allowed_prefix(entry)
+            except ImproperlyConfigured as exc:
+                problems.append(checks.Error(f"MODEL_API_KEY_URLS[{name!r}]: {exc}", id="inference.E003"))
     if any(entry.strip() in ("", "*") for entry in settings.MODEL_API_KEY_VARIABLES):
         problems.append(checks.Error("MODEL_API_KEY_VARIABLES may not admit every variable (*)", id="inference.E002"))
     return problems

@@ -4,9 +4,10 @@ failures are classified. The calls themselves (retries, the shared limit per
 endpoint, fan-out) are inference.calls.
 
 Every client is built here (``build_client``), so every model call obeys the same
-three rules: the URL is inside MODEL_URL_ALLOWLIST (checked again at call time, not
+four rules: the URL is inside MODEL_URL_ALLOWLIST (checked again at call time, not
 only when the endpoint was saved), the API key comes only from a variable declared
-in MODEL_API_KEY_VARIABLES, and redirects are never followed (a 3xx would otherwise
+in MODEL_API_KEY_VARIABLES, goes only to the URLs MODEL_API_KEY_URLS binds to that
+variable, and redirects are never followed (a 3xx would otherwise
 carry the request body and the key to an address nobody allowed)."""
 
 from __future__ import annotations
@@ -99,16 +100,17 @@ def parse_allowed_prefix(entry: str) -> AllowedPrefix:
                 f"MODEL_URL_ALLOWLIST entry {entry!r}: the port is a number, a range such as 8000-8010, or *"
             )
         ports = range(int(low), int(high) + 1)
-    return AllowedPrefix(parts.scheme, parts.hostname, ports, parts.path.rstrip("/"))
+    path = parts.path.rstrip("/")
+    path = path[:-2] if path.endswith("/*") else path  # "/v1/*" says what "/v1" says: that path and below
+    return AllowedPrefix(parts.scheme, parts.hostname, ports, path.rstrip("/"))
 
 
 def allowed_prefixes() -> list[AllowedPrefix]:
     return [parse_allowed_prefix(entry) for entry in settings.MODEL_URL_ALLOWLIST]
 
 
-def check_endpoint_url(url: str) -> str:
-    """The URL normalised (``scheme://host:port/path``), or EndpointError when it is
-    malformed or no MODEL_URL_ALLOWLIST entry admits its scheme, host, port and path."""
+def url_parts(url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of a model URL, or EndpointError when it is malformed."""
     parts = urlsplit(url.strip())
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         raise EndpointError(gettext("%(url)s is not an http(s) URL") % {"url": repr(url)})
@@ -118,15 +120,22 @@ def check_endpoint_url(url: str) -> str:
         port = parts.port or DEFAULT_PORTS[parts.scheme]
     except ValueError:  # "Port out of range" or not a number
         raise EndpointError(gettext("%(url)s has no valid port (1-65535)") % {"url": repr(url)}) from None
-    path = parts.path.rstrip("/")
-    if not any(prefix.admits(parts.scheme, parts.hostname, port, path) for prefix in allowed_prefixes()):
+    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+
+
+def check_endpoint_url(url: str) -> str:
+    """The URL normalised (``scheme://host:port/path``), or EndpointError when it is
+    malformed or no MODEL_URL_ALLOWLIST entry admits its scheme, host, port and path."""
+    scheme, hostname, port, path = url_parts(url)
+    parts = urlsplit(url.strip())
+    if not any(prefix.admits(scheme, hostname, port, path) for prefix in allowed_prefixes()):
         raise EndpointError(
             gettext("%(server)s is not in MODEL_URL_ALLOWLIST; an administrator adds model servers there.")
-            % {"server": f"{parts.scheme}://{parts.hostname}:{port}"}
+            % {"server": f"{scheme}://{hostname}:{port}"}
         )
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    host = f"[{hostname}]" if ":" in hostname else hostname
     given_port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{given_port}{path}"
+    return f"{scheme}://{host}{given_port}{path}"
 
 
 # --- which secrets a model call may read ---------------------------------------------
@@ -154,21 +163,61 @@ def check_key_variable(name: str) -> None:
         )
 
 
+def _names(pattern: str, name: str) -> bool:
+    """Whether a variable entry (an exact name, or a prefix ending in ``*``) names the variable."""
+    if pattern.endswith("*") and len(pattern) > 1:
+        return name.startswith(pattern[:-1])
+    return name == pattern
+
+
+def key_destinations(name: str) -> list[str]:
+    """The MODEL_API_KEY_URLS entries the key in this variable may be sent to (none: nowhere)."""
+    return [url for pattern, urls in settings.MODEL_API_KEY_URLS.items() if _names(pattern, name) for url in urls]
+
+
+def check_key_destination(name: str, url: str) -> None:
+    """Refuses (EndpointError) to send the key in ``name`` to ``url`` unless a MODEL_API_KEY_URLS
+    entry bound to that variable admits it. Endpoints are shared and any researcher may edit one:
+    without this, pointing an endpoint that names OPENAI_API_KEY at one's own server, inside the
+    allowlist, would hand them the key with the first request."""
+    if not name:
+        return
+    scheme, host, port, path = url_parts(url)
+    destinations = key_destinations(name)
+    if not any(parse_allowed_prefix(entry).admits(scheme, host, port, path) for entry in destinations):
+        raise EndpointError(
+            gettext(
+                "the key in %(name)s may only be sent to %(urls)s (MODEL_API_KEY_URLS), not to %(server)s; "
+                "an administrator binds key variables to their servers there"
+            )
+            % {"name": name, "urls": ", ".join(destinations) or gettext("no server (none is bound)"),
+               "server": f"{scheme}://{host}:{port}"}
+        )  # fmt: skip
+
+
 def api_key(endpoint: ModelEndpoint) -> str:
     """The key, read at call time from the endpoint's declared variable; servers without
-    auth accept any string. Refuses (EndpointError) a variable that is not declared."""
+    auth accept any string. Refuses (EndpointError) a variable that is not declared, or
+    whose key may not go to the endpoint's URL."""
     if not endpoint.api_key_env:
         return "no-key"
     check_key_variable(endpoint.api_key_env)
+    check_key_destination(endpoint.api_key_env, endpoint.base_url)
     return os.environ.get(endpoint.api_key_env, "")
 
 
 def key_state(endpoint: ModelEndpoint) -> str:
-    """unused, undeclared, set or missing; an undeclared variable is never looked up."""
+    """unused, undeclared, unbound (its key may not go to this URL), set or missing; an undeclared
+    variable is never looked up."""
     if not endpoint.api_key_env:
         return "unused"
     if not key_variable_declared(endpoint.api_key_env):
         return "undeclared"
+    if endpoint.kind == "openai":
+        try:
+            check_key_destination(endpoint.api_key_env, endpoint.base_url)
+        except EndpointError:
+            return "unbound"
     return "set" if os.environ.get(endpoint.api_key_env) else "missing"
 
 
@@ -176,6 +225,7 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
     """Everything a call needs from the endpoint's settings, before any request is made."""
     check_endpoint_url(endpoint.base_url)
     check_key_variable(endpoint.api_key_env)
+    check_key_destination(endpoint.api_key_env, endpoint.base_url)
 
 
 # --- building clients -----------------------------------------------------------------
@@ -410,12 +460,34 @@ def probe_endpoint(endpoint: ModelEndpoint) -> Probe:
                  message=_("The model %(model)s answered in %(ms)s ms.") % {"model": model, "ms": latency})  # fmt: skip
 
 
+def model_path_in_models_folder(name: str) -> Path | None:
+    """The model path ``name`` when it lies inside MODEL_FILES_DIR, else None (a path outside it,
+    or a name that is no absolute path, such as a hub id the worker downloads). Decided on the
+    text first, so that a path outside is never looked up; then again after following links, so
+    a link cannot lead out."""
+    root = Path(os.path.normpath(Path(settings.MODEL_FILES_DIR).expanduser().absolute()))
+    try:
+        path = Path(os.path.normpath(Path(name).expanduser())) if name else None
+        if path is None or not path.is_absolute() or not path.is_relative_to(root):
+            return None
+        return path if path.resolve().is_relative_to(root.resolve()) else None
+    except (OSError, ValueError, RuntimeError):  # a name no file system accepts (NUL, too long), a link loop
+        return None
+
+
 def probe_local(endpoint: ModelEndpoint) -> Probe:
     """The offline engines (vLLM, transformers) load the model inside a worker, so no
-    request can be sent from here; what can be checked is whether the model path exists."""
+    request can be sent from here; what can be checked is whether the model path exists,
+    and only inside the models folder: "Test connection" must not tell anyone whether any
+    other path exists on this server (the server account's ~/.ssh, say)."""
+    engine = _("This engine loads the model inside a worker, so there is no server to call; a run is the test.")
+    path = model_path_in_models_folder(endpoint.model_name)
+    if path is None:
+        outside = _("Only model paths inside the models folder (MODEL_FILES_DIR) are checked from here.")
+        return Probe(ok=None, model_path_exists=None, message=f"{engine} {outside}")
     try:
-        exists = bool(endpoint.model_name) and Path(endpoint.model_name).expanduser().exists()
-    except (OSError, ValueError):  # a name no file system accepts (NUL, too long)
+        exists = path.exists()
+    except (OSError, ValueError):
         exists = False
     if exists:
         found = _("The model path exists on this server.")
@@ -424,5 +496,4 @@ def probe_local(endpoint: ModelEndpoint) -> Probe:
             "The model path was not found on this server: it may be a model name the worker downloads, or a "
             "path that exists only on the workers."
         )
-    engine = _("This engine loads the model inside a worker, so there is no server to call; a run is the test.")
     return Probe(ok=None, model_path_exists=exists, message=f"{engine} {found}")

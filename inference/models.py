@@ -95,8 +95,11 @@ class PromptTemplate(models.Model):
 
 class InferenceRunQuerySet(models.QuerySet["InferenceRun"]):
     def visible_to(self, user) -> InferenceRunQuerySet:
-        """Everyone sees their own runs; administrators see all (as with jobs)."""
-        if user.has_perm("k12vista.administer"):
+        """The one rule for who reads a run, its answers and their scoring (docs/security.md, *Runs*),
+        on every page and API route: its researcher; administrators; and inspectors, the experts who
+        check the checkers by scoring any run's sampled answers. Researchers do not read each other's
+        runs (a model under test and its answers may not be public yet)."""
+        if user.has_perm("k12vista.administer") or user.has_perm("k12vista.inspect"):
             return self.all()
         return self.filter(created_by=user)
 

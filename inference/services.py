@@ -29,6 +29,7 @@ check_endpoint_url = client.check_endpoint_url
 def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
     if endpoint.kind == ModelEndpoint.Kind.OPENAI:
         endpoint.base_url = check_endpoint_url(endpoint.base_url)
+        client.check_key_destination(endpoint.api_key_env, endpoint.base_url)
     if endpoint.max_concurrency < 1:
         raise EndpointError(gettext("max_concurrency must be at least 1"))
     if endpoint.pk is None:
@@ -118,10 +119,12 @@ def create_inference_run(
 
 def require_api_key(endpoint: ModelEndpoint) -> None:
     """Refuses to start when the endpoint's URL is no longer allowed, or it names a key
-    variable that is not declared (never read) or not set on this server."""
+    variable that is not declared (never read), not bound to this URL, or not set on this server."""
     if endpoint.kind == ModelEndpoint.Kind.OPENAI:
         client.check_endpoint_url(endpoint.base_url)
     client.check_key_variable(endpoint.api_key_env)
+    if endpoint.kind == ModelEndpoint.Kind.OPENAI:
+        client.check_key_destination(endpoint.api_key_env, endpoint.base_url)
     if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
         raise EndpointError(
             gettext(

@@ -55,7 +55,7 @@ ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
 
 
 def runs_for(user) -> QuerySet[InferenceRun]:
-    """The runs a person may see: their own; administrators see all (as with jobs)."""
+    """The runs a person may see (InferenceRun.objects.visible_to, the one rule)."""
     require_role(user, *MANAGERS)
     return InferenceRun.objects.visible_to(user).select_related("endpoint", "job", "created_by")
 

@@ -11,6 +11,7 @@ class K12VistaConfig(AppConfig):
 
         from k12vista import checks  # noqa: F401 - registers the system checks
         from k12vista.roles import sync_role_groups
+        from k12vista.services import watch_credentials
 
         # Each app registers its job handlers in its jobs.py.
         autodiscover_modules("jobs")
@@ -20,3 +21,5 @@ class K12VistaConfig(AppConfig):
         # Groups and their permissions follow the code after every migrate,
         # once every app's permissions exist.
         post_migrate.connect(sync_role_groups, dispatch_uid="k12vista.sync_role_groups")
+        # A password change or a disabled account revokes the API token.
+        watch_credentials()

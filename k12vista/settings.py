@@ -9,6 +9,8 @@ stops start-up with a message that names the variable.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 from pathlib import Path
 
@@ -52,6 +54,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or not raw.strip():
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json_object(name: str, default: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A JSON object of lists of strings, such as {"OPENAI_API_KEY": ["https://api.openai.com/v1"]}."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not JSON.") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(urls, list) and all(isinstance(url, str) for url in urls) for urls in value.values()
+    ):
+        raise ImproperlyConfigured(f'{name} is a JSON object of lists of URLs, such as {{"VAR": ["https://host/v1"]}}.')
+    return value
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -188,6 +206,17 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+# Behind a reverse proxy, the addresses (or networks, 10.0.0.0/8) of the proxies whose
+# X-Forwarded-For is believed: the lockout pair's address is then the client's, not the
+# proxy's (which every person would share). A request from anywhere else is keyed on its own
+# address whatever header it sends (k12vista/client_address.py).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES entry {_proxy!r} is not an address or a network.") from None
+AXES_CLIENT_IP_CALLABLE = "k12vista.client_address.client_ip"
 
 # --- Internationalisation -------------------------------------------------
 
@@ -408,6 +437,12 @@ MODEL_HTTP_PROXY = env_str("MODEL_HTTP_PROXY") or None
 # names, or a prefix ending in *. Anything else (SECRET_KEY, DATABASE_URL) is
 # never read, sent or reported as set.
 MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY", "K12VISTA_KEY_*"])
+# Where each key may be sent: a JSON object from a variable (exact, or a prefix ending in *) to
+# MODEL_URL_ALLOWLIST-style entries, e.g. {"K12VISTA_KEY_LAB": ["http://gpu01.lab:8001/v1"]}. A key
+# goes only to a URL an entry bound to its variable admits (and the allowlist admits); a variable
+# bound to nothing is sent nowhere. Endpoints are shared, so without this anyone who edits one could
+# point it at their own server and receive the key.
+MODEL_API_KEY_URLS = env_json_object("MODEL_API_KEY_URLS", {"OPENAI_API_KEY": ["https://api.openai.com/v1"]})
 MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 # A run (inference, scoring, model help) stops with one message once this many
 # attempts in a row could not reach its endpoint (refused, DNS, TLS, connect
@@ -417,6 +452,10 @@ MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.
 TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
+# The folder holding model files for the offline engines. "Test connection" checks a model
+# path only inside it (a relative model name is taken from here), so that it tells nobody
+# whether any other path exists on the server.
+MODEL_FILES_DIR = Path(env_str("MODEL_FILES_DIR") or DATA_DIR / "models")
 
 # --- PEBench and audits --------------------------------------------------
 

@@ -10,7 +10,6 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
-from rest_framework.authtoken.models import Token
 
 from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
@@ -64,8 +63,7 @@ def account(request: HttpRequest) -> HttpResponse:
 @require_POST
 def rotate_token(request: HttpRequest) -> HttpResponse:
     """Replaces the user's API token and shows the new one once."""
-    Token.objects.filter(user=request.user).delete()
-    token = Token.objects.create(user=request.user)
+    token = services.new_api_token(request.user)
     return render(request, "k12vista/account.html", {"roles": roles_of(request.user), "new_token": token.key})
 
 
@@ -133,7 +131,7 @@ def users(request: HttpRequest) -> HttpResponse:
 
 @role_required(Role.ADMIN)
 def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    person = get_object_or_404(get_user_model(), pk=pk)
+    person = get_object_or_404(services.manageable_by(request.user), pk=pk)
     initial = {"roles": [r.value for r in roles_of(person)], "is_active": person.is_active}
     form = UserRolesForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -155,7 +153,7 @@ def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def user_invite(request: HttpRequest, pk: int) -> HttpResponse:
     """Shows a fresh invitation link (POST: making a link is an action)."""
-    person = get_object_or_404(get_user_model(), pk=pk)
+    person = get_object_or_404(services.manageable_by(request.user), pk=pk)
     link = request.build_absolute_uri(services.invitation_path(person))
     messages.success(request, _("Invitation link for %(user)s: %(link)s") % {"user": person, "link": link})
     return redirect("k12vista:user_edit", pk=pk)

@@ -239,7 +239,8 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
 def expert_runs(request: HttpRequest) -> HttpResponse:
     """Runs whose answers can be scored; the sample is fixed per run, so experts score the same answers."""
     require_role(request.user, *EXPERTS)
-    runs = InferenceRun.objects.with_counts().filter(n_ok__gt=0).select_related("endpoint")[:200]
+    runs = InferenceRun.objects.visible_to(request.user).with_counts().filter(n_ok__gt=0).select_related("endpoint")
+    runs = runs[:200]
     return render(request, "pem/expert_runs.html", {"runs": runs, "default_sample": DEFAULT_SAMPLE})
 
 
@@ -253,7 +254,7 @@ def sample_size(request: HttpRequest, data=None) -> int:
 @login_required
 def expert_run(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request.user, *EXPERTS)
-    run = get_object_or_404(InferenceRun.objects.select_related("endpoint"), pk=pk)
+    run = get_object_or_404(InferenceRun.objects.visible_to(request.user).select_related("endpoint"), pk=pk)
     sample = labelling.sample_responses(run, sample_size(request))
     found = Response.objects.filter(pk__in=sample.response_ids).select_related("question")
     by_id = {r.pk: r for r in found.prefetch_related("question__figures")}
@@ -267,7 +268,8 @@ def expert_run(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def expert_score(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request.user, *EXPERTS)
-    response = get_object_or_404(Response.objects.select_related("question"), pk=pk, status=Response.Status.OK)
+    answers = Response.objects.filter(run__in=InferenceRun.objects.visible_to(request.user))
+    response = get_object_or_404(answers.select_related("question"), pk=pk, status=Response.Status.OK)
     error = None
     try:
         score = labelling.record_expert_score(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from k12vista.models import Job
 from k12vista.roles import Role, has_role, role_required
 from k12vista.views import get_job_for_user
+from pem import labelling
 from review import reports, services
 from review.forms import AuditForm, RatingForm, ReworkForm
 from review.models import Audit, AuditItem, LotDecision, Rating
@@ -205,18 +206,20 @@ def rate(request: HttpRequest, item_pk: int) -> HttpResponse:
             if following is None:
                 return redirect("review:audit", pk=item.audit_id)
             return redirect("review:rate", item_pk=following.item_id)
-    ctx = {"rating": rating, "item": item, "form": form, "audit": item.audit, **item_context(item)}
+    ctx = {"rating": rating, "item": item, "form": form, "audit": item.audit, **item_context(item, request.user)}
     return render(request, "review/rate.html", ctx, status=400 if form.errors else 200)
 
 
-def item_context(item: AuditItem) -> dict:
-    """What the rating and history pages show of the item itself."""
+def item_context(item: AuditItem, user) -> dict:
+    """What the rating and history pages show of the item itself; its labels under the blind rule
+    (an inspector who also labels this item sees only their own until they submit)."""
     if item.question_id:
         return {"question": item.question}
     cot = item.cot
-    steps = list(cot.steps.prefetch_related("labels"))
+    visible = labelling.visible_labels(cot, user)
+    steps = list(cot.steps.prefetch_related(Prefetch("labels", queryset=visible, to_attr="visible")))
     for step in steps:
-        labels = list(step.labels.all())
+        labels = step.visible
         gold = [label for label in labels if label.source == "gold"]
         step.shown_labels = gold or [label for label in labels if label.source in ("person", "imported")]
     return {"cot": cot, "steps": steps, "question": cot.question}
@@ -277,7 +280,13 @@ def item_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("review:item", pk=latest.pk)
     last_reworks = rounds[-1]["reworks"]
     can_reaudit = bool(last_reworks) and all(w["done"] for w in last_reworks)
-    ctx = {"item": latest, "rounds": rounds, "form": form, "can_reaudit": can_reaudit, **item_context(latest)}
+    ctx = {
+        "item": latest,
+        "rounds": rounds,
+        "form": form,
+        "can_reaudit": can_reaudit,
+        **item_context(latest, request.user),
+    }
     return render(request, "review/item_detail.html", ctx, status=400 if form is not None and form.errors else 200)
 
 

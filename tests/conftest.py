@@ -43,6 +43,12 @@ def _model_servers_on_free_ports(settings):
     ports picked at random, so any local port is allowed here; production's default
     names only the ports of local model servers (tests/test_model_calls.py checks it)."""
     settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
+    # ... and the tests' key variables may go to them (and to the lab host the URL tests name);
+    # production binds only OPENAI_API_KEY, to OpenAI (tests/test_key_binding.py checks the binding).
+    settings.MODEL_API_KEY_URLS = {
+        **settings.MODEL_API_KEY_URLS,
+        "K12VISTA_KEY_*": ["http://127.0.0.1:*", "http://localhost:*", "https://gpu01.lab:8000"],
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -4,10 +4,12 @@ and in the API; the offline engines say what can be checked instead."""
 
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from inference import client, services
 from inference.models import CallLease, ModelEndpoint
@@ -80,16 +82,40 @@ def test_it_needs_no_slot_while_runs_hold_them_all(db, servers):
     assert time.monotonic() - started < 5
 
 
-def test_the_offline_engines_say_what_can_be_checked(db, tmp_path, english):
+def test_the_offline_engines_say_what_can_be_checked(db, tmp_path, english, settings):
+    settings.MODEL_FILES_DIR = tmp_path
     (tmp_path / "config.json").write_text("{}")
     here = client.probe_endpoint(make_endpoint(name="v", kind="vllm_offline", model_name=str(tmp_path)))
     assert (here.ok, here.model_path_exists) == (None, True)
     assert "no server to call" in here.message and "exists on this server" in here.message
+    gone = client.probe_endpoint(make_endpoint(name="g", kind="vllm_offline", model_name=str(tmp_path / "gone")))
+    assert (gone.ok, gone.model_path_exists) == (None, False) and "not found on this server" in gone.message
     away = client.probe_endpoint(make_endpoint(name="t", kind="transformers", model_name="Qwen/Qwen2-VL-2B"))
-    assert (away.ok, away.model_path_exists) == (None, False) and "not found on this server" in away.message
-    # Forms and the API refuse NUL; a name no file system takes is still just "not found".
-    odd = client.probe_endpoint(ModelEndpoint(name="n", kind="transformers", model_name="bad\x00path"))
-    assert odd.model_path_exists is False
+    assert (away.ok, away.model_path_exists) == (None, None) and "MODEL_FILES_DIR" in away.message
+    # Forms and the API refuse NUL; a name no file system takes is not looked up.
+    odd = client.probe_endpoint(ModelEndpoint(name="n", kind="transformers", model_name=f"{tmp_path}/bad\x00path"))
+    assert odd.model_path_exists is None
+
+
+def test_it_tells_nothing_about_paths_outside_the_models_folder(db, tmp_path, settings, researcher, english):
+    """The server account's ~/.ssh, the studio's own folder, /etc, a way out through "..", a link
+    inside the folder that leads out: the same answer whether the path exists or not."""
+    models = tmp_path / "models"
+    models.mkdir()
+    settings.MODEL_FILES_DIR = models
+    (tmp_path / "secret").mkdir()
+    (models / "exit").symlink_to(tmp_path / "secret")
+    api = APIClient()
+    api.force_authenticate(researcher)
+    answers = set()
+    for name in [str(Path.home() / ".ssh"), str(Path(__file__).parent), "/etc/passwd", "/no/such/path",
+                 f"{models}/../secret", f"{models}/../no-such", f"{models}/exit", "~", "~/.bash_history"]:  # fmt: skip
+        endpoint = make_endpoint(name=f"e{len(answers)}-{abs(hash(name))}", kind="transformers", model_name=name)
+        probe = client.probe_endpoint(endpoint)
+        reply = api.post(reverse("inference_api:endpoint_test", args=[endpoint.pk])).json()
+        assert probe.model_path_exists is None and reply["model_path_exists"] is None, name
+        answers.add((probe.message, reply["message"]))
+    assert len(answers) == 1
 
 
 def test_it_answers_the_tiny_model_from_transformers_serve(db, tiny_model_server):  # noqa: F811

@@ -416,6 +416,9 @@ def test_experts_score_sampled_responses(login, inspector, researcher):
     )
     assert refused.status_code == 400 and b'role="alert"' in refused.content
     assert ExpertScore.objects.get(response=target, expert=inspector).score == 1.0
+    # A researcher scores the answers of their own runs (not other researchers': tests/test_run_access.py).
+    run.created_by = researcher
+    run.save(update_fields=["created_by"])
     login(researcher).post(reverse("pem:expert_score", args=[target.pk]), {"score": "0"})
     assert ExpertScore.objects.filter(response=target).count() == 2
 
@@ -433,6 +436,8 @@ def test_expert_screens_are_for_inspectors_and_researchers(login, annotator, res
     client = login(annotator)
     assert client.get(reverse("pem:expert_runs")).status_code == 403
     assert client.post(reverse("pem:expert_score", args=[responses[0].pk]), {"score": "1"}).status_code == 403
+    run.created_by = researcher  # researchers see their own runs here (tests/test_run_access.py)
+    run.save(update_fields=["created_by"])
     page = login(researcher).get(reverse("pem:expert_runs"))
     assert page.status_code == 200 and f'data-run="{run.pk}"'.encode() in page.content
 
