@@ -9,9 +9,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from annotation.models import Question
+from annotation.reference_format import without_placeholders
 from inference import default_prompts
 from inference.models import PromptTemplate
-from k12vista.vocabulary import QUESTION_TYPE_ZH, SUBJECT_ZH, QuestionType, Subject
+from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, SUBJECT_ZH, QuestionType, Stage, Subject
 
 QUESTION_TYPES = [t.value for t in QuestionType]
 
@@ -81,16 +82,23 @@ class _Text:
         self.name, self.system, self.user_template = "draft", system, user_template
 
 
+def grade_text(question: Question) -> str:
+    """The grade, or the stage (初中) where the source gave only that: never a stage's last grade as if real."""
+    return str(question.grade) if question.grade_known else STAGE_ZH[Stage(question.stage)]
+
+
 def question_values(question: Question, *, caption: str = "") -> dict[str, str]:
-    options = [f"{o['label']}. {o['text']}" for o in question.options]
+    # A reference "<image>" left in text stored before the importers took it out never reaches a model.
+    text = without_placeholders(question.text)
+    options = [f"{o['label']}. {without_placeholders(o['text'])}" for o in question.options]
     return {
-        "question": question.text,
+        "question": text,
         "options": "\n".join(options),
         # As a chain of thought holds them (pem.services: question_text_of, fill_from_bank), for
         # the prompt a trained PEM learnt on: no empty line for a question without options.
-        "question_with_options": "\n".join([question.text, *options]),
+        "question_with_options": "\n".join([text, *options]),
         "subject": SUBJECT_ZH[Subject(question.subject)],
-        "grade": str(question.grade),
+        "grade": grade_text(question),
         "reference_answer": default_prompts.BLANK_SEPARATOR.join(question.answers),
         "reference_answer_lines": "\n".join(question.answers),
         "reference_solution": "\n".join(question.solution_steps) or question.raw_solution,
