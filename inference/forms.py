@@ -56,6 +56,14 @@ class PromptForm(forms.Form):
     user_template = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label=_("User prompt template"))
 
 
+class ReferenceCheckoutForm(forms.Form):
+    path = forms.CharField(
+        max_length=1000, label=_("Folder of the reference checkout"),
+        help_text=_("On the studio's server: the folder holding K12_Vista/ and K12_PEMBench/. Its prompt files are "
+                    "read, never run."),
+    )  # fmt: skip
+
+
 def _filter_field(name: str) -> forms.Field:
     # The question bank's own filter fields, so a run's question set is chosen exactly as the browser does.
     return copy.deepcopy(QuestionFilterForm.base_fields[name])

@@ -27,7 +27,7 @@ def ensure_default_prompts() -> int:
     created = 0
     for default in default_prompts.DEFAULT_PROMPTS:
         qtype = default.question_type or ""
-        if PromptTemplate.objects.filter(kind=default.kind, qtype=qtype).exists():
+        if PromptTemplate.objects.filter(prompt_set="", kind=default.kind, qtype=qtype).exists():
             continue
         try:
             with transaction.atomic():
@@ -43,8 +43,10 @@ def ensure_default_prompts() -> int:
 
 
 def current(kind: str, qtype: str = "") -> PromptTemplate:
-    """The newest version for this kind and question type (or the type-free one)."""
-    found = PromptTemplate.objects.filter(kind=kind, qtype__in=[qtype, ""]).order_by("-qtype", "-version").first()
+    """The newest version of the studio's own prompts for this kind and question type (or the
+    type-free one); a registered reference set is never current (inference.reference.register)."""
+    studio = PromptTemplate.objects.filter(prompt_set="")
+    found = studio.filter(kind=kind, qtype__in=[qtype, ""]).order_by("-qtype", "-version").first()
     if found is None:
         raise LookupError(f"no prompt of kind {kind!r} for {qtype or 'any type'!r}")
     return found
@@ -61,10 +63,11 @@ def save_version(*, kind: str, qtype: str, name: str, system: str, user_template
     if unknown:
         raise PromptError(f"unknown placeholders: {', '.join('${' + n + '}' for n in sorted(unknown))}")
     digest = hash_row(kind=kind, qtype=qtype, system=system, user_template=user_template)
-    latest = PromptTemplate.objects.filter(kind=kind, qtype=qtype).order_by("-version").first()
+    versions = PromptTemplate.objects.filter(prompt_set="", kind=kind, qtype=qtype)
+    latest = versions.order_by("-version").first()
     if latest is not None and latest.content_hash == digest:
         return latest
-    version = (PromptTemplate.objects.filter(kind=kind, qtype=qtype).aggregate(v=Max("version"))["v"] or 0) + 1
+    version = (versions.aggregate(v=Max("version"))["v"] or 0) + 1
     return PromptTemplate.objects.create(kind=kind, qtype=qtype, name=name, system=system, user_template=user_template,
                                          content_hash=digest, version=version, created_by=user)  # fmt: skip
 
@@ -73,7 +76,8 @@ def version_with_text(*, kind: str, name: str, system: str, user_template: str, 
     """The type-free version of ``kind`` with exactly this text, saved as a new version if none has it
     (a trainer's prompt: every judge trained on the same text shares one row)."""
     digest = hash_row(kind=kind, qtype="", system=system, user_template=user_template)
-    found = PromptTemplate.objects.filter(kind=kind, qtype="", content_hash=digest).order_by("-version").first()
+    same = PromptTemplate.objects.filter(prompt_set="", kind=kind, qtype="", content_hash=digest)
+    found = same.order_by("-version").first()
     return found or save_version(kind=kind, qtype="", name=name, system=system, user_template=user_template, user=user)
 
 

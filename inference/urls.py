@@ -11,6 +11,7 @@ urlpatterns = [
     path("endpoints/<int:pk>/deactivate/", views.endpoint_deactivate, name="endpoint_deactivate"),
     path("endpoints/<int:pk>/test/", views.endpoint_test, name="endpoint_test"),
     path("prompts/", views.prompt_list, name="prompts"),
+    path("prompts/reference/", views.reference_prompts_register, name="reference_prompts"),
     path("prompts/<slug:kind>/<slug:qtype>/", views.prompt_detail, name="prompt"),
     path("prompts/<slug:kind>/<slug:qtype>/diff/", views.prompt_diff, name="prompt_diff"),
     path("runs/", views.run_list, name="runs"),

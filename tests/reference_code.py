@@ -1,15 +1,15 @@
-"""The paper's own code, loaded from ../shared/reference/ for conformance tests (never copied here).
+"""The K12Vista reference code in ../shared/reference/K12Vista (test material, never copied into
+the repository): where it is, and its modules loaded for tests to compare the studio with.
 
-Its scripts import sibling modules by bare names (``models``, ``model_dict``, ``prompt``) and one is
-called ``inference``, like our app; each is loaded from its file under a private name, with the
-bare names it imports put in ``sys.modules`` only while it loads. Its heavy or absent imports
-(``model_dict`` holds endpoints and keys) are stand-ins.
-"""
+Its judge modules import openai and PIL at the top and read replies with ``eval``; they are
+loaded here under sys.modules shims for what they import, and their ``eval`` only ever runs
+on the replies a test hands them."""
 
 from __future__ import annotations
 
 import importlib.util
 import random
+import runpy
 import sys
 import types
 from pathlib import Path
@@ -17,13 +17,63 @@ from typing import Any
 
 import pytest
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "K12Vista"
-VISTA_CODE = REFERENCE / "K12_Vista" / "code"
-PEMBENCH_CODE = REFERENCE / "K12_PEMBench" / "code"
+from tests.ci import IN_CI, needs
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKOUT = (ROOT.parent / "shared" / "reference" / "K12Vista").resolve()
+PRESENT = (CHECKOUT / "K12_Vista" / "code" / "prompt.py").is_file()
+needs_reference = needs(PRESENT, "../shared/reference/K12Vista is not here")
+VISTA_CODE = CHECKOUT / "K12_Vista" / "code"
+PEMBENCH_CODE = CHECKOUT / "K12_PEMBench" / "code"
+
+
+def prompt_tables() -> tuple[dict, dict, dict]:
+    """(infer_prompt, eval_prompt, prompt_dict) as Python itself reads the reference's files."""
+    vista = runpy.run_path(str(CHECKOUT / "K12_Vista" / "code" / "prompt.py"))
+    pembench = runpy.run_path(str(CHECKOUT / "K12_PEMBench" / "code" / "prompt.py"))
+    return vista["infer_prompt"], vista["eval_prompt"], pembench["prompt_dict"]
+
+
+def judge_class():
+    """The reference's K12-PEM judge class (its directly_eval / step_by_step_eval), loaded with
+    stand-ins for openai and PIL: the reply readers use neither."""
+    shims = {
+        "openai": types.SimpleNamespace(OpenAI=object),
+        "PIL": types.SimpleNamespace(Image=None, ImageDraw=None, ImageOps=None),
+    }
+    saved = {name: sys.modules.get(name) for name in shims}
+    try:
+        sys.modules.update(shims)  # type: ignore[arg-type]
+        path = CHECKOUT / "K12_Vista" / "code" / "models" / "K12_PEM_judgemodel.py"
+        spec = importlib.util.spec_from_file_location("reference_k12_pem_judgemodel", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+    return module.K12_PEM_judgemodel
+
+
+def reference_judge():
+    """An instance without __init__ (which would open an OpenAI client): the reply readers need no state."""
+    cls = judge_class()
+    return cls.__new__(cls)
+
+
+# --- the scripts, for the record format and aggregation tests ---------------------------------
+#
+# Its scripts import sibling modules by bare names (``models``, ``model_dict``, ``prompt``) and one is
+# called ``inference``, like our app; each is loaded from its file under a private name, with the
+# bare names it imports put in ``sys.modules`` only while it loads.
 
 
 def require_reference() -> None:
-    if not VISTA_CODE.is_dir():
+    """Skips where the reference is absent, except under CI (there the test fails, as ``needs``)."""
+    if not PRESENT and not IN_CI:
         pytest.skip("../shared/reference/K12Vista is not here")
 
 
