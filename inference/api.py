@@ -98,6 +98,8 @@ class RunInput(serializers.Serializer):
     params = ParamsInput(required=False, default=dict)
     seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(choices=models.Protocol.choices, default=models.Protocol.STUDIO)
+    prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
 class RunOutput(serializers.ModelSerializer):
@@ -108,7 +110,8 @@ class RunOutput(serializers.ModelSerializer):
     class Meta:
         model = models.InferenceRun
         fields = [
-            "id", "name", "endpoint", "endpoint_name", "mode", "input_form", "filters", "params", "seed", "provenance",
+            "id", "name", "endpoint", "endpoint_name", "mode", "input_form", "protocol", "filters", "params", "seed",
+            "provenance",
             "job", "counts", "created",
         ]  # fmt: skip
         read_only_fields = fields
@@ -186,6 +189,7 @@ class RunList(generics.ListAPIView):
             run = services.start_inference_run(
                 endpoint=data["endpoint"], mode=data["mode"], filters=data["filters"], user=request.user,
                 input_form=data["input_form"], params=data["params"], seed=data["seed"], name=data["name"],
+                protocol=data["protocol"], prompt_set=data["prompt_set"],
             )  # fmt: skip
         except services.EndpointError as exc:
             raise ValidationError({"endpoint": [str(exc)]}) from exc

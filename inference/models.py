@@ -139,6 +139,9 @@ class InferenceRun(models.Model):
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="runs")
     mode = models.CharField(max_length=20, choices=Mode.choices)
     input_form = models.CharField(max_length=10, choices=InputForm.choices, default=InputForm.IMAGES)
+    # How the questions are put to the model: the studio's messages, or as the reference code sends them
+    # (inference.reference.messages; docs/formats.md lists the differences).
+    protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
     # The question set: the question bank's browse filters, frozen when the run starts.
     filters = models.JSONField(default=dict, blank=True)
     params = models.JSONField(default=dict, blank=True)  # sampling parameters, merged over the endpoint's

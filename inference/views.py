@@ -45,6 +45,7 @@ from inference.models import (
     Judgment,
     ModelEndpoint,
     PromptTemplate,
+    Protocol,
     PublishedResult,
     ScoringRun,
 )
@@ -303,6 +304,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
             run = services.start_inference_run(
                 endpoint=data["endpoint"], mode=data["mode"], filters=form.filters(), user=request.user,
                 input_form=data["input_form"], params=form.params(), seed=data["seed"], name=data["name"],
+                protocol=data["protocol"] or Protocol.STUDIO, prompt_set=data["prompt_set"] or "",
             )  # fmt: skip
         except services.EndpointError as exc:
             form.add_error("endpoint", str(exc))
