@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import campaign_views, views
+from inference import campaign_views, reference_views, views
 
 app_name = "inference"
 urlpatterns = [
@@ -26,6 +26,11 @@ urlpatterns = [
     path("scoring/<int:pk>/", views.scoring_detail, name="scoring"),
     path("scoring/<int:pk>/rescore/", views.scoring_rescore, name="scoring_rescore"),
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/reference/", reference_views.reference_board, name="reference_board"),
+    path("leaderboard/reference/download.csv", reference_views.reference_board_csv, name="reference_board_csv"),
+    path(
+        "scoring/<int:pk>/reference-results/", reference_views.export_reference_results, name="reference_results"
+    ),  # fmt: skip
     path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
     path("leaderboard/published/", views.published_import, name="published"),
     path("leaderboard/pin/", views.leaderboard_pin, name="leaderboard_pin"),

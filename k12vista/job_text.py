@@ -32,6 +32,7 @@ KIND_LABELS = {
     "inference.score": _("Scoring run"),
     "inference.score_local": _("Scoring run on a local model"),
     "inference.campaign": _("Campaign"),
+    "inference.export_reference_results": _("Export results in the reference layout"),
     "k12vista.worker_check": _("Worker check (cpu queue)"),
     "k12vista.worker_check_io": _("Worker check (io queue)"),
     "pem.agreement": _("Compute the agreement report"),
