@@ -61,4 +61,5 @@ def test_the_reference_pebench_code_reads_the_reference_export(researcher, inspe
         script.K12_PEMBench.evaluate(runner, str(result_path), str(metric_path))
     metric = json.loads(metric_path.read_text(encoding="utf-8"))
     assert metric["all"] == round(4 / 5, 4)
-    assert (metric["步骤正确"], metric["运算处理错误"], metric["回答不完整错误"], metric["知识应用错误"]) == (1, 0, 1, 1)
+    per_label = [metric[name] for name in ("步骤正确", "运算处理错误", "回答不完整错误", "知识应用错误")]
+    assert per_label == [1, 0, 1, 1]
