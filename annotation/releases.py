@@ -36,7 +36,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
-from annotation import services
+from annotation import services, statistics
 from annotation.models import (
     CandidateSet,
     Figure,
@@ -283,6 +283,8 @@ def summarize(release: Release) -> dict:
             "core_units_covered": len(units),
             "core_units": CoreUnit.objects.filter(subject__in=subjects).count(),
         },  # fmt: skip
+        # The paper's Table 2 for this release, its tokenizer named.
+        "statistics": statistics.table_2(item.content for item in items),
         "refinement": {"models": sorted(models), "runs": sorted(runs)},
         "audits": audit_summaries(audit_ids(items)),
         "candidate_set": {

@@ -417,6 +417,9 @@ MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.
 TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
+# A local folder holding a model's tokenizer.json: the token counts of the paper's Tables 2 and 3 on release
+# cards (annotation.statistics); without it a stated fallback counts.
+STATS_TOKENIZER_DIR = env_str("STATS_TOKENIZER_DIR")
 
 # --- PEBench and audits --------------------------------------------------
 

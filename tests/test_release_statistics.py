@@ -1,0 +1,94 @@
+"""The paper's Table 2 for a release: counted on the release's own contents, its tokenizer named,
+the paper's figures beside ours on the card and the release page."""
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from annotation import statistics
+from annotation.models import CandidateSet, Question, ReleaseFile
+from tests.annotation_factories import make_question
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.STUDIO_COMMIT = "abc123"
+    settings.STATS_TOKENIZER_DIR = ""
+
+
+def test_the_fallback_counts_cjk_characters_words_numbers_and_symbols():
+    assert statistics.fallback_count("求 $x^2$ 的值") == 8  # 求 $ x ^ 2 $ 的 值
+    assert statistics.fallback_count("speed 3.5 m/s，故选B") == 9  # speed 3.5 m / s ， 故 选 B
+
+
+def test_table_2_over_release_contents():
+    contents = [
+        {"subject": "math", "qtype": "multiple_choice", "text": "求<image>值", "knowledge_points": ["勾股定理"],
+         "options": [{"label": "A", "text": "1"}, {"label": "B", "text": "2"}], "answers": ["B"],
+         "solution_steps": ["一步", "两步"], "raw_solution": "x"},
+        {"subject": "physics", "qtype": "fill_in_blank", "text": "电阻为___欧",
+         "knowledge_points": ["欧姆定律", "电阻"], "options": [], "answers": ["5", "10"], "solution_steps": [],
+         "raw_solution": "由欧姆定律"},
+    ]  # fmt: skip
+    found = statistics.table_2(contents)
+    # problem: 求 值 / A . 1 / B . 2 = 8 (the placeholder is not the question's) and 电 阻 为 _ _ _ 欧 = 7
+    assert found["problem_tokens"] == 7.5 and found["solution_tokens"] == (4 + 5) / 2
+    assert (found["questions"], found["subjects"], found["knowledge_points"], found["types"]) == (2, 2, 3, 2)
+    assert (found["solution_steps"], found["answers"], found["answer_tokens"]) == (1.0, 1.5, 1.5)
+    assert found["tokenizer"].startswith("fallback") and "STATS_TOKENIZER_DIR" in found["tokenizer"]
+
+
+def test_a_configured_tokenizer_counts_and_is_named(settings, tmp_path, monkeypatch):
+    folder = tmp_path / "Qwen2.5-VL-7B-Instruct"
+    folder.mkdir()
+    settings.STATS_TOKENIZER_DIR = str(folder)
+    opened = []
+
+    class Tokenizer:  # the tokenizers library's interface, as the ml extra installs it
+        @staticmethod
+        def from_file(path):
+            opened.append(path)
+            return Tokenizer()
+
+        def encode(self, text, add_special_tokens=True):
+            return types.SimpleNamespace(ids=list(text.replace(" ", "")))
+
+    monkeypatch.setitem(sys.modules, "tokenizers", types.SimpleNamespace(Tokenizer=Tokenizer))
+    counter = statistics.token_counter()
+    assert counter.name.startswith("Qwen2.5-VL-7B-Instruct") and opened == [str(folder / "tokenizer.json")]
+    assert counter.count("a b c") == 3
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # not installed: the fallback, with the reason
+    assert "not installed" in statistics.token_counter().name
+
+
+def test_the_release_card_and_page_carry_table_2_beside_the_papers(researcher, login, english):
+    from annotation import releases
+    from k12vista.jobs import execute_job
+
+    questions = [make_question(researcher) for _ in range(3)]
+    Question.objects.update(status=Question.Status.AUDITED)
+    candidate = CandidateSet.objects.create(name="draw", seed=1, bank_fingerprint="x")
+    candidate.questions.set(questions)
+    release = releases.start_release(candidate_set=candidate, by=researcher)
+    execute_job(release.job_id)
+    release.refresh_from_db()
+
+    found = release.summary["statistics"]
+    assert found["questions"] == 3 and found["solution_steps"] == 3.0 and found["answers"] == 1.0
+    hf = release.files.get(form=ReleaseFile.Form.HUGGINGFACE)
+    import zipfile
+
+    from django.conf import settings
+
+    with zipfile.ZipFile(Path(settings.MEDIA_ROOT) / hf.path) as archive:
+        card = archive.read("k12vista-v1-hf/README.md").decode()
+    assert "## Statistics (the paper's Table 2)" in card and "| Avg. Problem Tokens |" in card
+    assert "| Question Number | 3 | 33660 |" in card and "Tokens counted by: fallback" in card
+    page = login(researcher).get(f"/annotate/benchmark/releases/v{release.version}/").content.decode()
+    assert 'id="release-statistics"' in page and "17721" in page and "fallback" in page
