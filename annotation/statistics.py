@@ -1,5 +1,5 @@
-"""The paper's Table 2 (the statistics of K12Vista) for a release of the studio, with the
-tokenizer that counted its tokens named.
+"""The paper's Table 2 (the statistics of K12Vista) for a release of the studio, and its Table 3
+rows for a PEBench release, with the tokenizer that counted their tokens named.
 
 Tokens are counted by the tokenizer the lab points the studio at (``STATS_TOKENIZER_DIR``: a
 local folder holding a model's ``tokenizer.json``, read with the ``tokenizers`` library where it
@@ -43,6 +43,24 @@ TABLE_2_ROWS = (
     ("answers", "Avg. Number of Answers"),
     ("answer_tokens", "Avg. Answer Tokens"),
 )
+# The paper, Table 3 ("The Statistic of K12-PEM800K and K12-PEBench"): the K12-PEBench rows.
+PAPER_TABLE_3_PEBENCH = {
+    "records": 3033,
+    "solution_tokens": 220.34,
+    "problem_tokens": 134.43,
+    "student_input_tokens": 317.59,
+    "student_input_steps": 6.32,
+    "student_error_steps": 2.95,
+}
+TABLE_3_PEBENCH_ROWS = (
+    ("records", "K12-PEBench"),
+    ("solution_tokens", "Avg. Reference Solution Tokens"),
+    ("problem_tokens", "Avg. Problem Tokens"),
+    ("student_input_tokens", "Avg. Student Input Tokens"),
+    ("student_input_steps", "Avg. Student Input Steps"),
+    ("student_error_steps", "Avg. Student Error Steps"),
+)
+CORRECT_STEP = {"CS", "步骤正确"}
 FALLBACK = "fallback: one per CJK character, Latin word, number or other symbol"
 _FALLBACK_TOKEN = re.compile(
     r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z]+|\d+(?:\.\d+)?|[^\sA-Za-z\d\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
@@ -131,3 +149,34 @@ def table_2(contents: Iterable[dict], counter: TokenCounter | None = None) -> di
 def table_2_rows(ours: dict) -> list[tuple[str, object, object]]:
     """(row name, ours, the paper's) in the paper's order."""
     return [(label, ours.get(key), PAPER_TABLE_2[key]) for key, label in TABLE_2_ROWS]
+
+
+def table_3_pebench(records: Iterable[dict], counter: TokenCounter | None = None) -> dict:
+    """Table 3's PEBench rows over PEBench reference records (``question``, ``format_solution``,
+    ``student_infer``, ``step_labels``): an error step is one whose gold label is not 步骤正确."""
+    counter = counter or token_counter()
+    solution: list[int] = []
+    problem: list[int] = []
+    student: list[int] = []
+    steps: list[int] = []
+    errors: list[int] = []
+    for record in records:
+        solution.append(counter.count(record.get("format_solution") or ""))
+        problem.append(counter.count(without_placeholders(record.get("question") or "")))
+        student.append(counter.count(record.get("student_infer") or ""))
+        labels = [entry[1] for entry in record.get("step_labels") or []]
+        steps.append(len(labels))
+        errors.append(sum(label not in CORRECT_STEP for label in labels))
+    return {
+        "records": len(steps),
+        "solution_tokens": _mean(solution),
+        "problem_tokens": _mean(problem),
+        "student_input_tokens": _mean(student),
+        "student_input_steps": _mean(steps),
+        "student_error_steps": _mean(errors),
+        "tokenizer": counter.name,
+    }
+
+
+def table_3_pebench_rows(ours: dict) -> list[tuple[str, object, object]]:
+    return [(label, ours.get(key), PAPER_TABLE_3_PEBENCH[key]) for key, label in TABLE_3_PEBENCH_ROWS]

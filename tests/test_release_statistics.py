@@ -92,3 +92,34 @@ def test_the_release_card_and_page_carry_table_2_beside_the_papers(researcher, l
     assert "| Question Number | 3 | 33660 |" in card and "Tokens counted by: fallback" in card
     page = login(researcher).get(f"/annotate/benchmark/releases/v{release.version}/").content.decode()
     assert 'id="release-statistics"' in page and "17721" in page and "fallback" in page
+
+
+def test_table_3_over_pebench_records():
+    records = [
+        {"question": "求<image>值", "format_solution": "一步", "student_infer": "先算 x",
+         "step_labels": [["a", "步骤正确", ""], ["b", "运算处理错误", "错"], ["c", "CE", "错"]]},
+        {"question": "问", "format_solution": "", "student_infer": "答", "step_labels": [["a", "步骤正确", ""]]},
+    ]  # fmt: skip
+    found = statistics.table_3_pebench(records)
+    assert (found["records"], found["student_input_steps"], found["student_error_steps"]) == (2, 2.0, 1.0)
+    assert (found["problem_tokens"], found["solution_tokens"], found["student_input_tokens"]) == (1.5, 1.0, 2.0)
+
+
+def test_a_pebench_release_carries_table_3_beside_the_papers(researcher, inspector, login, english):
+    from k12vista.jobs import execute_job
+    from pem import releases as pebench_releases
+    from tests.pem_factories import add_to_pebench, label_steps, make_cot
+
+    decided = make_cot(steps=["读图。", "算错。"], key="q1", question_text="求 $x$", reference_solution="步骤1：…")
+    open_ = make_cot(steps=["一。", "二。"], key="q2")
+    add_to_pebench(decided, open_)
+    label_steps(decided, ["CS", "CE"], source="gold", rater="ivan", user=inspector)
+    release = pebench_releases.start_release(by=researcher)
+    execute_job(release.job_id)
+    release.refresh_from_db()
+
+    found = release.summary["statistics"]
+    assert (found["records"], found["student_input_steps"], found["student_error_steps"]) == (1, 2.0, 1.0)
+    assert found["problem_tokens"] == 4.0  # 求 $ x $
+    page = login(researcher).get(f"/pem/releases/v{release.version}/").content.decode()
+    assert 'id="release-statistics"' in page and "3033" in page and "fallback" in page
