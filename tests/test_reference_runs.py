@@ -16,6 +16,7 @@ from annotation.jsonl_import import import_questions_file
 from annotation.models import Question
 from inference import services
 from inference.models import InferenceRun, ModelEndpoint, Protocol
+from inference.reference import messages as reference_messages_module
 from inference.reference.register import register_checkout
 from k12vista.jobs import execute_job
 from tests import reference_code
@@ -165,3 +166,18 @@ def test_the_protocol_is_chosen_on_the_form_and_the_api_and_shown_on_the_run(
         assert answer.status_code == 201 and answer.json()["protocol"] == "reference"
         assert api.post("/api/runs/", {"endpoint": ep.pk, "mode": "direct", "protocol": "paper"},
                         format="json").status_code == 400  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["directly", "step_by_step"])
+def test_judge_messages_are_the_reference_judges(researcher, tmp_path, mode):
+    """The layout the reference protocol's judge calls use (text, image, text split at the first
+    ``<image>``) equals the reference judge's own, for the reference's own filled judge prompt."""
+    questions(tmp_path, researcher)
+    judge_class = reference_code.judge_module().K12_PEM_judgemodel
+    evaluation = type("Eval", (), {"infer_mode": mode, "infer_model": "m"})()
+    for question in Question.objects.filter(figures__isnull=False).distinct():
+        record = export.reference_record(question) | {"infer_result": {"m_response": "答：B", "infer_model": "m"}}
+        [task] = reference_code.evaluate_script().Evaluation._build_prompt(evaluation, [record])
+        judge, chat = reference_code.with_fake_client(judge_class, "[]", infer_mode=mode, model_name="j", retry_times=1)
+        judge(task)
+        assert reference_messages_module.judge_messages(task["prompt2infer"], question) == chat.requests[-1]["messages"]
