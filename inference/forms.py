@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from annotation.forms import QuestionFilterForm
 from annotation.models import Release
 from inference import client
-from inference.models import AssistRun, InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import AssistRun, InferenceRun, ModelEndpoint, Protocol, ScoringRun
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -112,6 +112,7 @@ class RunForm(forms.Form):
 class ScoringForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
     method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, label=_("Protocol"))
 
 
 class PublishedUploadForm(forms.Form):
