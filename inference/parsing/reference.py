@@ -172,3 +172,48 @@ def read_step_judgment(text: str | None) -> ParseResult:
         "judged": _plain(value),
     }
     return ParseResult(ParseStatus.OK, value=parsed, notes=notes)
+
+
+def read_given_steps(text: str | None, n_steps: int) -> ParseResult:
+    """A PEBench judge reply as the reference's ``step_check`` reads it (with the ``self`` its
+    published code lacks): first ``[`` to last ``]``, full-width commas normalised, one nesting
+    level unwrapped; as many items as the ``n_steps`` given, each ``[step, label, explanation]``
+    with a text label. Labels are not checked against the nine names: a label outside them is
+    kept and counts as wrong in the metric. ``value["labels"]`` holds the labels as given."""
+    problem = _check_text(text)
+    if problem:
+        return _failed(problem)
+    assert isinstance(text, str)
+    text = text.replace("，", ",")
+    start, end = text.find("["), text.rfind("]")
+    if start == -1 or end == -1:
+        return _failed("no [ ... ] in the reply")
+    try:
+        value = _literal(text[start : end + 1])
+    except LiteralError as exc:
+        return _failed(f"the text from the first [ to the last ] is not a literal: {exc}")
+    try:
+        if type(value[0][0]) is list:
+            value = value[0]
+        # The reference's flag: "1" while all is well, 0 for a wrong count, else the offending label.
+        flag: Any = "1" if len(value) == n_steps else 0
+        for item in value:
+            if type(item) is not list or len(item) != 3 or type(item[1]) is not str:
+                flag = item[1]
+                break
+    except Exception as exc:  # noqa: BLE001 (whatever indexing a literal raises, the reply fails)
+        return _failed(f"the reply is not a list of [step, label, explanation]: {type(exc).__name__}: {exc}")
+    if flag != "1":
+        if flag == 0:
+            return _failed(f"the reply has {len(value)} steps for the {n_steps} given")
+        return _failed(f"a step is not [step, label, explanation] (its label: {flag!r})")
+    return ParseResult(ParseStatus.OK, value={"labels": [_second(item) for item in value], "judged": _plain(value)})
+
+
+def _second(item: Any) -> str:
+    """An item's label as the reference's metric reads it (``item[1]``), "" where it has none."""
+    try:
+        label = item[1]
+    except Exception:  # noqa: BLE001 (an item after the reference's reader stopped may be anything)
+        return ""
+    return label if isinstance(label, str) else ""
