@@ -287,6 +287,10 @@ class ScoringInput(serializers.Serializer):
     )
     params = ParamsInput(required=False, default=dict)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(
+        choices=models.Protocol.choices, default=models.Protocol.STUDIO,
+        help_text="studio (structured output, our prompts) or reference (the K12Vista code's prompts and reading)",
+    )  # fmt: skip
 
 
 class ScoringRunOutput(serializers.ModelSerializer):
@@ -297,8 +301,8 @@ class ScoringRunOutput(serializers.ModelSerializer):
     class Meta:
         model = models.ScoringRun
         fields = [
-            "id", "name", "inference_run", "judge", "judge_name", "method", "params", "provenance", "job", "coverage",
-            "created",
+            "id", "name", "inference_run", "judge", "judge_name", "method", "protocol", "params", "provenance", "job",
+            "coverage", "created",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -353,7 +357,7 @@ class RunScoringList(generics.ListAPIView):
         try:
             scoring_run = scoring.start_scoring_run(
                 inference_run=run, judge=data["judge"], method=data.get("method") or scoring_method_for(run),
-                user=request.user, params=data["params"], name=data["name"],
+                user=request.user, params=data["params"], name=data["name"], protocol=data["protocol"],
             )  # fmt: skip
         except (scoring.ScoringError, services.EndpointError) as exc:
             raise ValidationError({"detail": [str(exc)]}) from exc

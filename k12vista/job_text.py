@@ -46,6 +46,7 @@ KIND_LABELS = {
     "pem.import_pem800k": _("Import PEM-800K"),
     "pem.labels_from_scoring_run": _("Step labels from a scoring run"),
     "pem.panel": _("Judge panel"),
+    "pem.pebench_given_steps": _("PEBench with the given steps (the paper's mode)"),
     "pem.split": _("Split chains of thought into steps"),
     "pem.train_pem": _("Train a PEM"),
     "review.create_audit": _("Create an audit"),
