@@ -122,7 +122,7 @@ class RunForm(forms.Form):
 class ScoringForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
     method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
-    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, label=_("Protocol"))
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, required=False, label=_("Protocol"))
 
 
 class PublishedUploadForm(forms.Form):

@@ -98,7 +98,7 @@ def require_reference() -> None:
         pytest.skip("../shared/reference/K12Vista is not here")
 
 
-def _load(path: Path, name: str, shims: dict[str, types.ModuleType]) -> types.ModuleType:
+def _load_file(path: Path, name: str, shims: dict[str, types.ModuleType]) -> types.ModuleType:
     saved = {key: sys.modules.get(key) for key in shims}
     state = random.getstate()  # evalaute.py seeds the global generator when imported
     sys.modules.update(shims)
@@ -125,7 +125,7 @@ def _module(name: str, **attrs: Any) -> types.ModuleType:
 
 def prompt_module() -> types.ModuleType:
     require_reference()
-    return _load(VISTA_CODE / "prompt.py", "k12vista_reference_prompt", {})
+    return _load_file(VISTA_CODE / "prompt.py", "k12vista_reference_prompt", {})
 
 
 def _script_shims() -> dict[str, types.ModuleType]:
@@ -134,22 +134,22 @@ def _script_shims() -> dict[str, types.ModuleType]:
 
 def inference_script() -> types.ModuleType:
     """``K12_Vista/code/inference.py`` (class ``K12_Vista``)."""
-    return _load(VISTA_CODE / "inference.py", "k12vista_reference_inference", _script_shims())
+    return _load_file(VISTA_CODE / "inference.py", "k12vista_reference_inference", _script_shims())
 
 
 def evaluate_script() -> types.ModuleType:
     """``K12_Vista/code/evalaute.py`` (class ``Evaluation``)."""
-    return _load(VISTA_CODE / "evalaute.py", "k12vista_reference_evaluate", _script_shims())
+    return _load_file(VISTA_CODE / "evalaute.py", "k12vista_reference_evaluate", _script_shims())
 
 
 def vllminfer_module() -> types.ModuleType:
     require_reference()
-    return _load(VISTA_CODE / "models" / "vllminfer.py", "k12vista_reference_vllminfer", {})
+    return _load_file(VISTA_CODE / "models" / "vllminfer.py", "k12vista_reference_vllminfer", {})
 
 
 def judge_module() -> types.ModuleType:
     require_reference()
-    return _load(VISTA_CODE / "models" / "K12_PEM_judgemodel.py", "k12vista_reference_judge", {})
+    return _load_file(VISTA_CODE / "models" / "K12_PEM_judgemodel.py", "k12vista_reference_judge", {})
 
 
 def pebench_script() -> types.ModuleType:
@@ -158,9 +158,9 @@ def pebench_script() -> types.ModuleType:
     shims = {
         "models": _module("models"),
         "model_dict": _module("model_dict", model_dict={}),
-        "prompt": _load(PEMBENCH_CODE / "prompt.py", "k12vista_reference_pebench_prompt", {}),
+        "prompt": _load_file(PEMBENCH_CODE / "prompt.py", "k12vista_reference_pebench_prompt", {}),
     }
-    return _load(PEMBENCH_CODE / "infer.py", "k12vista_reference_pebench", shims)
+    return _load_file(PEMBENCH_CODE / "infer.py", "k12vista_reference_pebench", shims)
 
 
 class FakeChat:

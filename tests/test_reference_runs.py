@@ -15,9 +15,9 @@ from annotation import export
 from annotation.jsonl_import import import_questions_file
 from annotation.models import Question
 from inference import services
-from inference.models import InferenceRun, ModelEndpoint, Protocol
-from inference.reference import messages as reference_messages_module
-from inference.reference.register import register_checkout
+from inference.models import InferenceRun, ModelEndpoint, PromptTemplate, Protocol, ScoringRun
+from inference.reference import judging
+from inference.reference.register import reference_prompt, register_checkout
 from k12vista.jobs import execute_job
 from tests import reference_code
 from tests.scripted_models import ScriptedHandler, serve
@@ -168,16 +168,28 @@ def test_the_protocol_is_chosen_on_the_form_and_the_api_and_shown_on_the_run(
                         format="json").status_code == 400  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["directly", "step_by_step"])
+@pytest.mark.parametrize("mode", ["direct", "step_by_step"])
 def test_judge_messages_are_the_reference_judges(researcher, tmp_path, mode):
-    """The layout the reference protocol's judge calls use (text, image, text split at the first
-    ``<image>``) equals the reference judge's own, for the reference's own filled judge prompt."""
+    """The reference protocol's judge message (inference.reference.judging) for a question of the
+    reference export equals the reference judge's own, built from the reference's own filled prompt."""
     questions(tmp_path, researcher)
+    register_checkout(reference_code.CHECKOUT)
     judge_class = reference_code.judge_module().K12_PEM_judgemodel
-    evaluation = type("Eval", (), {"infer_mode": mode, "infer_model": "m"})()
+    ref_mode = "directly" if mode == "direct" else mode
+    evaluation = type("Eval", (), {"infer_mode": ref_mode, "infer_model": "m"})()
+    kind = ScoringRun.Method.JUDGE_DIRECT if mode == "direct" else ScoringRun.Method.JUDGE_STEPS
     for question in Question.objects.filter(figures__isnull=False).distinct():
-        record = export.reference_record(question) | {"infer_result": {"m_response": "答：B", "infer_model": "m"}}
-        [task] = reference_code.evaluate_script().Evaluation._build_prompt(evaluation, [record])
-        judge, chat = reference_code.with_fake_client(judge_class, "[]", infer_mode=mode, model_name="j", retry_times=1)
+        record = judging.judge_record(question)
+        line = record | {"infer_result": {"m_response": "答：B", "infer_model": "m"}}
+        [task] = reference_code.evaluate_script().Evaluation._build_prompt(evaluation, [line])
+        judge, chat = reference_code.with_fake_client(judge_class, "[]", infer_mode=ref_mode, model_name="j",
+                                                      retry_times=1)  # fmt: skip
         judge(task)
-        assert reference_messages_module.judge_messages(task["prompt2infer"], question) == chat.requests[-1]["messages"]
+        template = reference_prompt(JUDGE_KIND[kind], question.qtype)
+        assert judging.messages(template, record, "答：B", images=True) == chat.requests[-1]["messages"]
+
+
+JUDGE_KIND = {
+    ScoringRun.Method.JUDGE_DIRECT: PromptTemplate.Kind.JUDGE_DIRECT,
+    ScoringRun.Method.JUDGE_STEPS: PromptTemplate.Kind.JUDGE_STEPS,
+}

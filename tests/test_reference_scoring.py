@@ -106,16 +106,20 @@ def test_direct_scoring_asks_and_reads_as_the_reference(servers, registered, res
     body = next(b for b in Models.seen if "ANSWER-1" in user_text(b))
     assert "response_format" not in body and [m["role"] for m in body["messages"]] == ["user"]
     parts = body["messages"][0]["content"]
-    assert parts[0]["type"] == "image_url" and parts[0]["image_url"]["detail"] == "high"
+    # The reference record's question holds <image> (at the stem's end where its place is not
+    # known): the prompt is split there, the figure between the halves.
+    assert [part["type"] for part in parts] == ["text", "image_url", "text"]
+    assert parts[1]["image_url"]["detail"] == "high"
     response = run.responses.get(raw_output__startswith="ANSWER-1")
     record = reference_record(response.question)
-    assert parts[0]["image_url"]["url"] == "data:image/jpeg;base64," + record["img"]
+    assert parts[1]["image_url"]["url"] == "data:image/jpeg;base64," + record["img"]
     _infer, eval_prompt, _pembench = prompt_tables()
     expected = eval_prompt["directly_eval_prompt"]["选择题"].format(
         question=record["question"], answer=record["format_answer"]["ground_truth"],
         solution=record["format_answer"]["format_solution"], student_answer=response.raw_output,
     )  # fmt: skip
-    assert parts[1] == {"type": "text", "text": expected}
+    before, after = expected.split("<image>", 1)
+    assert (parts[0]["text"], parts[2]["text"]) == (before, after.replace("<image>", ""))
 
 
 def test_a_k12_pem_format_judge_labels_steps_and_fills_the_leaderboard(servers, registered, researcher, client, login):
@@ -150,7 +154,7 @@ def test_a_k12_pem_format_judge_labels_steps_and_fills_the_leaderboard(servers, 
     assert registered in detail and 'id="scoring-protocol"' in detail
 
 
-def test_the_reference_protocol_needs_registered_prompts(servers, researcher):
+def test_the_reference_protocol_needs_registered_prompts(servers, researcher, english):
     base = servers.start({"judge-72b": lambda body: (200, "")})
     run = answered_run("direct", ["ANSWER"])
     with pytest.raises(scoring.ScoringError, match="register"):
