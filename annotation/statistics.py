@@ -1,12 +1,14 @@
 """The paper's Table 2 (the statistics of K12Vista) for a release of the studio, and its Table 3
-rows for a PEBench release, with the tokenizer that counted their tokens named.
+rows for a PEBench release and a PEM-800K training export, with the tokenizer that counted their
+tokens named.
 
 Tokens are counted by the tokenizer the lab points the studio at (``STATS_TOKENIZER_DIR``: a
 local folder holding a model's ``tokenizer.json``, read with the ``tokenizers`` library where it
 is installed), else by a stated fallback: one token per CJK character, per run of Latin letters,
 per number and per other symbol. The fallback is no model's count: numbers from it are not the
 paper's, and the table says which was used. The paper's own figures for its release stand beside
-ours (``PAPER_TABLE_2``), never mixed in.
+ours (``PAPER_TABLE_2``), never mixed in. Row names are the paper's, in English on the cards and
+translated on the pages (``gettext_noop`` here).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.translation import gettext_noop as _noop
 
 from annotation.reference_format import without_placeholders
 
@@ -33,15 +36,15 @@ PAPER_TABLE_2 = {
     "answer_tokens": 24.88,
 }
 TABLE_2_ROWS = (
-    ("questions", "Question Number"),
-    ("subjects", "Total Subjects"),
-    ("knowledge_points", "Total Knowledge Points"),
-    ("types", "Total Question Types"),
-    ("problem_tokens", "Avg. Problem Tokens"),
-    ("solution_tokens", "Avg. Reference Solution Tokens"),
-    ("solution_steps", "Avg. Reference Solution Steps"),
-    ("answers", "Avg. Number of Answers"),
-    ("answer_tokens", "Avg. Answer Tokens"),
+    ("questions", _noop("Question Number")),
+    ("subjects", _noop("Total Subjects")),
+    ("knowledge_points", _noop("Total Knowledge Points")),
+    ("types", _noop("Total Question Types")),
+    ("problem_tokens", _noop("Avg. Problem Tokens")),
+    ("solution_tokens", _noop("Avg. Reference Solution Tokens")),
+    ("solution_steps", _noop("Avg. Reference Solution Steps")),
+    ("answers", _noop("Avg. Number of Answers")),
+    ("answer_tokens", _noop("Avg. Answer Tokens")),
 )
 # The paper, Table 3 ("The Statistic of K12-PEM800K and K12-PEBench"): the K12-PEBench rows.
 PAPER_TABLE_3_PEBENCH = {
@@ -53,13 +56,33 @@ PAPER_TABLE_3_PEBENCH = {
     "student_error_steps": 2.95,
 }
 TABLE_3_PEBENCH_ROWS = (
-    ("records", "K12-PEBench"),
-    ("solution_tokens", "Avg. Reference Solution Tokens"),
-    ("problem_tokens", "Avg. Problem Tokens"),
-    ("student_input_tokens", "Avg. Student Input Tokens"),
-    ("student_input_steps", "Avg. Student Input Steps"),
-    ("student_error_steps", "Avg. Student Error Steps"),
+    ("records", _noop("K12-PEBench")),
+    ("solution_tokens", _noop("Avg. Reference Solution Tokens")),
+    ("problem_tokens", _noop("Avg. Problem Tokens")),
+    ("student_input_tokens", _noop("Avg. Student Input Tokens")),
+    ("student_input_steps", _noop("Avg. Student Input Steps")),
+    ("student_error_steps", _noop("Avg. Student Error Steps")),
 )
+# The K12-PEM-800K rows of the same table.
+PAPER_TABLE_3_PEM = {
+    "records": 840175,
+    "solution_tokens": 257.40,
+    "problem_tokens": 150.59,
+    "student_input_tokens": 423.79,
+    "output_tokens": 331.04,
+    "student_error_steps": 3.99,
+}
+TABLE_3_PEM_ROWS = (
+    ("records", _noop("K12-PEM-800K")),
+    ("solution_tokens", _noop("Avg. Reference Solution Tokens")),
+    ("problem_tokens", _noop("Avg. Problem Tokens")),
+    ("student_input_tokens", _noop("Avg. Student Input Tokens")),
+    ("output_tokens", _noop("Avg. Output Tokens")),
+    ("student_error_steps", _noop("Avg. Student Error Steps")),
+)
+# Token means of a training export are taken over every k-th record, at most this many: counting
+# every one of 800,000 records would add a large share to the export's time.
+PEM_TOKEN_SAMPLE = 20_000
 CORRECT_STEP = {"CS", "步骤正确"}
 FALLBACK = "fallback: one per CJK character, Latin word, number or other symbol"
 _FALLBACK_TOKEN = re.compile(
@@ -180,3 +203,38 @@ def table_3_pebench(records: Iterable[dict], counter: TokenCounter | None = None
 
 def table_3_pebench_rows(ours: dict) -> list[tuple[str, object, object]]:
     return [(label, ours.get(key), PAPER_TABLE_3_PEBENCH[key]) for key, label in TABLE_3_PEBENCH_ROWS]
+
+
+class PemTable3:
+    """Table 3's PEM-800K rows, gathered while an export writes its records: the record count and
+    error steps (labels other than CS) exact, the token means over every k-th record (stated)."""
+
+    def __init__(self, total: int, counter: TokenCounter | None = None, sample: int = PEM_TOKEN_SAMPLE) -> None:
+        self.counter = counter or token_counter()
+        self.every = max(1, -(-total // sample))
+        self.records = 0
+        self.error_steps = 0
+        self.tokens: dict[str, list[int]] = {k: [] for k in ("solution", "problem", "student", "output")}
+
+    def add(self, *, problem: str, solution: str, student: str, output: str, labels: Iterable[str]) -> None:
+        self.error_steps += sum(label not in CORRECT_STEP for label in labels)
+        if self.records % self.every == 0:
+            for key, text in (("solution", solution), ("problem", problem), ("student", student), ("output", output)):
+                self.tokens[key].append(self.counter.count(text))
+        self.records += 1
+
+    def result(self) -> dict:
+        return {
+            "records": self.records,
+            "solution_tokens": _mean(self.tokens["solution"]),
+            "problem_tokens": _mean(self.tokens["problem"]),
+            "student_input_tokens": _mean(self.tokens["student"]),
+            "output_tokens": _mean(self.tokens["output"]),
+            "student_error_steps": round(self.error_steps / self.records, 2) if self.records else None,
+            "tokens_counted_on": len(self.tokens["problem"]),
+            "tokenizer": self.counter.name,
+        }
+
+
+def table_3_pem_rows(ours: dict) -> list[tuple[str, object, object]]:
+    return [(label, ours.get(key), PAPER_TABLE_3_PEM[key]) for key, label in TABLE_3_PEM_ROWS]

@@ -123,3 +123,30 @@ def test_a_pebench_release_carries_table_3_beside_the_papers(researcher, inspect
     assert found["problem_tokens"] == 4.0  # 求 $ x $
     page = login(researcher).get(f"/pem/releases/v{release.version}/").content.decode()
     assert 'id="release-statistics"' in page and "3033" in page and "fallback" in page
+
+
+def test_table_3_of_a_pem_800k_export_counts_every_error_step_and_samples_tokens():
+    table = statistics.PemTable3(total=5, sample=2)  # every 3rd record counted for tokens
+    for i in range(5):
+        table.add(problem="求值" * (i + 1), solution="一步", student="算", output="[]", labels=["CS", "CE", "步骤正确"])
+    found = table.result()
+    assert (found["records"], found["student_error_steps"], found["tokens_counted_on"]) == (5, 1.0, 2)
+    assert found["problem_tokens"] == (2 + 8) / 2  # records 0 and 3
+
+
+def test_a_pem_800k_export_carries_table_3_in_its_manifest_and_datasheet(researcher, settings, tmp_path):
+    from pem.training import exports
+    from tests.test_pem800k_export import kept_run
+
+    run, _cots = kept_run(researcher)
+    export = exports.start_export(filter_run=run, user=researcher)
+    exports.write_export(export)
+    root = exports.export_path(export)
+    import json
+
+    found = json.loads((root / "manifest.json").read_text())["statistics"]
+    # Three chains of three steps, one labelled CE each; the question text holds a literal <image>.
+    assert (found["records"], found["student_error_steps"], found["tokens_counted_on"]) == (3, 1.0, 3)
+    assert found["problem_tokens"] == statistics.fallback_count("题目 <image> 文字")
+    datasheet = (root / "datasheet.md").read_text()
+    assert "## Statistics (the paper's Table 3)" in datasheet and "| K12-PEM-800K | 3 | 840175 |" in datasheet

@@ -35,6 +35,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from annotation import statistics
 from annotation.export import sha256_of
 from annotation.models import Figure
 from inference.models import PromptTemplate
@@ -232,6 +233,8 @@ def _manifest(export: TrainingExport, root: Path, counts: dict) -> dict:
             "funnel_kept": run.kept,
         },  # fmt: skip
         "taxonomy_version": TAXONOMY_VERSION,
+        # The paper's Table 3 rows for PEM-800K over this export, its tokenizer named.
+        "statistics": counts.get("statistics"),
         "files": {name: sha256_of(root / name) for name in files if name != "manifest.json"},
     }
 
@@ -272,6 +275,25 @@ question, split into steps, each step labelled with one of the nine step labels 
 | code | label | steps |
 |---|---|---|
 {labels}
+{_table_3(manifest.get("statistics"))}"""
+
+
+def _table_3(found: dict | None) -> str:
+    """The paper's Table 3 (K12-PEM-800K rows) for this export, the paper's figures beside."""
+    if not found:
+        return ""
+    rows = "\n".join(f"| {label} | {'—' if ours is None else ours} | {paper} |"
+                     for label, ours, paper in statistics.table_3_pem_rows(found))  # fmt: skip
+    return f"""
+## Statistics (the paper's Table 3)
+
+Tokens counted by: {found["tokenizer"]}; token means over {found["tokens_counted_on"]:,} of the {found["records"]:,}
+records (every k-th); records and error steps (labels other than CS) over all of them. The student input is the
+chain's steps, the output the training target.
+
+| statistic | this export | K12-PEM-800K (the paper) |
+|---|---|---|
+{rows}
 """
 
 
@@ -305,6 +327,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     lines_of = _style(export)
     total = run.kept
     counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
+    table_3 = statistics.PemTable3(total)
     outs = {name: open(partial / formats.FILE_NAMES[name], "wb") for name in export.formats}  # noqa: SIM115
     try:
         if progress:
@@ -317,6 +340,9 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
             for name, out in outs.items():
                 out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer, system=system)))
                 out.write(b"\n")
+            table_3.add(problem=example["question"], solution=example["reference_solution"] or "",
+                        student="\n".join(example["steps"]), output=answer,
+                        labels=[label for label, _ in example["labels"]])  # fmt: skip
             counts["records"] += 1
             counts["steps"] += len(example["steps"])
             for label, _ in example["labels"]:
@@ -327,6 +353,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
         for out in outs.values():
             out.close()
     counts["images"] = images.written
+    counts["statistics"] = table_3.result()
     if "llamafactory" in export.formats:
         (partial / "dataset_info.json").write_text(json.dumps(formats.dataset_info(), indent=2), encoding="utf-8")
         yaml = formats.llamafactory_yaml(min_pixels=export.min_pixels, max_pixels=export.max_pixels)
