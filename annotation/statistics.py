@@ -82,12 +82,12 @@ TABLE_3_PEM_ROWS = (
 )
 # Token means of a training export are taken over every k-th record, at most this many: counting
 # every one of 800,000 records would add a large share to the export's time.
-PEM_TOKEN_SAMPLE = 20_000
+PEM_TOKEN_SAMPLE = 5_000
 CORRECT_STEP = {"CS", "步骤正确"}
 FALLBACK = "fallback: one per CJK character, Latin word, number or other symbol"
-_FALLBACK_TOKEN = re.compile(
-    r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z]+|\d+(?:\.\d+)?|[^\sA-Za-z\d\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
-)
+# A run of Latin letters, a number, else any one character that is not a space (a CJK character,
+# a symbol): one token each.
+_FALLBACK_TOKEN = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|\S")
 
 
 @dataclass(frozen=True)
@@ -216,14 +216,17 @@ class PemTable3:
         self.error_steps = 0
         self.tokens: dict[str, list[int]] = {k: [] for k in ("solution", "problem", "student", "output")}
 
-    def add(self, *, problem: str, solution: str, student: str, output: str, labels: Iterable[str]) -> None:
-        self.error_steps += sum(label not in CORRECT_STEP for label in labels)
+    def add(self, *, problem: str, solution: str, steps: list[str], output: str) -> None:
+        """One record; the student input is its steps, a line each (joined only when counted)."""
         if self.records % self.every == 0:
+            student = "\n".join(steps)
             for key, text in (("solution", solution), ("problem", problem), ("student", student), ("output", output)):
                 self.tokens[key].append(self.counter.count(text))
         self.records += 1
 
-    def result(self) -> dict:
+    def result(self, labels: dict[str, int]) -> dict:
+        """``labels``: steps per label over every record (the export counts them anyway)."""
+        self.error_steps = sum(n for label, n in labels.items() if label not in CORRECT_STEP)
         return {
             "records": self.records,
             "solution_tokens": _mean(self.tokens["solution"]),

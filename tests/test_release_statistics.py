@@ -128,8 +128,8 @@ def test_a_pebench_release_carries_table_3_beside_the_papers(researcher, inspect
 def test_table_3_of_a_pem_800k_export_counts_every_error_step_and_samples_tokens():
     table = statistics.PemTable3(total=5, sample=2)  # every 3rd record counted for tokens
     for i in range(5):
-        table.add(problem="求值" * (i + 1), solution="一步", student="算", output="[]", labels=["CS", "CE", "步骤正确"])
-    found = table.result()
+        table.add(problem="求值" * (i + 1), solution="一步", steps=["算"], output="[]")
+    found = table.result({"CS": 8, "CE": 5, "KAE": 0})
     assert (found["records"], found["student_error_steps"], found["tokens_counted_on"]) == (5, 1.0, 2)
     assert found["problem_tokens"] == (2 + 8) / 2  # records 0 and 3
 

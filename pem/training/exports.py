@@ -341,8 +341,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
                 out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer, system=system)))
                 out.write(b"\n")
             table_3.add(problem=example["question"], solution=example["reference_solution"] or "",
-                        student="\n".join(example["steps"]), output=answer,
-                        labels=[label for label, _ in example["labels"]])  # fmt: skip
+                        steps=example["steps"], output=answer)  # fmt: skip
             counts["records"] += 1
             counts["steps"] += len(example["steps"])
             for label, _ in example["labels"]:
@@ -353,7 +352,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
         for out in outs.values():
             out.close()
     counts["images"] = images.written
-    counts["statistics"] = table_3.result()
+    counts["statistics"] = table_3.result(counts["labels"])
     if "llamafactory" in export.formats:
         (partial / "dataset_info.json").write_text(json.dumps(formats.dataset_info(), indent=2), encoding="utf-8")
         yaml = formats.llamafactory_yaml(min_pixels=export.min_pixels, max_pixels=export.max_pixels)
