@@ -29,7 +29,7 @@ from django.db.models import QuerySet
 from PIL import Image
 
 from annotation.models import Figure, Question
-from annotation.reference_format import put_placeholders
+from annotation.reference_format import put_placeholders, take_placeholders
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.vocabulary import QUESTION_TYPE_ZH, Stage, Subject, question_type_from_name, release_tag
@@ -85,7 +85,9 @@ def options_block(question: Question) -> str:
 
     Every record gets one, figure or not: the reference judge splits its prompt there and
     fails on a record without it (the reference code then sends an empty ``img``)."""
-    text = put_placeholders(question.text, question.figure_positions, at_least_one=True)
+    # Text stored before the importers took the placeholder out still holds it: its places count.
+    stored, legacy = take_placeholders(question.text)
+    text = put_placeholders(stored, question.figure_positions or legacy, at_least_one=True)
     if not question.options:
         return text
     lines = [f"{option['label']}. {option['text']}" for option in question.options]

@@ -356,6 +356,11 @@ def rate_text(p: dict) -> str:
     return f"{p['value']:.3f}{interval}, {p['successes']}/{p['n']}"
 
 
+def grade_text(cell: dict) -> str:
+    """A cell's grade, or its stage where the source gave only that (never the stand-in grade)."""
+    return str(cell["grade"]) if cell["grade"] is not None else f"{cell.get('stage', '')} (grade not given)"
+
+
 def statistics_section(found: dict | None) -> list[str]:
     """The paper's Table 2 for this release, beside the paper's own figures for its release."""
     if not found:
@@ -390,7 +395,7 @@ def dataset_card(release: Release) -> str:
              f"K12Vista release v{release.version}: {summary.get('questions', 0)} questions, built by K12Vista "
              "Studio from an audited question bank.", "", "## Counts per cell", "",
              "| subject | grade | type | questions |", "|---|---|---|---|"]  # fmt: skip
-    lines += [f"| {c['subject']} | {c['grade']} | {c['qtype']} | {c['count']} |" for c in summary.get("cells", [])]
+    lines += [f"| {c['subject']} | {grade_text(c)} | {c['qtype']} | {c['count']} |" for c in summary.get("cells", [])]
     lines += statistics_section(summary.get("statistics"))
     kp = summary.get("knowledge_points", {})
     lines += ["", "## Knowledge-point coverage", "",

@@ -100,6 +100,8 @@ def test_a_placeholder_left_in_stored_text_is_taken_out_before_a_model_reads_it(
     Question.objects.filter(pk=question.pk).update(text="旧数据<image>电阻为___欧。")
     question.refresh_from_db()
     assert prompts.question_values(question)["question"] == "旧数据电阻为___欧。"
+    # and the reference export writes it once, where it stood
+    assert export.reference_record(question)["question"] == "旧数据<image>电阻为___欧。"
 
 
 def test_a_grade_the_source_did_not_give_is_never_printed_as_one(researcher, tmp_path):
@@ -193,3 +195,17 @@ def test_the_reference_code_builds_its_prompts_and_messages_from_a_release(resea
             content = chat.requests[-1]["messages"][0]["content"]
             assert [part["type"] for part in content] == ["text", "image_url", "text"]
             assert str(task["format_answer"]["ground_truth"]) in content[0]["text"] + content[2]["text"]
+
+
+def test_a_release_counts_a_cell_whose_grade_was_not_given_by_its_stage(researcher, tmp_path):
+    questions = imported(tmp_path, researcher)
+    path = released(researcher, list(questions.values()))
+    release = ReleaseFile.objects.get(path__endswith=path.name).release
+    cells = release.summary["cells"]
+    # "start" gave grade 8; the others gave only their tag.
+    assert {"subject": "physics", "grade": 8, "qtype": "fill_in_blank", "count": 1} in cells
+    assert {"subject": "physics", "grade": None, "qtype": "fill_in_blank", "count": 2, "stage": "middle"} in cells
+    assert release_files.grade_text(cells[-1]) in ("8", "high (grade not given)", "middle (grade not given)")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert {line["hash_id"]: line["grade"] for line in lines} == {"middle": None, "start": 8, "choice": None,
+                                                                  "bare": None}  # fmt: skip
