@@ -177,3 +177,9 @@ def test_the_reference_board_page_its_download_and_the_export_job(researcher, an
     download = client.get(f"/media/{job.result['path']}")
     assert download.status_code == 200
     assert login(annotator).get(f"/media/{job.result['path']}").status_code in (403, 404)
+
+
+def test_the_scoring_page_offers_the_export(researcher, login):
+    [scoring] = scored_board(researcher, models=("student-a",))
+    page = login(researcher).get(f"/research/scoring/{scoring.pk}/").content.decode()
+    assert f'action="/research/scoring/{scoring.pk}/reference-results/"' in page
