@@ -160,7 +160,7 @@ def test_the_reference_protocol_needs_registered_prompts(servers, researcher, en
     with pytest.raises(scoring.ScoringError, match="register"):
         scoring.create_scoring_run(inference_run=run, judge=endpoint(base, "judge", "judge-72b"), method="judge_direct",
                                    user=researcher, protocol="reference")  # fmt: skip
-    with pytest.raises(scoring.ScoringError, match="protocol"):
+    with pytest.raises(scoring.ScoringError, match="paper"):
         scoring.create_scoring_run(inference_run=run, judge=endpoint(base, "judge2", "judge-72b"),
                                    method="judge_direct", user=researcher, protocol="paper")  # fmt: skip
 

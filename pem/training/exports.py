@@ -302,15 +302,17 @@ def _style(export: TrainingExport) -> Callable[[dict], tuple[str, str, str]]:
     reference step-judge prompt of the chain's question type, the reference list as the answer, no system."""
     if export.style != TrainingExport.Style.REFERENCE:
         return lambda example: (formats.user_text(example), formats.assistant_text(example), formats.SYSTEM_PROMPT)
-    templates: dict[str, str] = {}
+    # Read before the rows: on PostgreSQL they come by COPY, and the connection serves nothing else meanwhile.
+    templates = {
+        qtype: reference_register.reference_prompt(
+            PromptTemplate.Kind.JUDGE_STEPS, qtype, prompt_set=export.prompt_set
+        ).user_template
+        for qtype in QuestionType.values
+    }
 
     def reference(example: dict) -> tuple[str, str, str]:
-        qtype = example.get("qtype") or QuestionType.FREE_RESPONSE
-        if qtype not in templates:
-            templates[qtype] = reference_register.reference_prompt(
-                PromptTemplate.Kind.JUDGE_STEPS, qtype, prompt_set=export.prompt_set
-            ).user_template
-        return formats.reference_user_text(example, templates[qtype]), formats.reference_target(example), ""
+        template = templates.get(example.get("qtype") or "", templates[QuestionType.FREE_RESPONSE])
+        return formats.reference_user_text(example, template), formats.reference_target(example), ""
 
     return reference
 
