@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import draw, knowledge, releases
+from annotation import draw, knowledge, releases, statistics
 from annotation.models import CandidateSet, CoreUnit, KnowledgePoint, Release, ReleaseFile
 from k12vista.roles import Role, role_required
 from k12vista.vocabulary import Subject
@@ -109,7 +109,9 @@ def release_create(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def release_detail(request: HttpRequest, version: int) -> HttpResponse:
     release = get_release_for_user(request.user, version)
+    found = release.summary.get("statistics")
     ctx = {"release": release, "job": release.job, "files": release.files.all(),
+           "statistics": statistics.table_2_rows(found) if found else None,
            "others": Release.objects.exclude(pk=release.pk).filter(status__in=["draft", "published"])}  # fmt: skip
     return render(request, "annotation/release.html", ctx)
 

@@ -29,6 +29,7 @@ from django.db.models import QuerySet
 from PIL import Image
 
 from annotation.models import Figure, Question
+from annotation.reference_format import put_placeholders, take_placeholders
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.vocabulary import QUESTION_TYPE_ZH, Stage, Subject, question_type_from_name, release_tag
@@ -79,11 +80,18 @@ def filter_questions(params: dict[str, Any]) -> QuerySet[Question]:
 
 
 def options_block(question: Question) -> str:
-    """The options written into the text, as the release files have them."""
+    """The options written into the text, as the release files have them, and the figure's
+    ``<image>`` placeholder where the source had it (at the stem's end when not known).
+
+    Every record gets one, figure or not: the reference judge splits its prompt there and
+    fails on a record without it (the reference code then sends an empty ``img``)."""
+    # Text stored before the importers took the placeholder out still holds it: its places count.
+    stored, legacy = take_placeholders(question.text)
+    text = put_placeholders(stored, question.figure_positions or legacy, at_least_one=True)
     if not question.options:
-        return question.text
+        return text
     lines = [f"{option['label']}. {option['text']}" for option in question.options]
-    return "\n".join([question.text, *lines])
+    return "\n".join([text, *lines])
 
 
 def format_solution(question: Question) -> str:
@@ -117,7 +125,8 @@ def reference_record(question: Question) -> dict:
         "subject": release_tag(question.subject, question.grade),
         "img": jpeg_base64(figures[0]) if figures else "",
         "format_answer": {"ground_truth": question.answers, "format_solution": format_solution(question)},
-        "grade": question.grade,
+        # The stage's last grade stands in for an unknown one; it is never written as a grade.
+        "grade": question.grade if question.grade_known else None,
         "knowledge_points": knowledge_point_names(question),
         "difficulty": question.difficulty,
         "source": question.source,
@@ -147,6 +156,8 @@ def studio_record(question: Question, figure_names: list[str]) -> dict:
         "difficulty": question.difficulty,
         "source": question.source,
         "figures": [{"path": name} for name in figure_names],
+        "figure_positions": question.figure_positions,
+        "grade_known": question.grade_known,
     }
 
 

@@ -148,7 +148,7 @@ def _question_row(data: Any, content_hash: str) -> dict:
         "stage": str(stage_of_grade(data.grade).value), "qtype": str(data.qtype), "text": data.text,
         "options": data.options, "answers": data.answers, "raw_solution": data.raw_solution,
         "solution_steps": data.solution_steps, "difficulty": data.difficulty, "source": data.source,
-        "content_hash": content_hash,
+        "figure_positions": data.figure_positions, "grade_known": data.grade_known, "content_hash": content_hash,
     }  # fmt: skip
 
 

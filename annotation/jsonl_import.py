@@ -62,6 +62,7 @@ from PIL import Image
 
 from annotation.line_stream import READ_CHUNK, numbered_lines
 from annotation.models import Figure, Question, SourceDocument
+from annotation.reference_format import canonical_positions, take_placeholders
 from annotation.services import (
     FigureData,
     QuestionData,
@@ -441,27 +442,50 @@ def hash_id(record: dict) -> str:
     return string(value, "hash_id", required=True).strip()
 
 
-def grade_in_stage(value: Any, tag: str) -> tuple[str, int]:
-    """The subject and grade of a release tag; an explicit grade wins when it lies in the tag's stage."""
+def grade_in_stage(value: Any, tag: str) -> tuple[str, int, bool]:
+    """The subject and grade of a release tag, and whether the grade is known: an explicit grade
+    wins when it lies in the tag's stage, otherwise the grade is the stage's last, not known."""
     try:
         subject, stage = parse_release_tag(string(tag, "subject", required=True))
     except ValueError as exc:
         raise RecordError("subject", str(exc)) from None
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 12 and stage_of_grade(value) == stage:
-        return subject.value, value
-    return subject.value, STAGE_LAST_GRADE[stage]
+        return subject.value, value, True
+    return subject.value, STAGE_LAST_GRADE[stage], False
+
+
+def question_text(value: Any, field_name: str) -> tuple[str, list[int]]:
+    """The text with every ``<image>`` placeholder taken out, and where each stood."""
+    return take_placeholders(string(value, field_name))
+
+
+def options_without_placeholders(found: list[dict]) -> tuple[list[dict], bool]:
+    """Options with any ``<image>`` taken out, and whether one was (its figure then stands before them)."""
+    cleaned, had = [], False
+    for option in found:
+        text, positions = take_placeholders(option["text"])
+        had = had or bool(positions)
+        cleaned.append({**option, "text": text})
+    return cleaned, had
 
 
 def from_reference(record: dict, source: ImportSource) -> QuestionData:
-    subject, grade = grade_in_stage(record.get("grade"), record.get("subject"))
+    subject, grade, grade_known = grade_in_stage(record.get("grade"), record.get("subject"))
     qtype = question_type(record.get("type"))
     answer = record.get("format_answer") or {}
     if not isinstance(answer, dict):
         raise RecordError("format_answer", "expected an object with ground_truth and format_solution")
-    text = string(record.get("question"), "question")
+    text, positions = question_text(record.get("question"), "question")
     embedded: list[dict] = []
     if qtype == QuestionType.MULTIPLE_CHOICE:
         text, embedded = split_options(text)
+        # A placeholder among the options (split off above) stands at the stem's end.
+        positions = [min(p, len(text)) for p in positions]
+    given_options, option_had_placeholder = options_without_placeholders(
+        options(record["options"]) if "options" in record else embedded
+    )
+    if option_had_placeholder:
+        positions.append(len(text))
     solution = answer.get("format_solution")
     if isinstance(solution, list):
         steps = string_list(solution, "format_answer.format_solution")
@@ -475,7 +499,7 @@ def from_reference(record: dict, source: ImportSource) -> QuestionData:
         grade=grade,
         qtype=qtype,
         text=text,
-        options=options(record["options"]) if "options" in record else embedded,
+        options=given_options,
         answers=string_list(answer.get("ground_truth"), "format_answer.ground_truth"),
         raw_solution=string(record["raw_solution"], "raw_solution") if "raw_solution" in record else raw,
         solution_steps=string_list(record["solution_steps"], "solution_steps") if "solution_steps" in record else steps,
@@ -483,6 +507,8 @@ def from_reference(record: dict, source: ImportSource) -> QuestionData:
         difficulty=difficulty(record.get("difficulty")),
         source=string(record.get("source"), "source"),
         figures=figures(record.get("img"), "img", source),
+        figure_positions=canonical_positions(positions, text),
+        grade_known=grade_known,
     )
 
 
@@ -493,13 +519,27 @@ def from_studio(record: dict, source: ImportSource) -> QuestionData:
     grade = record.get("grade")
     if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
         raise RecordError("grade", gettext("expected a grade 1-12, got %(value)s") % {"value": repr(grade)})
+    text, positions = question_text(record.get("text"), "text")
+    given_options, option_had_placeholder = options_without_placeholders(options(record.get("options")))
+    stored_positions = record.get("figure_positions", [])
+    if not isinstance(stored_positions, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= len(text) for p in stored_positions
+    ):
+        raise RecordError("figure_positions", gettext("expected a list of offsets into the text"))
+    grade_known = record.get("grade_known", True)
+    if not isinstance(grade_known, bool):
+        raise RecordError("grade_known", gettext("expected true or false"))
     return QuestionData(
         hash_id=hash_id(record),
         subject=subject,
         grade=grade,
+        grade_known=grade_known,
+        figure_positions=canonical_positions(
+            [*stored_positions, *positions, *([len(text)] if option_had_placeholder else [])], text
+        ),
         qtype=question_type(record.get("type")),
-        text=string(record.get("text"), "text"),
-        options=options(record.get("options")),
+        text=text,
+        options=given_options,
         answers=string_list(record.get("answers"), "answers"),
         raw_solution=string(record.get("raw_solution"), "raw_solution"),
         solution_steps=string_list(record.get("solution_steps"), "solution_steps"),

@@ -185,6 +185,9 @@ class Question(models.Model):
     hash_id = models.CharField(max_length=64, unique=True)
     subject = models.CharField(_("subject"), max_length=20, choices=Subject.choices)
     grade = models.PositiveSmallIntegerField(_("grade"))
+    # False when the source gave only the stage (a reference tag like math-g9): ``grade`` is then the
+    # stage's last grade, kept for the stage and the cells, and never shown or exported as a grade.
+    grade_known = models.BooleanField(_("grade known"), default=True)
     stage = models.CharField(_("stage"), max_length=10, choices=Stage.choices, editable=False)
     qtype = models.CharField(_("question type"), max_length=20, choices=QuestionType.choices)
     text = models.TextField(_("question text"), blank=True)
@@ -195,6 +198,9 @@ class Question(models.Model):
     raw_solution = models.TextField(_("raw solution"), blank=True)
     # The corrected reference solution, one string per step, in order.
     solution_steps = models.JSONField(_("solution steps"), default=list, blank=True)
+    # Where the reference release's "<image>" placeholder stood in ``text`` (character offsets into the
+    # stored text, which never holds it), so a reference export puts it back; empty when not known.
+    figure_positions = models.JSONField(_("figure positions in the text"), default=list, blank=True)
     knowledge_points = models.ManyToManyField(KnowledgePoint, blank=True, related_name="questions")
     difficulty = models.FloatField(_("difficulty"), null=True, blank=True)
     source = models.CharField(_("source"), max_length=300, blank=True)  # exam name or release the question came from

@@ -35,7 +35,7 @@ from django.core.files.storage import default_storage
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
-from annotation import export
+from annotation import export, statistics
 from annotation.models import Question, Release, ReleaseFile, ReleaseItem
 from k12vista.vocabulary import QUESTION_TYPE_ZH
 
@@ -356,6 +356,22 @@ def rate_text(p: dict) -> str:
     return f"{p['value']:.3f}{interval}, {p['successes']}/{p['n']}"
 
 
+def grade_text(cell: dict) -> str:
+    """A cell's grade, or its stage where the source gave only that (never the stand-in grade)."""
+    return str(cell["grade"]) if cell["grade"] is not None else f"{cell.get('stage', '')} (grade not given)"
+
+
+def statistics_section(found: dict | None) -> list[str]:
+    """The paper's Table 2 for this release, beside the paper's own figures for its release."""
+    if not found:
+        return []
+    lines = ["", "## Statistics (the paper's Table 2)", "", f"Tokens counted by: {found['tokenizer']}.", "",
+             "| statistic | this release | K12Vista paper (its own release) |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| {label} | {'—' if ours is None else ours} | {paper} |" for label, ours, paper in
+              statistics.table_2_rows(found)]  # fmt: skip
+    return lines
+
+
 def dataset_card(release: Release) -> str:
     """README.md: the YAML header the Hub reads, then counts, coverage, audit quality, provenance, citation."""
     summary = release.summary
@@ -379,7 +395,8 @@ def dataset_card(release: Release) -> str:
              f"K12Vista release v{release.version}: {summary.get('questions', 0)} questions, built by K12Vista "
              "Studio from an audited question bank.", "", "## Counts per cell", "",
              "| subject | grade | type | questions |", "|---|---|---|---|"]  # fmt: skip
-    lines += [f"| {c['subject']} | {c['grade']} | {c['qtype']} | {c['count']} |" for c in summary.get("cells", [])]
+    lines += [f"| {c['subject']} | {grade_text(c)} | {c['qtype']} | {c['count']} |" for c in summary.get("cells", [])]
+    lines += statistics_section(summary.get("statistics"))
     kp = summary.get("knowledge_points", {})
     lines += ["", "## Knowledge-point coverage", "",
               f"- knowledge points covered: {kp.get('covered', 0)} of {kp.get('in_bank', 0)} in the bank",

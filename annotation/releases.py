@@ -36,7 +36,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
-from annotation import services
+from annotation import services, statistics
 from annotation.models import (
     CandidateSet,
     Figure,
@@ -255,7 +255,8 @@ def changed_since_snapshot(release: Release) -> QuerySet[ReleaseItem]:
 
 def summarize(release: Release) -> dict:
     """Counts per cell, knowledge-point coverage, models used, audits with their rates."""
-    cells: Counter[tuple[str, int, str]] = Counter()
+    # (subject, grade, type, stage): grade None where the source gave only the stage.
+    cells: Counter[tuple[str, int | None, str, str]] = Counter()
     points: set[str] = set()
     units: set[str] = set()
     models: set[str] = set()
@@ -263,7 +264,8 @@ def summarize(release: Release) -> dict:
     items = list(release.items.only("content", "provenance"))
     for item in items:
         c = item.content
-        cells[(c["subject"], c["grade"], c["qtype"])] += 1
+        known = c.get("grade_known", True)
+        cells[(c["subject"], c["grade"] if known else None, c["qtype"], "" if known else c.get("stage", ""))] += 1
         points.update(f"{c['subject']}:{name}" for name in c["knowledge_points"])
         units.update(f"{c['subject']}:{name}" for name in c.get("core_units", []))
         for proposal in item.provenance.get("refinement", {}).get("step_proposals", []):
@@ -271,18 +273,23 @@ def summarize(release: Release) -> dict:
             runs.update([proposal["run"]] if proposal["run"] else [])
         for flag in item.provenance.get("refinement", {}).get("model_flags", []):
             runs.update([flag["run"]] if flag["run"] else [])
-    subjects = {subject for subject, _g, _t in cells}
+    subjects = {subject for subject, _g, _t, _s in cells}
     from annotation.models import CoreUnit
 
     return {
         "questions": len(items),
-        "cells": [{"subject": s, "grade": g, "qtype": t, "count": n} for (s, g, t), n in sorted(cells.items())],
+        "cells": [
+            {"subject": s, "grade": g, "qtype": t, "count": n, **({"stage": stage} if g is None else {})}
+            for (s, g, t, stage), n in sorted(cells.items(), key=lambda c: (c[0][0], c[0][1] or 0, c[0][2:]))
+        ],
         "knowledge_points": {
             "covered": len(points),
             "in_bank": KnowledgePoint.objects.filter(subject__in=subjects).count(),
             "core_units_covered": len(units),
             "core_units": CoreUnit.objects.filter(subject__in=subjects).count(),
         },  # fmt: skip
+        # The paper's Table 2 for this release, its tokenizer named.
+        "statistics": statistics.table_2(item.content for item in items),
         "refinement": {"models": sorted(models), "runs": sorted(runs)},
         "audits": audit_summaries(audit_ids(items)),
         "candidate_set": {

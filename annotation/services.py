@@ -78,6 +78,8 @@ class QuestionData:
     source_page: Page | None = None
     bbox: list[float] | None = None
     boxes: list[list[float]] = field(default_factory=list)  # [page number, x0, y0, x1, y1], as Question.boxes
+    figure_positions: list[int] = field(default_factory=list)  # as Question.figure_positions
+    grade_known: bool = True  # as Question.grade_known
 
 
 # --- content and its hash ----------------------------------------------------
@@ -93,6 +95,11 @@ def content_of(question: Question | QuestionData, knowledge_points: Iterable[str
             else question.knowledge_points.values_list("name", flat=True)
         )
     content["knowledge_points"] = sorted(knowledge_points)
+    # Only when they say something: the hashes stored before these fields existed stay valid.
+    if question.figure_positions:
+        content["figure_positions"] = list(question.figure_positions)
+    if not question.grade_known:
+        content["grade_known"] = False
     return content
 
 
@@ -157,6 +164,8 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         source_page=data.source_page,
         bbox=data.bbox,
         boxes=data.boxes,
+        figure_positions=data.figure_positions,
+        grade_known=data.grade_known,
         content_hash=hash_content(content_of(data)),
     )
     unsaved = [_figure_row(i, f, p) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
@@ -233,6 +242,8 @@ def edit_question(
         after["knowledge_points"] = sorted(dict.fromkeys(n.strip() for n in changes["knowledge_points"] if n.strip()))
     candidate = QuestionData(hash_id=current.hash_id, **{k: after[k] for k in Question.CONTENT_FIELDS})
     validate(candidate)
+    if "grade" in changes and changes["grade"] != before["grade"]:
+        after.pop("grade_known", None)  # a person set the grade: it is known now
 
     changed = {name: (before[name], after[name]) for name in after if before[name] != after[name]}
     if not changed:
@@ -240,6 +251,7 @@ def edit_question(
     fields = {name: after[name] for name in changed if name != "knowledge_points"}
     if "grade" in fields:
         fields["stage"] = stage_of_grade(fields["grade"])
+        fields["grade_known"] = True
     won = Question.objects.filter(pk=current.pk, version=expected_version).update(
         **fields, version=F("version") + 1, content_hash=hash_content(after), updated=timezone.now()
     )

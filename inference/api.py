@@ -98,6 +98,8 @@ class RunInput(serializers.Serializer):
     params = ParamsInput(required=False, default=dict)
     seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(choices=models.Protocol.choices, default=models.Protocol.STUDIO)
+    prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
 class RunOutput(serializers.ModelSerializer):
@@ -108,7 +110,8 @@ class RunOutput(serializers.ModelSerializer):
     class Meta:
         model = models.InferenceRun
         fields = [
-            "id", "name", "endpoint", "endpoint_name", "mode", "input_form", "filters", "params", "seed", "provenance",
+            "id", "name", "endpoint", "endpoint_name", "mode", "input_form", "protocol", "filters", "params", "seed",
+            "provenance",
             "job", "counts", "created",
         ]  # fmt: skip
         read_only_fields = fields
@@ -186,6 +189,7 @@ class RunList(generics.ListAPIView):
             run = services.start_inference_run(
                 endpoint=data["endpoint"], mode=data["mode"], filters=data["filters"], user=request.user,
                 input_form=data["input_form"], params=data["params"], seed=data["seed"], name=data["name"],
+                protocol=data["protocol"], prompt_set=data["prompt_set"],
             )  # fmt: skip
         except services.EndpointError as exc:
             raise ValidationError({"endpoint": [str(exc)]}) from exc
@@ -283,6 +287,10 @@ class ScoringInput(serializers.Serializer):
     )
     params = ParamsInput(required=False, default=dict)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(
+        choices=models.Protocol.choices, default=models.Protocol.STUDIO,
+        help_text="studio (structured output, our prompts) or reference (the K12Vista code's prompts and reading)",
+    )  # fmt: skip
 
 
 class ScoringRunOutput(serializers.ModelSerializer):
@@ -293,8 +301,8 @@ class ScoringRunOutput(serializers.ModelSerializer):
     class Meta:
         model = models.ScoringRun
         fields = [
-            "id", "name", "inference_run", "judge", "judge_name", "method", "params", "provenance", "job", "coverage",
-            "created",
+            "id", "name", "inference_run", "judge", "judge_name", "method", "protocol", "params", "provenance", "job",
+            "coverage", "created",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -349,7 +357,7 @@ class RunScoringList(generics.ListAPIView):
         try:
             scoring_run = scoring.start_scoring_run(
                 inference_run=run, judge=data["judge"], method=data.get("method") or scoring_method_for(run),
-                user=request.user, params=data["params"], name=data["name"],
+                user=request.user, params=data["params"], name=data["name"], protocol=data["protocol"],
             )  # fmt: skip
         except (scoring.ScoringError, services.EndpointError) as exc:
             raise ValidationError({"detail": [str(exc)]}) from exc

@@ -314,6 +314,32 @@ def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) ->
     return messages
 
 
+# Where the reference record's question text has its figure.
+IMAGE_MARK = "<image>"
+
+
+def stored_image_url(content_base64: str) -> dict[str, Any]:
+    """An ``image_url`` part for a figure sent as stored (the reference protocol): the JPEG's own
+    bytes, never shrunk or re-encoded here, with ``detail: high`` as the reference asks."""
+    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{content_base64}", "detail": "high"}}
+
+
+def reference_messages(text: str, image: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One user message and no system message, as the reference judge builds it: the text up to
+    the first ``<image>``, the figure, then the text after it. The reference keeps only the text
+    up to a second mark and drops the rest (the student's answer with it); here the rest is kept,
+    its marks removed. Text without a mark gets the figure first, as the reference's answering
+    models do; without a figure the message is the text alone, marks removed."""
+    if image is None:
+        return [{"role": "user", "content": text.replace(IMAGE_MARK, "")}]
+    before, mark, after = text.partition(IMAGE_MARK)
+    if not mark:
+        parts = [image, {"type": "text", "text": text}]
+    else:
+        parts = [{"type": "text", "text": before}, image, {"type": "text", "text": after.replace(IMAGE_MARK, "")}]
+    return [{"role": "user", "content": parts}]
+
+
 def redirect_target(exc: Exception) -> str | None:
     """Where a 3xx answer pointed, when the call failed because we do not follow it."""
     if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:

@@ -36,10 +36,11 @@ class PromptKind(StrEnum):
     OCR_PAGE = "ocr_page"
     CHECK_STRUCTURE = "check_structure"
     JUDGE_STEPS_TRAINED = "judge_steps_trained"  # written by the trainer that made the judge, no default
+    JUDGE_GIVEN_STEPS = "judge_given_steps"  # registered from the reference repository, no default
 
 
 # Kinds whose versions come from elsewhere (a trained judge's own prompt) and have no default here.
-KINDS_WITHOUT_DEFAULT = frozenset({PromptKind.JUDGE_STEPS_TRAINED})
+KINDS_WITHOUT_DEFAULT = frozenset({PromptKind.JUDGE_STEPS_TRAINED, PromptKind.JUDGE_GIVEN_STEPS})
 
 
 class OutputKind(StrEnum):

@@ -52,17 +52,23 @@ def engine_for(endpoint: ModelEndpoint, *, seed: int | None = None) -> Any:
 
 
 def chat_batch(
-    endpoint: ModelEndpoint, conversations: list[list[dict]], params: dict, seed: int | None = None
+    endpoint: ModelEndpoint,
+    conversations: list[list[dict]],
+    params: dict,
+    seed: int | None = None,
+    *,
+    engine_defaults: bool = False,
 ) -> list[Completion]:
-    """One Completion per conversation, in order."""
+    """One Completion per conversation, in order.
+
+    Output length is bounded by the model's context only, unless ``max_tokens`` is set: a fixed
+    cap cut long chains of thought. ``engine_defaults`` (the reference protocol) leaves temperature
+    and top p to vLLM too, where the studio asks for greedy decoding."""
     vllm = load_vllm()
     llm = engine_for(endpoint, seed=seed)
-    sampling = vllm.SamplingParams(
-        temperature=params.get("temperature", 0.0),
-        top_p=params.get("top_p", 1.0),
-        max_tokens=params.get("max_tokens", 2048),
-        seed=seed,
-    )
+    chosen = {} if engine_defaults else {"temperature": 0.0, "top_p": 1.0}
+    chosen |= {k: params[k] for k in ("temperature", "top_p") if k in params}
+    sampling = vllm.SamplingParams(**chosen, max_tokens=params.get("max_tokens"), seed=seed)
     started = time.perf_counter()
     outputs = llm.chat(conversations, sampling_params=sampling, use_tqdm=False)
     # The engine batches internally; per-item latency is the batch's share.
@@ -84,7 +90,12 @@ def chat_batch(
 
 
 def local_chat_batch(
-    endpoint: ModelEndpoint, conversations: list[list[dict]], params: dict, seed: int | None = None
+    endpoint: ModelEndpoint,
+    conversations: list[list[dict]],
+    params: dict,
+    seed: int | None = None,
+    *,
+    engine_defaults: bool = False,  # as chat_batch; small CPU models keep local_engine's own defaults
 ) -> list[Completion]:
     """A batch on a small model with transformers on this worker's CPU.
 

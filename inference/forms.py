@@ -8,7 +8,8 @@ from django.utils.translation import gettext_lazy as _
 from annotation.forms import QuestionFilterForm
 from annotation.models import Release
 from inference import client
-from inference.models import AssistRun, InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import AssistRun, InferenceRun, ModelEndpoint, Protocol, ScoringRun
+from inference.reference.register import registered_sets
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -56,6 +57,14 @@ class PromptForm(forms.Form):
     user_template = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label=_("User prompt template"))
 
 
+class ReferenceCheckoutForm(forms.Form):
+    path = forms.CharField(
+        max_length=1000, label=_("Folder of the reference checkout"),
+        help_text=_("On the studio's server: the folder holding K12_Vista/ and K12_PEMBench/. Its prompt files are "
+                    "read, never run."),
+    )  # fmt: skip
+
+
 def _filter_field(name: str) -> forms.Field:
     # The question bank's own filter fields, so a run's question set is chosen exactly as the browser does.
     return copy.deepcopy(QuestionFilterForm.base_fields[name])
@@ -68,6 +77,12 @@ class RunForm(forms.Form):
     input_form = forms.ChoiceField(
         choices=InferenceRun.InputForm.choices, initial=InferenceRun.InputForm.IMAGES, label=_("Input")
     )
+    protocol = forms.ChoiceField(
+        choices=Protocol.choices, initial=Protocol.STUDIO, required=False, label=_("Protocol"),
+        help_text=_("Reference: the question put as the K12Vista reference code puts it (a registered reference "
+                    "prompt, no system message, the stored image first, sampling left to the server)."),
+    )  # fmt: skip
+    prompt_set = forms.ChoiceField(required=False, label=_("Reference prompt set"))
     subject = _filter_field("subject")
     grade = _filter_field("grade")
     stage = _filter_field("stage")
@@ -86,10 +101,13 @@ class RunForm(forms.Form):
         super().__init__(*args, **kwargs)
         published = Release.objects.filter(status=Release.Status.PUBLISHED).order_by("-version")
         self.fields["release"].choices = [("", "—"), *((r.version, f"v{r.version} {r.name}") for r in published)]
+        if "prompt_set" in self.fields:
+            sets = [entry["name"] for entry in registered_sets()]
+            self.fields["prompt_set"].choices = [("", _("the newest registered")), *((n, n) for n in sets)]
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
         return [
-            (_("Model"), [self[name] for name in ("name", "endpoint", "mode", "input_form")]),
+            (_("Model"), [self[name] for name in ("name", "endpoint", "mode", "input_form", "protocol", "prompt_set")]),
             (_("Questions"), [self[name] for name in self.FILTERS]),
             (_("Sampling (empty: the endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
         ]
@@ -104,6 +122,7 @@ class RunForm(forms.Form):
 class ScoringForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
     method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, required=False, label=_("Protocol"))
 
 
 class PublishedUploadForm(forms.Form):
@@ -169,7 +188,7 @@ class CampaignForm(RunForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        del self.fields["endpoint"]
+        del self.fields["endpoint"], self.fields["protocol"], self.fields["prompt_set"]
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
         return [

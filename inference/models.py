@@ -12,6 +12,14 @@ from inference import client
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
 
+class Protocol(models.TextChoices):
+    """How a run talks to a model and reads its replies (docs/formats.md lists the differences).
+    The same values name the protocol of inference runs and of scoring runs."""
+
+    STUDIO = "studio", _("Studio (structured output, every item counted)")
+    REFERENCE = "reference", _("K12Vista reference code (as the paper)")
+
+
 class ModelEndpoint(models.Model):
     """Where a model answers. The API key is never stored: only the name of the
     environment variable that holds it on the workers."""
@@ -72,9 +80,16 @@ class PromptTemplate(models.Model):
         # A trained judge's own prompt (ModelEndpoint.judge_prompt): a kind of its own, so that no
         # version of it is ever prompts.current() of judge_steps for the other judges.
         JUDGE_STEPS_TRAINED = "judge_steps_trained", _("Judge the steps (a trained judge's own prompt)")
+        # PEBench as the paper runs it: the judge is given the gold step list and labels each step.
+        JUDGE_GIVEN_STEPS = "judge_given_steps", _("Label given steps (PEBench)")
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     qtype = models.CharField(max_length=20, choices=QuestionType.choices, blank=True)
+    # "" for the studio's own prompts. Otherwise the set a researcher registered from a checkout
+    # of the reference repository ("K12Vista@<commit>", inference.reference.register): its text is
+    # the reference's as is, with the reference's str.format fields ({question}), and it is never
+    # prompts.current() of its kind: only a run or scoring run of the reference protocol uses it.
+    prompt_set = models.CharField(max_length=100, blank=True, default="")
     name = models.CharField(max_length=200)
     system = models.TextField(blank=True)
     user_template = models.TextField()
@@ -84,9 +99,9 @@ class PromptTemplate(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["kind", "qtype", "-version"]
+        ordering = ["prompt_set", "kind", "qtype", "-version"]
         constraints = [
-            models.UniqueConstraint(fields=["kind", "qtype", "version"], name="prompt_version_unique"),
+            models.UniqueConstraint(fields=["prompt_set", "kind", "qtype", "version"], name="prompt_version_unique"),
         ]
 
     def __str__(self) -> str:
@@ -127,6 +142,9 @@ class InferenceRun(models.Model):
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="runs")
     mode = models.CharField(max_length=20, choices=Mode.choices)
     input_form = models.CharField(max_length=10, choices=InputForm.choices, default=InputForm.IMAGES)
+    # How the questions are put to the model: the studio's messages, or as the reference code sends them
+    # (inference.reference.messages; docs/formats.md lists the differences).
+    protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
     # The question set: the question bank's browse filters, frozen when the run starts.
     filters = models.JSONField(default=dict, blank=True)
     params = models.JSONField(default=dict, blank=True)  # sampling parameters, merged over the endpoint's
@@ -244,6 +262,7 @@ class ScoringRun(models.Model):
     inference_run = models.ForeignKey(InferenceRun, on_delete=models.CASCADE, related_name="scoring_runs")
     judge = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="scoring_runs")
     method = models.CharField(max_length=20, choices=Method.choices)
+    protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
     params = models.JSONField(default=dict, blank=True)
     provenance = models.JSONField(default=dict, blank=True)  # prompt id/hash, judge, schema used
     job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -34,9 +34,13 @@ from inference.models import (
     Judgment,
     ModelEndpoint,
     PromptTemplate,
+    Protocol,
     Response,
     ScoringRun,
 )
+from inference.reference import judging as reference_judging
+from inference.reference import prompts as reference_prompts
+from inference.reference import register as reference_register
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
@@ -107,22 +111,27 @@ def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method
 @transaction.atomic
 def start_scoring_run(
     *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
-    name: str = "",
+    name: str = "", protocol: str = Protocol.STUDIO,
 ) -> ScoringRun:  # fmt: skip
     """Freezes what will produce the scores (judge prompts, judge, structured
     output, parser) and starts the scoring as a job on the io queue."""
     run = create_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user, params=params,
-                             name=name, local_ok=True)  # fmt: skip
+                             name=name, local_ok=True, protocol=protocol)  # fmt: skip
     _start_job(run, user=user, title=run.name)
     return run
 
 
 def create_scoring_run(
     *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None = None,
-    name: str = "", local_ok: bool = False,
+    name: str = "", local_ok: bool = False, protocol: str = Protocol.STUDIO,
 ) -> ScoringRun:  # fmt: skip
     """The scoring run's record, without a job: a judge panel runs several in its own job."""
+    if protocol not in Protocol.values:
+        raise ScoringError(gettext("unknown protocol %(protocol)s") % {"protocol": repr(protocol)})
     check_can_score(inference_run=inference_run, judge=judge, method=method, local_ok=local_ok)
+    if protocol == Protocol.REFERENCE:
+        return _create_reference_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user,
+                                             params=params, name=name)  # fmt: skip
     kind = PROMPT_KIND[ScoringRun.Method(method)]
     prompts.ensure_default_prompts()
     if method == ScoringRun.Method.JUDGE_STEPS and judge.judge_prompt is not None:
@@ -158,6 +167,48 @@ def create_scoring_run(
         },
     )
     return run
+
+
+def _create_reference_scoring_run(
+    *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None, name: str
+) -> ScoringRun:
+    """A scoring run of the reference protocol: the registered reference judge prompts (a trained
+    judge's own prompt too is replaced by them, since K12-PEM learnt on the reference's), no
+    structured output, the figure in both modes, the reference's reader and its 10 tries."""
+    kind = PROMPT_KIND[ScoringRun.Method(method)]
+    try:
+        chosen = {qtype: reference_register.reference_prompt(kind, qtype) for qtype in prompts.QUESTION_TYPES}
+    except LookupError as exc:
+        raise ScoringError(str(exc)) from None
+    for template in chosen.values():
+        try:
+            unknown = reference_prompts.template_fields(template.user_template) - reference_prompts.JUDGE_FIELDS
+        except reference_prompts.CheckoutError as exc:
+            raise ScoringError(f"prompt {template}: {exc}") from None
+        if unknown:
+            raise ScoringError(f"prompt {template} uses {', '.join(sorted(unknown))}, which a judge cannot fill")
+    return ScoringRun.objects.create(
+        name=name or f"{judge.name} · {inference_run.name}",
+        inference_run=inference_run,
+        judge=judge,
+        method=method,
+        protocol=Protocol.REFERENCE,
+        params={**judge.default_params, **(params or {})},
+        created_by=user,
+        provenance={
+            "protocol": Protocol.REFERENCE.value,
+            "prompt_set": next(iter(chosen.values())).prompt_set,
+            "prompts": {q: {"id": p.pk, "version": p.version, "hash": p.content_hash} for q, p in chosen.items()},
+            "judge": {"name": judge.name, "base_url": judge.base_url, "model_name": judge.model_name},
+            "response_format": {"json_schema": False, "kind": OUTPUT_KIND[ScoringRun.Method(method)]},
+            "parser": {
+                "version": reference_judging.reference_reader.READER_VERSION,
+                "tries": reference_judging.JUDGE_TRIES,
+            },  # fmt: skip
+            "images": judge.accepts_images,
+            "inference_run": {"id": inference_run.pk, "mode": inference_run.mode, **inference_run.counts()},
+        },
+    )
 
 
 @transaction.atomic
@@ -249,7 +300,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
         batch = pending[start : start + LOCAL_BATCH]
         verdicts = {judgment.pk: Verdict() for judgment in batch}
         asking = list(batch)
-        for _ in range(1 + PARSE_RETRIES):
+        for _ in range(tries(run)):
             if not asking:
                 break
             conversations = [judge_messages(run, judgment) for judgment in asking]
@@ -263,7 +314,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
             for judgment, completion in zip(asking, completions, strict=True):
                 verdict = verdicts[judgment.pk]
                 verdict.completions.append(completion)
-                result = PARSERS[run.method](completion.text)
+                result = read_reply(run.protocol, run.method, completion.text)
                 if result.usable:
                     verdict.result = result
                 else:
@@ -290,6 +341,11 @@ def prepare_judging(run: ScoringRun) -> tuple[list[Judgment], int, int]:
     return pending, done_before, total
 
 
+def tries(run: ScoringRun) -> int:
+    """Calls at most for one judgment until its reply parses: the reference's 10, else 1 + PARSE_RETRIES."""
+    return reference_judging.JUDGE_TRIES if run.protocol == Protocol.REFERENCE else 1 + PARSE_RETRIES
+
+
 def sends_images(method: str, judge: ModelEndpoint) -> bool:
     # Labelling steps needs the figure (ICE is a misread figure); comparing
     # final answers does not.
@@ -300,6 +356,10 @@ def judge_messages(run: ScoringRun, judgment: Judgment) -> list[dict]:
     response = judgment.response
     question = response.question
     template = PromptTemplate.objects.get(pk=run.provenance["prompts"][question.qtype]["id"])
+    if run.protocol == Protocol.REFERENCE:
+        record = reference_judging.judge_record(question)
+        images = bool(run.provenance.get("images"))
+        return reference_judging.messages(template, record, response.raw_output, images=images)
     system, user = prompts.render(template, question=question, model_answer=response.raw_output)
     image_urls = []
     if run.provenance.get("images"):
@@ -330,6 +390,27 @@ PARSERS: dict[str, Callable[[str | None], parsing.ParseResult]] = {
 }
 
 
+def read_reply(protocol: str, method: str, text: str | None, record: dict | None = None) -> parsing.ParseResult:
+    """A judge's reply read by the protocol's reader: the scoring jobs and score_replies call this.
+    ``record`` (the question in the reference record format) matters to the reference's direct
+    reader only, which fails a record without ground truth as the reference does."""
+    if protocol == Protocol.REFERENCE:
+        return reference_judging.read_reply(method, text, record)
+    return PARSERS[method](text)
+
+
+def score_reply(protocol: str, method: str, text: str | None, record: dict | None = None):
+    """What a judgment would hold for this one reply (status, score, steps): the job's own
+    reading and scoring, without a call or a row."""
+    verdict = Verdict(completions=[client.Completion(text or "", 0, None, None, "", 1)])
+    result = read_reply(protocol, method, text, record)
+    if result.usable:
+        verdict.result = result
+    else:
+        verdict.parse_errors.append(result.error)
+    return judgment_fields(method, verdict)
+
+
 @dataclass
 class Verdict:
     """Everything the judge said about one response, over all its calls."""
@@ -346,17 +427,16 @@ class Verdict:
 
 
 async def ask_judge(caller: calls.Caller, *, run: ScoringRun, messages: list[dict], params: dict) -> Verdict:
-    """Calls the judge until its output parses, at most 1 + PARSE_RETRIES times."""
+    """Calls the judge until its output parses, at most ``tries(run)`` times."""
     verdict = Verdict()
-    parse = PARSERS[run.method]
-    for _ in range(1 + PARSE_RETRIES):
+    for _ in range(tries(run)):
         try:
             completion = await caller.complete(messages, params)
         except client.ModelCallError as exc:
             verdict.call_error, verdict.call_attempts = str(exc), exc.attempts
             return verdict
         verdict.completions.append(completion)
-        result = parse(completion.text)
+        result = read_reply(run.protocol, run.method, completion.text)
         if result.usable:
             verdict.result = result
             return verdict
@@ -399,15 +479,17 @@ def judgment_fields(method: str, verdict: Verdict) -> tuple[dict[str, Any], list
         "status": Judgment.Status.OK, "parsed": result.value, "parse_status": result.status,
         "parse_notes": earlier + list(result.notes),
     }  # fmt: skip
+    # The reference's readers give their own score (its reading can stop before the last step).
+    given = result.value.get("score")
     if method == ScoringRun.Method.JUDGE_DIRECT:
         scores = result.value["scores"]
         fields |= {
             "reference_answers": result.value["reference_answers"], "model_answers": result.value["model_answers"],
-            "item_scores": scores, "score": fmean(scores),
+            "item_scores": scores, "score": fmean(scores) if given is None else given,
         }  # fmt: skip
         return fields, []
     steps = result.value["steps"]
-    fields["score"] = sum(step["label"] == CORRECT for step in steps) / len(steps)
+    fields["score"] = sum(step["label"] == CORRECT for step in steps) / len(steps) if given is None else given
     return fields, steps
 
 

@@ -17,7 +17,17 @@ from django.utils.translation import gettext
 
 from annotation.models import Question
 from inference import calls, client, prompts
-from inference.models import Caption, InferenceRun, ModelEndpoint, PromptTemplate, PublishedResult, Response
+from inference.models import (
+    Caption,
+    InferenceRun,
+    ModelEndpoint,
+    PromptTemplate,
+    Protocol,
+    PublishedResult,
+    Response,
+)
+from inference.reference import messages as reference_messages
+from inference.reference.register import reference_prompt
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -64,12 +74,14 @@ def questions_of(run: InferenceRun):
 @transaction.atomic
 def start_inference_run(
     *, endpoint: ModelEndpoint, mode: str, filters: dict, user: Any, input_form: str = InferenceRun.InputForm.IMAGES,
-    params: dict | None = None, seed: int | None = None, name: str = "",
+    params: dict | None = None, seed: int | None = None, name: str = "", protocol: str = Protocol.STUDIO,
+    prompt_set: str = "",
 ) -> InferenceRun:  # fmt: skip
     """Freezes what will produce the numbers (prompts, endpoint, question set)
     and starts the run as a job on the io queue."""
     run = create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user, input_form=input_form,
-                               params=params, seed=seed, name=name)  # fmt: skip
+                               params=params, seed=seed, name=name, protocol=protocol,
+                               prompt_set=prompt_set)  # fmt: skip
     start_run_job(run, user=user)
     return run
 
@@ -83,25 +95,38 @@ def start_run_job(run: InferenceRun, *, user: Any, part_of: Job | None = None) -
 
 def create_inference_run(
     *, endpoint: ModelEndpoint, mode: str, filters: dict, user: Any, input_form: str = InferenceRun.InputForm.IMAGES,
-    params: dict | None = None, seed: int | None = None, name: str = "",
+    params: dict | None = None, seed: int | None = None, name: str = "", protocol: str = Protocol.STUDIO,
+    prompt_set: str = "",
 ) -> InferenceRun:  # fmt: skip
-    """The run's frozen record, without a job: a campaign answers its HTTP runs in its own job."""
+    """The run's frozen record, without a job: a campaign answers its HTTP runs in its own job.
+
+    The reference protocol asks with a registered reference prompt set (``prompt_set``, by default
+    the newest registered) and sends only the sampling parameters the run sets: the rest is left to
+    the server, as the reference code leaves it, the endpoint's defaults included."""
     if not endpoint.active:
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
-    prompts.ensure_default_prompts()
-    chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
+    if protocol == Protocol.REFERENCE:
+        chosen = reference_answer_prompts(endpoint, mode=mode, input_form=input_form, prompt_set=prompt_set)
+        sent = dict(params or {})
+    else:
+        prompts.ensure_default_prompts()
+        chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
+        sent = {**endpoint.default_params, **(params or {})}
     questions = Question.objects.matching(filters)
     run = InferenceRun.objects.create(
         name=name or f"{endpoint.name} · {mode}",
         endpoint=endpoint,
         mode=mode,
         input_form=input_form,
+        protocol=protocol,
         filters=filters,
-        params={**endpoint.default_params, **(params or {})},
+        params=sent,
         seed=seed,
         created_by=user,
         provenance={
+            "protocol": protocol,
+            "prompt_set": next(iter(chosen.values())).prompt_set,
             "prompts": {q: {"id": p.pk, "version": p.version, "hash": p.content_hash} for q, p in chosen.items()},
             "endpoint": {"base_url": endpoint.base_url, "model_name": endpoint.model_name},
             "questions": {
@@ -109,12 +134,30 @@ def create_inference_run(
                 "last_change": str(questions.aggregate(last=Max("updated"))["last"]),
                 "content_hash": question_set_hash(questions),
             },
-            "params": {**endpoint.default_params, **(params or {})},
+            "params": sent,
             "seed": seed,
             "studio_version": studio_version(),
         },
     )  # fmt: skip
     return run
+
+
+def reference_answer_prompts(
+    endpoint: ModelEndpoint, *, mode: str, input_form: str, prompt_set: str
+) -> dict[str, PromptTemplate]:
+    """The registered reference answer prompt of each question type; refuses what the reference
+    cannot do (it always sends the image: no captions, no text-only model)."""
+    if input_form != InferenceRun.InputForm.IMAGES or not endpoint.accepts_images:
+        raise EndpointError(
+            gettext("the reference protocol sends the figure itself: it needs a model that reads images")
+        )
+    try:
+        return {q: reference_prompt(ANSWER_KIND[mode], q, prompt_set=prompt_set) for q in prompts.QUESTION_TYPES}
+    except LookupError:
+        raise EndpointError(
+            gettext("no reference prompts are registered%(set)s: register them from a checkout of the reference first")
+            % {"set": f" ({prompt_set})" if prompt_set else ""}
+        ) from None
 
 
 def require_api_key(endpoint: ModelEndpoint) -> None:
@@ -173,6 +216,8 @@ def record_differences(a: InferenceRun, b: InferenceRun) -> list[str]:
         differences.append("mode")
     if a.input_form != b.input_form:
         differences.append("input_form")
+    if a.protocol != b.protocol:
+        differences.append("protocol")
     return differences
 
 
@@ -221,6 +266,8 @@ def request_for(run: InferenceRun, response: Response) -> tuple[PromptTemplate, 
     for text-only models, with the newest caption of each figure in the text."""
     question = response.question
     template = prompt_of(run, question.qtype)
+    if run.protocol == Protocol.REFERENCE:
+        return template, reference_messages.answer_messages(template, question)
     image_urls, caption = [], ""
     if run.input_form == InferenceRun.InputForm.CAPTIONS:
         found = Caption.objects.filter(question=question).order_by("-created").first()
@@ -378,8 +425,10 @@ def _run_in_batches(job: Job, progress: Progress, chat_batch, batch_size: int) -
                 ready.append(response)
             except MissingCaption as exc:
                 save_answer(response, completion=None, error=str(exc))
-        for response, completion in zip(ready, chat_batch(run.endpoint, conversations, params, run.seed),
-                                        strict=True):  # fmt: skip
+        # The reference protocol leaves what the run does not set to the engine's own defaults.
+        options = {"engine_defaults": True} if run.protocol == Protocol.REFERENCE else {}
+        answers = chat_batch(run.endpoint, conversations, params, run.seed, **options)
+        for response, completion in zip(ready, answers, strict=True):
             save_answer(response, completion=completion)
         done += len(batch)
         progress(done, total)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import campaign_views, views
+from inference import campaign_views, reference_views, views
 
 app_name = "inference"
 urlpatterns = [
@@ -11,6 +11,7 @@ urlpatterns = [
     path("endpoints/<int:pk>/deactivate/", views.endpoint_deactivate, name="endpoint_deactivate"),
     path("endpoints/<int:pk>/test/", views.endpoint_test, name="endpoint_test"),
     path("prompts/", views.prompt_list, name="prompts"),
+    path("prompts/reference/", views.reference_prompts_register, name="reference_prompts"),
     path("prompts/<slug:kind>/<slug:qtype>/", views.prompt_detail, name="prompt"),
     path("prompts/<slug:kind>/<slug:qtype>/diff/", views.prompt_diff, name="prompt_diff"),
     path("runs/", views.run_list, name="runs"),
@@ -25,6 +26,11 @@ urlpatterns = [
     path("scoring/<int:pk>/", views.scoring_detail, name="scoring"),
     path("scoring/<int:pk>/rescore/", views.scoring_rescore, name="scoring_rescore"),
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/reference/", reference_views.reference_board, name="reference_board"),
+    path("leaderboard/reference/download.csv", reference_views.reference_board_csv, name="reference_board_csv"),
+    path(
+        "scoring/<int:pk>/reference-results/", reference_views.export_reference_results, name="reference_results"
+    ),  # fmt: skip
     path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
     path("leaderboard/published/", views.published_import, name="published"),
     path("leaderboard/pin/", views.leaderboard_pin, name="leaderboard_pin"),

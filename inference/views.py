@@ -29,7 +29,15 @@ from django.views.decorators.vary import vary_on_headers
 from annotation.models import Release
 from inference import assist, client, default_prompts, difficulty, leaderboard, prompts, scoring, services
 from inference import standings as standings_service
-from inference.forms import DifficultyFilterForm, EndpointForm, PromptForm, PublishedUploadForm, RunForm, ScoringForm
+from inference.forms import (
+    DifficultyFilterForm,
+    EndpointForm,
+    PromptForm,
+    PublishedUploadForm,
+    ReferenceCheckoutForm,
+    RunForm,
+    ScoringForm,
+)
 from inference.models import (
     AssistRun,
     InferenceRun,
@@ -37,9 +45,11 @@ from inference.models import (
     Judgment,
     ModelEndpoint,
     PromptTemplate,
+    Protocol,
     PublishedResult,
     ScoringRun,
 )
+from inference.reference import register as reference_register
 from inference.standings import board_state
 from k12vista.models import Job
 from k12vista.pagination import keyset_page
@@ -183,19 +193,41 @@ def prompt_list(request: HttpRequest) -> HttpResponse:
         messages.success(request, _("Loaded %(n)s default prompts.") % {"n": created})
         return redirect("inference:prompts")
     latest: dict[tuple[str, str], PromptTemplate] = {}
-    for prompt in PromptTemplate.objects.order_by("kind", "qtype", "-version"):
+    for prompt in PromptTemplate.objects.filter(prompt_set="").order_by("kind", "qtype", "-version"):
         latest.setdefault((prompt.kind, prompt.qtype), prompt)
     rows = [{"prompt": p, "slot": slot_of(*key)} for key, p in latest.items()]
     stored = set(latest)
     missing = sum((d.kind, d.question_type or "") not in stored for d in default_prompts.DEFAULT_PROMPTS)
-    return render(request, "inference/prompt_list.html", {"rows": rows, "missing_defaults": missing})
+    ctx = {"rows": rows, "missing_defaults": missing, "reference_sets": reference_register.registered_sets(),
+           "reference_form": ReferenceCheckoutForm()}  # fmt: skip
+    return render(request, "inference/prompt_list.html", ctx)
+
+
+@role_required(*MANAGERS)
+@require_POST
+def reference_prompts_register(request: HttpRequest) -> HttpResponse:
+    """Registers the prompts of a reference checkout on the server (the command's screen)."""
+    form = ReferenceCheckoutForm(request.POST)
+    if form.is_valid():
+        try:
+            done = reference_register.register_checkout(form.cleaned_data["path"], user=request.user)
+        except reference_register.CheckoutError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(
+                request,
+                _("Registered %(set)s: %(n)s new prompt versions.") % {"set": done.set_name, "n": done.created},
+            )
+    else:
+        messages.error(request, _("Give the folder of the reference checkout."))
+    return redirect("inference:prompts")
 
 
 @login_required
 def prompt_detail(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
     """A prompt's versions, and a form that saves the edited text as a new version."""
     kind, qtype = get_prompt_slot(request.user, kind, qtype)
-    versions = list(PromptTemplate.objects.filter(kind=kind, qtype=qtype).order_by("-version"))
+    versions = list(PromptTemplate.objects.filter(prompt_set="", kind=kind, qtype=qtype).order_by("-version"))
     base = versions[0] if versions else _current_or_none(kind, qtype)
     initial = {"name": base.name, "system": base.system, "user_template": base.user_template} if base else {}
     # A trained judge's prompt is what it learnt on: a new version here would change no judge.
@@ -239,7 +271,7 @@ def prompt_text(prompt: PromptTemplate) -> list[str]:
 def prompt_diff(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
     """A unified diff of two versions, as text lines (the template escapes them)."""
     kind, qtype = get_prompt_slot(request.user, kind, qtype)
-    versions = PromptTemplate.objects.filter(kind=kind, qtype=qtype)
+    versions = PromptTemplate.objects.filter(prompt_set="", kind=kind, qtype=qtype)
     try:
         old = get_object_or_404(versions, version=int(request.GET.get("a", "")))
         new = get_object_or_404(versions, version=int(request.GET.get("b", "")))
@@ -272,6 +304,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
             run = services.start_inference_run(
                 endpoint=data["endpoint"], mode=data["mode"], filters=form.filters(), user=request.user,
                 input_form=data["input_form"], params=form.params(), seed=data["seed"], name=data["name"],
+                protocol=data["protocol"] or Protocol.STUDIO, prompt_set=data["prompt_set"] or "",
             )  # fmt: skip
         except services.EndpointError as exc:
             form.add_error("endpoint", str(exc))
@@ -323,8 +356,9 @@ def run_score(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("inference:run", pk=run.pk)
     try:
         scoring_run = scoring.start_scoring_run(
-            inference_run=run, judge=form.cleaned_data["judge"], method=form.cleaned_data["method"], user=request.user
-        )
+            inference_run=run, judge=form.cleaned_data["judge"], method=form.cleaned_data["method"], user=request.user,
+            protocol=form.cleaned_data["protocol"] or Protocol.STUDIO,
+        )  # fmt: skip
     except (scoring.ScoringError, services.EndpointError) as exc:
         messages.error(request, _("Scoring was not started: %(reason)s") % {"reason": exc})
         return redirect("inference:run", pk=run.pk)

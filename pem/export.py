@@ -3,8 +3,10 @@
 ``pebench.zip`` holds
 
 - ``pebench-reference.jsonl``: the reference PEBench format (PIPELINE.md), gold
-  labels as ``step_labels``; only items whose every step has a gold label
-  (the manifest lists the others);
+  labels as ``step_labels`` with the nine Chinese label names the reference
+  code counts by, and ``img`` (the question's figure as the reference release
+  has it); only items whose every step has a gold label (the manifest lists
+  the others);
 - ``pebench.jsonl``: our format, every item, every label: each annotator's,
   each judge model's, panel votes, imports, and the gold label with who
   decided it;
@@ -32,7 +34,8 @@ from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from annotation.export import sha256_of
+from annotation.export import jpeg_base64, sha256_of
+from annotation.models import Figure
 from k12vista.vocabulary import (
     QUESTION_TYPE_ZH,
     STAGE_LAST_GRADE,
@@ -40,6 +43,7 @@ from k12vista.vocabulary import (
     TAXONOMY_VERSION,
     QuestionType,
     Stage,
+    label_from_name,
 )
 from pem.models import ChainOfThought, PEBenchBuild, Step, StepLabel
 
@@ -88,6 +92,22 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def chinese_label(code: str) -> str:
+    try:
+        return label_from_name(code).chinese
+    except ValueError:  # not one of the nine (written around the model's choices): kept as it is
+        return code
+
+
+def figure_base64(cot: ChainOfThought) -> str:
+    """The bank question's first figure as the reference release's ``img`` (stored JPEG bytes
+    unchanged); "" for a chain with no question in the bank or a question without a figure."""
+    if cot.question is None:
+        return ""
+    figures = [f for f in cot.question.figures.all() if f.kind == Figure.Kind.FIGURE]
+    return jpeg_base64(min(figures, key=lambda f: (f.position, f.pk))) if figures else ""
+
+
 def question_hash_id(cot: ChainOfThought) -> str:
     return cot.question.hash_id if cot.question is not None else cot.key
 
@@ -104,7 +124,11 @@ def reference_record(cot: ChainOfThought) -> dict | None:
         "format_solution": cot.reference_solution,
         "ground_truth": _lines(cot.reference_answer),
         "student_infer": cot.response_text,
-        "step_labels": [[step.text, gold.label, gold.explanation] for step, gold in zip(steps, golds, strict=True)],
+        # The reference's PEBench code counts by the Chinese names; a code there is a KeyError.
+        "step_labels": [
+            [step.text, chinese_label(gold.label), gold.explanation] for step, gold in zip(steps, golds, strict=True)
+        ],  # fmt: skip
+        "img": figure_base64(cot),
     }
     # Beyond the reference keys (readers ignore them): what a re-import needs to find the item again.
     if record["hash_id"] != cot.key:
@@ -187,7 +211,7 @@ def streamed(chains: QuerySet[ChainOfThought]):
     steps = Step.objects.order_by("position").prefetch_related(Prefetch("labels", queryset=labels))
     return (
         chains.select_related("question", "pebench_item", "adjudication__decided_by")
-        .prefetch_related(Prefetch("steps", queryset=steps))
+        .prefetch_related(Prefetch("steps", queryset=steps), "question__figures")
         .iterator(chunk_size=CHUNK_SIZE)
     )
 

@@ -21,7 +21,7 @@ from inference.models import InferenceRun, ScoringRun
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import agreement_store, build, chains, export, panel, releases, services, splitting  # noqa: F401
+from pem import agreement_store, build, chains, export, given_steps, panel, releases, services, splitting  # noqa: F401
 from pem.models import PEBenchBuild
 
 # (The modules imported above register their job handlers on import.)

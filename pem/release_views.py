@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation import statistics
 from pem import releases
 from pem.models import PEBenchRelease
 
@@ -48,7 +49,9 @@ def release_list(request: HttpRequest) -> HttpResponse:
 def release_detail(request: HttpRequest, version: int) -> HttpResponse:
     release = readable_release(request, version)
     others = PEBenchRelease.objects.exclude(pk=release.pk).filter(status__in=["draft", "published"])
-    ctx = {"release": release, "job": release.job, "others": others, "may_build": releases.may_build(request.user)}
+    found = release.summary.get("statistics")
+    ctx = {"release": release, "job": release.job, "others": others, "may_build": releases.may_build(request.user),
+           "statistics": statistics.table_3_pebench_rows(found) if found else None}  # fmt: skip
     return render(request, "pem/pebench_release.html", ctx)
 
 

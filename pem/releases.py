@@ -34,6 +34,7 @@ from django.db.models import Count, Max
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from annotation import statistics
 from annotation.export import sha256_of
 from annotation.releases import field_diff, studio_commit
 from k12vista.jobs import Progress, job_handler, start_job
@@ -138,11 +139,15 @@ def summarize(release: PEBenchRelease) -> dict:
             steps += 1
             if step["label"]:
                 gold[step["label"]] += 1
+    references = (c["reference"] for c in release.items.values_list("content", flat=True).iterator(chunk_size=CHUNK))
+    table_3 = statistics.table_3_pebench(record for record in references if record is not None)
     people = release.agreement.get("people", {})
     judges = release.agreement.get("judges", [])
     return {
         "items": items, "steps": steps, "reference_items": reference, "items_without_gold": items - reference,
         "gold_labels": dict(sorted(gold.items())),
+        # The paper's Table 3 rows for PEBench, over the items with gold on every step (the reference file's).
+        "statistics": table_3,
         "agreement": {
             "cohen_kappa": people.get("cohen_kappa", {}).get("value"),
             "krippendorff_alpha": people.get("krippendorff_alpha", {}).get("value"),

@@ -72,8 +72,8 @@ def test_it_writes_both_formats_the_agreement_report_and_the_versions(bench, tmp
     assert files["pebench-reference.jsonl"] == [{
         "hash_id": "q1", "question": bench["decided"].question_text, "format_solution": "",
         "ground_truth": ["$5$", "$6$"], "student_infer": bench["decided"].response_text,
-        "step_labels": [["读图得 $AB=4$。", "CS", "应为 5"], ["故 $AC=7$。", "CE", "应为 5"]],
-        "subject": "physics-g12", "type": "问答题", "model": "qwen",
+        "step_labels": [["读图得 $AB=4$。", "步骤正确", "应为 5"], ["故 $AC=7$。", "运算处理错误", "应为 5"]],
+        "img": "", "subject": "physics-g12", "type": "问答题", "model": "qwen",
     }]  # fmt: skip
     ours = {record["key"]: record for record in files["pebench.jsonl"]}
     second = ours["q1"]["steps"][1]

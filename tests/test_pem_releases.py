@@ -63,7 +63,8 @@ def test_a_release_snapshots_items_gold_labels_and_the_agreement_report(bench, r
     assert release.agreement["items"] == 2 and release.agreement["people"]["pairs"]
     lines, manifest, agreement = read_zip(release)
     [reference] = lines["pebench-reference.jsonl"]
-    assert reference["step_labels"] == [["读图得 $AB=4$。", "CS", "应为 5"], ["故 $AC=7$。", "CE", "应为 5"]]
+    assert reference["step_labels"] == [
+        ["读图得 $AB=4$。", "步骤正确", "应为 5"], ["故 $AC=7$。", "运算处理错误", "应为 5"]]  # fmt: skip
     assert {r["key"] for r in lines["pebench.jsonl"]} == {"q1", "q2"}
     assert agreement == release.agreement and manifest["release"] == 1 and manifest["items"] == 2
     from django.conf import settings
@@ -89,7 +90,7 @@ def test_publishing_freezes_it_and_later_labels_go_into_the_next_version(bench, 
     v1.refresh_from_db()
     assert v1.summary["items"] == 2
     lines, _manifest, _agreement = read_zip(v1)
-    assert [r["step_labels"][1][1] for r in lines["pebench-reference.jsonl"]] == ["CE"]
+    assert [r["step_labels"][1][1] for r in lines["pebench-reference.jsonl"]] == ["运算处理错误"]
     diff = releases.compare_releases(v1, v2)
     assert diff["added"] == ["q3"] and diff["removed"] == []
     changed = {c["key"]: c for c in diff["changed"]}

@@ -50,6 +50,7 @@ class TrainingExportInput(serializers.Serializer):
                                     default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
     min_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MIN_PIXELS)
     max_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MAX_PIXELS)
+    style = serializers.ChoiceField(choices=TrainingExport.Style.choices, default=TrainingExport.Style.STUDIO)
 
 
 class ExportOutput(serializers.ModelSerializer):
@@ -59,8 +60,8 @@ class ExportOutput(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingExport
-        fields = ["id", "filter_run", "formats", "min_pixels", "max_pixels", "status", "records", "images",
-                  "manifest_sha256", "error", "created", "job", "files"]  # fmt: skip
+        fields = ["id", "filter_run", "formats", "style", "prompt_set", "min_pixels", "max_pixels", "status",
+                  "records", "images", "manifest_sha256", "error", "created", "job", "files"]  # fmt: skip
 
     def get_files(self, export: TrainingExport) -> dict[str, str]:
         return exports.export_files(export)
@@ -136,7 +137,8 @@ def training_exports(request: Request) -> Response:
     data = given.validated_data
     try:
         export = jobs.start_export(filter_run=data["filter_run"], user=request.user, formats_wanted=data["formats"],
-                                   min_pixels=data["min_pixels"], max_pixels=data["max_pixels"])  # fmt: skip
+                                   min_pixels=data["min_pixels"], max_pixels=data["max_pixels"],
+                                   style=data["style"])  # fmt: skip
     except exports.ExportError as exc:
         raise ValidationError({"filter_run": [str(exc)]}) from exc
     return Response(ExportOutput(export).data, status=status.HTTP_202_ACCEPTED)

@@ -35,9 +35,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from annotation import statistics
 from annotation.export import sha256_of
 from annotation.models import Figure
-from k12vista.vocabulary import STEP_LABELS, TAXONOMY_VERSION
+from inference.models import PromptTemplate
+from inference.reference import register as reference_register
+from k12vista.vocabulary import STEP_LABELS, TAXONOMY_VERSION, QuestionType
 from pem.models import ChainOfThought, FilteredChain, FilterRun, Step, StepLabel, TrainingExport
 from pem.training import formats
 
@@ -86,6 +89,7 @@ def refuse_pebench(run: FilterRun) -> None:
 def start_export(
     *, filter_run: FilterRun, user: Any, formats_wanted=formats.FORMATS,
     min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS,
+    style: str = TrainingExport.Style.STUDIO, prompt_set: str = "",
 ) -> TrainingExport:  # fmt: skip
     wanted = [name for name in formats.FORMATS if name in set(formats_wanted)]
     if not wanted or set(formats_wanted) - set(formats.FORMATS):
@@ -94,9 +98,21 @@ def start_export(
         raise ExportError(gettext("%(run)s has not finished") % {"run": filter_run})
     if not 0 < min_pixels <= max_pixels:
         raise ExportError(gettext("min_pixels must be positive and at most max_pixels"))
+    if style not in TrainingExport.Style.values:
+        raise ExportError(gettext("unknown style %(style)s") % {"style": style})
+    if style == TrainingExport.Style.REFERENCE:
+        prompt_set = prompt_set or reference_register.latest_set()
+        try:
+            for qtype in QuestionType.values:
+                reference_register.reference_prompt(PromptTemplate.Kind.JUDGE_STEPS, qtype, prompt_set=prompt_set)
+        except LookupError as exc:
+            raise ExportError(str(exc)) from None
     refuse_pebench(filter_run)
+    if style != TrainingExport.Style.REFERENCE:
+        prompt_set = ""
     return TrainingExport.objects.create(filter_run=filter_run, formats=wanted, min_pixels=min_pixels,
-                                         max_pixels=max_pixels, created_by=user)  # fmt: skip
+                                         max_pixels=max_pixels, created_by=user, style=style,
+                                         prompt_set=prompt_set)  # fmt: skip
 
 
 def _from_join(run: FilterRun) -> tuple[str, list]:
@@ -112,7 +128,8 @@ def _from_join(run: FilterRun) -> tuple[str, list]:
 
 
 def _rows(run: FilterRun) -> Iterator[tuple]:
-    """(cot id, question id, question text, reference answer, [step texts], [labels], [explanations]), by chain."""
+    """(cot id, question id, question text, reference answer, reference solution, question type,
+    [step texts], [labels], [explanations]), by chain."""
     joined, params = _from_join(run)
     if connection.vendor == "postgresql":
         # One row per chain, its steps gathered by the server, read by COPY: it streams as the server
@@ -120,46 +137,47 @@ def _rows(run: FilterRun) -> Iterator[tuple]:
         # binary rows in C, and the plan is the one for all rows, not a cursor's for the first tenth.
         sql = f"""
             SELECT c.id::int8, c.question_id::int8, c.question_text::text, c.reference_answer::text,
-                   array_agg(s.text::text ORDER BY s.position), array_agg(l.label::text ORDER BY s.position),
-                   array_agg(l.explanation::text ORDER BY s.position)
+                   c.reference_solution::text, c.qtype::text, array_agg(s.text::text ORDER BY s.position),
+                   array_agg(l.label::text ORDER BY s.position), array_agg(l.explanation::text ORDER BY s.position)
             {joined} GROUP BY c.id ORDER BY c.id
         """
         # psycopg's own cursor (.cursor): Django's debug wrapper (DEBUG=1) takes a COPY without parameters.
         statement = f"COPY ({sql}) TO STDOUT (FORMAT BINARY)"
         with connection.cursor() as cursor, cursor.cursor.copy(statement, params) as copy:
-            copy.set_types(["int8", "int8", "text", "text", "text[]", "text[]", "text[]"])
+            copy.set_types(["int8", "int8", "text", "text", "text", "text", "text[]", "text[]", "text[]"])
             yield from copy.rows()
         return
     sql = f"""
-        SELECT c.id, c.question_id, c.question_text, c.reference_answer, s.text, l.label, l.explanation
+        SELECT c.id, c.question_id, c.question_text, c.reference_answer, c.reference_solution, c.qtype, s.text,
+               l.label, l.explanation
         {joined} ORDER BY c.id, s.position
     """
     chain: tuple | None = None
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_ROWS):
-            for cot_id, question_id, question, answer, text, label, explanation in rows:
+            for cot_id, question_id, question, answer, solution, qtype, text, label, explanation in rows:
                 if chain is None or chain[0] != cot_id:
                     if chain is not None:
                         yield chain
-                    chain = (cot_id, question_id, question, answer, [], [], [])
-                chain[4].append(text)
-                chain[5].append(label)
-                chain[6].append(explanation)
+                    chain = (cot_id, question_id, question, answer, solution, qtype, [], [], [])
+                chain[6].append(text)
+                chain[7].append(label)
+                chain[8].append(explanation)
     if chain is not None:
         yield chain
 
 
 def examples(run: FilterRun) -> Iterator[dict]:
     """One dict per kept chain: question, reference answer, steps, labels, question id."""
-    for cot_id, question_id, question, answer, texts, labels, explanations in _rows(run):
+    for cot_id, question_id, question, answer, solution, qtype, texts, labels, explanations in _rows(run):
         if None in labels:
             raise ExportError(
                 gettext("chain %(chain)s has a step without a label: run the filters again") % {"chain": cot_id}
             )
         pairs = [(label, why or "") for label, why in zip(labels, explanations, strict=True)]
         yield {"cot_id": cot_id, "question_id": question_id, "question": question, "reference_answer": answer,
-               "steps": texts, "labels": pairs}  # fmt: skip
+               "reference_solution": solution, "qtype": qtype, "steps": texts, "labels": pairs}  # fmt: skip
 
 
 class _Images:
@@ -199,6 +217,8 @@ def _manifest(export: TrainingExport, root: Path, counts: dict) -> dict:
         "export": export.pk,
         "created": timezone.now().isoformat(),
         "formats": export.formats,
+        "style": export.style,
+        "prompt_set": export.prompt_set,
         "records": counts["records"],
         "steps": counts["steps"],
         "images": counts["images"],
@@ -213,6 +233,8 @@ def _manifest(export: TrainingExport, root: Path, counts: dict) -> dict:
             "funnel_kept": run.kept,
         },  # fmt: skip
         "taxonomy_version": TAXONOMY_VERSION,
+        # The paper's Table 3 rows for PEM-800K over this export, its tokenizer named.
+        "statistics": counts.get("statistics"),
         "files": {name: sha256_of(root / name) for name in files if name != "manifest.json"},
     }
 
@@ -253,7 +275,46 @@ question, split into steps, each step labelled with one of the nine step labels 
 | code | label | steps |
 |---|---|---|
 {labels}
+{_table_3(manifest.get("statistics"))}"""
+
+
+def _table_3(found: dict | None) -> str:
+    """The paper's Table 3 (K12-PEM-800K rows) for this export, the paper's figures beside."""
+    if not found:
+        return ""
+    rows = "\n".join(f"| {label} | {'—' if ours is None else ours} | {paper} |"
+                     for label, ours, paper in statistics.table_3_pem_rows(found))  # fmt: skip
+    return f"""
+## Statistics (the paper's Table 3)
+
+Tokens counted by: {found["tokenizer"]}; token means over {found["tokens_counted_on"]:,} of the {found["records"]:,}
+records (every k-th); records and error steps (labels other than CS) over all of them. The student input is the
+chain's steps, the output the training target.
+
+| statistic | this export | K12-PEM-800K (the paper) |
+|---|---|---|
+{rows}
 """
+
+
+def _style(export: TrainingExport) -> Callable[[dict], tuple[str, str, str]]:
+    """(user text, answer, system) of an example in the export's style. K12-PEM's: the registered
+    reference step-judge prompt of the chain's question type, the reference list as the answer, no system."""
+    if export.style != TrainingExport.Style.REFERENCE:
+        return lambda example: (formats.user_text(example), formats.assistant_text(example), formats.SYSTEM_PROMPT)
+    # Read before the rows: on PostgreSQL they come by COPY, and the connection serves nothing else meanwhile.
+    templates = {
+        qtype: reference_register.reference_prompt(
+            PromptTemplate.Kind.JUDGE_STEPS, qtype, prompt_set=export.prompt_set
+        ).user_template
+        for qtype in QuestionType.values
+    }
+
+    def reference(example: dict) -> tuple[str, str, str]:
+        template = templates.get(example.get("qtype") or "", templates[QuestionType.FREE_RESPONSE])
+        return formats.reference_user_text(example, template), formats.reference_target(example), ""
+
+    return reference
 
 
 def write_export(export: TrainingExport, progress: Callable[[int, int | None], None] | None = None) -> dict:
@@ -265,8 +326,10 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     images = _Images(partial, run)
+    lines_of = _style(export)
     total = run.kept
     counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
+    table_3 = statistics.PemTable3(total)
     outs = {name: open(partial / formats.FILE_NAMES[name], "wb") for name in export.formats}  # noqa: SIM115
     try:
         if progress:
@@ -275,10 +338,12 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
             example["images"] = images.for_question(example["question_id"])
             # The prompt and the answer once for every format; lines written by orjson (UTF-8, the
             # same JSON as json.dumps without its spaces): json.dumps was half the export's time.
-            text, answer = formats.user_text(example), formats.assistant_text(example)
+            text, answer, system = lines_of(example)
             for name, out in outs.items():
-                out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer)))
+                out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer, system=system)))
                 out.write(b"\n")
+            table_3.add(problem=example["question"], solution=example["reference_solution"] or "",
+                        steps=example["steps"], output=answer)  # fmt: skip
             counts["records"] += 1
             counts["steps"] += len(example["steps"])
             for label, _ in example["labels"]:
@@ -289,6 +354,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
         for out in outs.values():
             out.close()
     counts["images"] = images.written
+    counts["statistics"] = table_3.result(counts["labels"])
     if "llamafactory" in export.formats:
         (partial / "dataset_info.json").write_text(json.dumps(formats.dataset_info(), indent=2), encoding="utf-8")
         yaml = formats.llamafactory_yaml(min_pixels=export.min_pixels, max_pixels=export.max_pixels)

@@ -24,6 +24,9 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from inference.reference import prompts as reference_prompts
+from k12vista.vocabulary import LABELS_BY_CODE
+
 IMAGE_TOKEN = "<image>"  # noqa: S105 (the trainers' image placeholder, not a secret)
 FORMATS = ("llamafactory", "swift", "trl", "qwen")
 FILE_NAMES = {name: f"{name}.jsonl" for name in FORMATS}
@@ -76,16 +79,52 @@ def assistant_text(example: dict) -> str:
     return json.dumps({"steps": steps}, ensure_ascii=False)
 
 
-def render(name: str, example: dict, *, text: str | None = None, answer: str | None = None) -> dict:
+# --- K12-PEM's style: the reference step-judge prompt in, the reference's list out ---------------
+
+
+def reference_user_text(example: dict, template: str) -> str:
+    """The reference's step-judge prompt (a registered ``eval_prompt`` text) filled as its evaluate
+    script fills it: the question, the reference answer as the list of sub-answers, the reference
+    solution, and the student's answer (the steps, one a line). No system message goes with it."""
+    answers = [line for line in example["reference_answer"].splitlines() if line.strip()]
+    text = reference_prompts.render(
+        template, question=example["question"], answer=answers, solution=example.get("reference_solution", ""),
+        student_answer="\n".join(example["steps"]),
+    )  # fmt: skip
+    return text.replace(IMAGE_TOKEN, "[image]")
+
+
+def _reference_string(text: str) -> str:
+    """A string as the reference's reader takes it back (every backslash is doubled before reading,
+    so LaTeX is written as is): on one line, quoted with a quote it does not contain."""
+    text = " ".join(text.splitlines())
+    if "'" not in text:
+        return f"'{text}'"
+    return '"' + text.replace('"', "”") + '"'
+
+
+def reference_target(example: dict) -> str:
+    """K12-PEM's answer: ``[[step, 中文标签, 解释], ...]`` with the nine Chinese names."""
+    items = [
+        f"[{_reference_string(step)}, '{LABELS_BY_CODE[label].chinese}', {_reference_string(why)}]"
+        for step, (label, why) in zip(example["steps"], example["labels"], strict=True)
+    ]
+    return "[" + ", ".join(items) + "]"
+
+
+def render(
+    name: str, example: dict, *, text: str | None = None, answer: str | None = None, system: str = SYSTEM_PROMPT
+) -> dict:
     """One example as a line of format ``name``; ``example["images"]`` are relative paths. An export
-    writing several formats passes the example's ``user_text`` and ``assistant_text``, made once."""
+    writing several formats passes the example's ``user_text`` and ``assistant_text``, made once.
+    ``system`` "" writes no system turn (K12-PEM's style: the reference judge sends none)."""
     images = list(example["images"])
     text = user_text(example) if text is None else text
     answer = assistant_text(example) if answer is None else answer
     tokens = IMAGE_TOKEN * len(images)
     if name in ("llamafactory", "swift"):
         line: dict[str, Any] = {"messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            *([{"role": "system", "content": system}] if system else []),
             {"role": "user", "content": tokens + text},
             {"role": "assistant", "content": answer},
         ]}  # fmt: skip
@@ -94,15 +133,16 @@ def render(name: str, example: dict, *, text: str | None = None, answer: str | N
     if name == "trl":
         return {
             "messages": [
-                {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
+                *([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []),
                 {"role": "user", "content": [*({"type": "image"} for _ in images), {"type": "text", "text": text}]},
                 {"role": "assistant", "content": [{"type": "text", "text": answer}]},
             ],
             "images": images,
         }
     if name == "qwen":
+        preface = system + "\n\n" if system else ""
         line = {"conversations": [
-            {"from": "human", "value": (tokens + "\n" if images else "") + SYSTEM_PROMPT + "\n\n" + text},
+            {"from": "human", "value": (tokens + "\n" if images else "") + preface + text},
             {"from": "gpt", "value": answer},
         ]}  # fmt: skip
         if images:

@@ -79,6 +79,8 @@ class ExportForm(forms.Form):
                                         initial=list(formats.FORMATS), widget=forms.CheckboxSelectMultiple)  # fmt: skip
     min_pixels = forms.IntegerField(label=_("min_pixels"), min_value=1, initial=DEFAULT_MIN_PIXELS)
     max_pixels = forms.IntegerField(label=_("max_pixels"), min_value=1, initial=DEFAULT_MAX_PIXELS)
+    style = forms.ChoiceField(label=_("Style"), choices=TrainingExport.Style.choices,
+                              initial=TrainingExport.Style.STUDIO)  # fmt: skip
 
 
 class TrainForm(forms.Form):

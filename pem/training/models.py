@@ -93,7 +93,16 @@ class TrainingExport(models.Model):
         FAILED = "failed", _("Failed")
 
     filter_run = models.ForeignKey(FilterRun, on_delete=models.PROTECT, related_name="exports")
+
+    class Style(models.TextChoices):
+        STUDIO = "studio", _("Studio: JSON with label codes, the studio's judge prompt")
+        REFERENCE = "reference", _("K12-PEM: the reference's step-judge prompt, its list with Chinese labels")
+
     formats = models.JSONField(default=list)
+    # What a line holds (docs/formats.md "PEM training exports"); the reference style names the
+    # registered reference prompt set whose step-judge prompt it fills.
+    style = models.CharField(max_length=10, choices=Style.choices, default=Style.STUDIO)
+    prompt_set = models.CharField(max_length=100, blank=True)
     min_pixels = models.PositiveIntegerField()
     max_pixels = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)

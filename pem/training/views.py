@@ -97,7 +97,8 @@ def training_export(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             export = jobs.start_export(filter_run=data["filter_run"], user=request.user, formats_wanted=data["formats"],
-                                       min_pixels=data["min_pixels"], max_pixels=data["max_pixels"])  # fmt: skip
+                                       min_pixels=data["min_pixels"], max_pixels=data["max_pixels"],
+                                       style=data["style"])  # fmt: skip
         except exports.ExportError as exc:
             messages.error(request, str(exc))
         else:

@@ -1,0 +1,48 @@
+"""The reference code's result table on the leaderboard, its download, and a scoring run's
+results in the reference layout (docs/formats.md, "Results in the reference layout")."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from inference.leaderboard import reference_cells
+from inference.models import InferenceRun
+from inference.reference import board, results
+from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_scoring_run_for_user
+from k12vista.jobs import start_job
+from k12vista.roles import require_role
+
+
+@require_GET
+def reference_board(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *LEADERBOARD_READERS)
+    mode = chosen_mode(request)
+    entries = board.reference_board(mode)
+    ctx = {
+        "mode": mode,
+        "modes": InferenceRun.Mode.choices,
+        "entries": entries,
+        "columns": reference_cells.COLUMNS,
+        "can_export": can_manage(request.user),
+    }
+    return render(request, "inference/reference_board.html", ctx)
+
+
+@require_GET
+def reference_board_csv(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *LEADERBOARD_READERS)
+    mode = chosen_mode(request)
+    response = HttpResponse(board.board_csv(board.reference_board(mode)), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="k12vista-reference-cells-{mode}.csv"'
+    return response
+
+
+@require_POST
+def export_reference_results(request: HttpRequest, pk: int) -> HttpResponse:
+    scoring_run = get_scoring_run_for_user(request.user, pk)
+    job = start_job(kind=results.KIND, user=request.user, params={"scoring_run_id": scoring_run.pk},
+                    title=_("Results of %(name)s in the reference layout") % {"name": scoring_run.name})  # fmt: skip
+    return redirect("k12vista:job_detail", pk=job.pk)
