@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -212,15 +212,20 @@ def clean_draft(cot: ChainOfThought, draft: Any) -> dict[str, dict[str, str]]:
     return cleaned
 
 
-def save_draft(*, task: LabellingTask, draft: Any, expected_version: int) -> LabellingTask:
+def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer: str = "") -> LabellingTask:
     """Saves the labels so far if nobody saved since ``expected_version``; returns the task at its new version.
 
     The version check and the write are one conditional UPDATE, so of two
     saves from two tabs exactly one wins and the other gets DraftConflict.
+    ``writer`` names the browser tab: when the last save came from the same
+    tab the draft on screen is that tab's latest, so a stale version is no
+    conflict (a save sent just before a reload lands after the page is drawn).
     """
     cleaned = clean_draft(task.cot, draft)
-    won = LabellingTask.objects.filter(pk=task.pk, version=expected_version, submitted__isnull=True).update(
-        draft=cleaned, version=F("version") + 1
+    writer = writer[:64]
+    current = Q(version=expected_version) | Q(writer=writer) if writer else Q(version=expected_version)
+    won = LabellingTask.objects.filter(current, pk=task.pk, submitted__isnull=True).update(
+        draft=cleaned, version=F("version") + 1, writer=writer
     )
     task.refresh_from_db()
     if not won:

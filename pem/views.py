@@ -125,7 +125,12 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and task.submitted is None:
         draft = draft_from_post(request.POST, [s.position for s in steps])
         try:
-            task = labelling.save_draft(task=task, draft=draft, expected_version=int(request.POST.get("version", -1)))
+            task = labelling.save_draft(
+                task=task,
+                draft=draft,
+                expected_version=int(request.POST.get("version", -1)),
+                writer=request.POST.get("writer", ""),
+            )
             if request.POST.get("action") == "submit":
                 labelling.submit(task)
                 messages.success(request, _("Submitted your labels for %(key)s.") % {"key": cot.key})

@@ -1,0 +1,115 @@
+"""A day of step labelling without losing work: a reload mid-item reopens at the first unlabelled step with its
+undo history, a key pressed just before a reload is no conflict, and a real conflict (two tabs) says what
+happened, offers both versions and lets saving go on."""
+
+import time
+
+import pytest
+
+from k12vista.roles import Role
+from pem import labelling
+from tests.browser.conftest import log_in
+from tests.conftest import PASSWORD, make_person
+from tests.pem_factories import make_cot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SEVEN = [f"第 {n} 步：$y_{n} = {n}$。" for n in range(1, 8)]
+SAVED = "() => /v\\d+$/.test(document.getElementById('autosave-status').textContent)"
+
+
+def open_item(page, cot):
+    """Logs wang in and opens his labelling task on ``cot``; returns the task."""
+    wang = make_person("wang", Role.ANNOTATOR)
+    labelling.open_labelling(cot)
+    log_in(page, "wang", PASSWORD)
+    page.wait_for_url("**/annotate/")
+    task = labelling.next_task(wang)
+    page.goto(f"/pem/label/{task.pk}/")
+    page.locator(".step-text .katex").first.wait_for()
+    return task
+
+
+def draft_of(task) -> dict[str, str]:
+    task.refresh_from_db()
+    return {position: entry["label"] for position, entry in task.draft.items()}
+
+
+def test_a_reload_reopens_at_the_first_unlabelled_step_and_a_key_before_it_is_no_conflict(page, monkeypatch):
+    task = open_item(page, make_cot(steps=SEVEN, key="seven"))
+    for key in "111":
+        page.keyboard.press(key)
+    page.wait_for_function(SAVED)
+    page.reload()
+    page.locator(".step-text .katex").first.wait_for()
+    assert page.locator("#label-current").inner_text() == "4"  # not step 1 again
+    page.keyboard.press("7")
+    page.wait_for_selector("#step-4 textarea:focus")  # HE is an error: its reason opens
+    page.keyboard.press("Escape")
+    page.wait_for_function(SAVED)
+    assert draft_of(task) == {"1": "CS", "2": "CS", "3": "CS", "4": "HE"}
+    page.keyboard.press("u")  # the undo history came through the reload: HE goes, then step 3's CS
+    page.keyboard.press("u")
+    page.wait_for_function(SAVED)
+    assert draft_of(task) == {"1": "CS", "2": "CS"}
+    assert page.locator("#label-current").inner_text() == "3"
+
+    # A save still on its way when the page reloads lands after the new page was drawn: the new page's version
+    # is then one behind, and its next save must not be refused as if another tab had saved.
+    slow = labelling.save_draft
+
+    def save_slowly(**kwargs):
+        time.sleep(1.0)
+        return slow(**kwargs)
+
+    monkeypatch.setattr(labelling, "save_draft", save_slowly)
+    with page.expect_request(lambda r: r.method == "PUT"):
+        page.keyboard.press("1")
+    page.reload()
+    page.locator(".step-text .katex").first.wait_for()
+    page.wait_for_timeout(1500)  # the slow save has landed
+    monkeypatch.setattr(labelling, "save_draft", slow)
+    page.keyboard.press("2")
+    page.wait_for_function(SAVED)
+    assert page.locator("#draft-conflict").is_hidden()
+    assert draft_of(task) == {"1": "CS", "2": "CS", "3": "ICE"}
+    assert page.problems == []
+
+
+def test_a_conflict_between_two_tabs_offers_both_versions_and_saving_goes_on(page):
+    task = open_item(page, make_cot(steps=SEVEN, key="two-tabs"))
+    other = page.context.new_page()  # the same person's second tab on the same item
+    other.problems = []
+    other.set_default_timeout(15000)
+    other.goto(f"/pem/label/{task.pk}/")
+    other.locator(".step-text .katex").first.wait_for()
+    page.keyboard.press("1")
+    page.wait_for_function(SAVED)
+    other.keyboard.press("8")  # based on the version before the first tab's save
+    card = other.locator("#draft-conflict")
+    card.wait_for()
+    assert "CS" in card.inner_text()  # it says what the other tab saved
+    other.keyboard.press("Escape")
+    other.keyboard.press("2")  # labelling goes on while the choice waits; nothing says "saving" for ever
+    other.keyboard.press("Escape")
+    assert "…" not in other.locator("#autosave-status").inner_text()
+    assert draft_of(task) == {"1": "CS"}
+    other.click("#keep-mine")
+    other.wait_for_function(SAVED)
+    assert card.is_hidden()
+    assert draft_of(task) == {"1": "CE", "2": "ICE"}
+    other.keyboard.press("1")  # and saving works again afterwards
+    other.wait_for_function("() => /v3$/.test(document.getElementById('autosave-status').textContent)")
+    assert draft_of(task)["3"] == "CS"
+
+    # The first tab, now behind, loads the other version instead.
+    page.keyboard.press("1")
+    page.locator("#draft-conflict").wait_for()
+    page.click("#load-theirs")
+    page.wait_for_load_state()
+    page.locator(".step-text .katex").first.wait_for()
+    assert page.locator("#step-1 input:checked").get_attribute("value") == "CE"
+    assert page.locator("#label-current").inner_text() == "4"
+    assert draft_of(task) == {"1": "CE", "2": "ICE", "3": "CS"}
+    # The browser logs each refused save (409) itself; nothing else went wrong.
+    assert [p for p in page.problems + other.problems if "409 (Conflict)" not in p] == []
