@@ -16,6 +16,7 @@ from annotation.forms import (
     QueueChoiceForm,
     RejectForm,
     StepsForm,
+    described_changes,
     filter_controls,
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
@@ -116,7 +117,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, _("Accepted %(id)s.") % {"id": question.hash_id})
                 return open_next(request, assignment.task)
         except services.EditConflict as exc:
-            conflict = exc.changed
+            conflict = described_changes(exc.changed)
             question = exc.question
             form = refused_form(request, question)
         except services.QuestionDataError as exc:
@@ -199,7 +200,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, _("Saved."))
             return redirect("annotation:steps", pk=assignment.pk)
         except services.EditConflict as exc:
-            conflict, question = exc.changed, exc.question
+            conflict, question = described_changes(exc.changed), exc.question
             data = request.POST.copy()
             data["version"] = question.version
             form = StepsForm(data)
