@@ -251,7 +251,12 @@
     function refreshToken() {
       return fetch(form.dataset.csrfUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
-        .then(function (data) { if (token) token.content = data.token; return data.token; });
+        .then(function (data) {
+          // The meta tag for the saves, the form's own field for Save and Submit.
+          if (token) token.content = data.token;
+          document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach(function (input) { input.value = data.token; });
+          return data.token;
+        });
     }
 
     function put(keepalive) {

@@ -1,6 +1,7 @@
 """A day of step labelling without losing work: a reload mid-item reopens at the first unlabelled step with its
 undo history, a key pressed just before a reload is no conflict, and a real conflict (two tabs) says what
-happened, offers both versions and lets saving go on."""
+happened, offers both versions and lets saving go on; a save that cannot reach the server retries and says so in
+Chinese, a CSRF token renewed by a sign-in elsewhere is fetched again, and a stale form gets the studio's own page."""
 
 import time
 
@@ -113,3 +114,48 @@ def test_a_conflict_between_two_tabs_offers_both_versions_and_saving_goes_on(pag
     assert draft_of(task) == {"1": "CE", "2": "ICE", "3": "CS"}
     # The browser logs each refused save (409) itself; nothing else went wrong.
     assert [p for p in page.problems + other.problems if "409 (Conflict)" not in p] == []
+
+
+def test_failed_saves_retry_in_the_readers_language_a_stale_token_is_renewed_and_leaving_asks(page):
+    task = open_item(page, make_cot(steps=SEVEN, key="outage"))
+    attempts = []
+
+    def unreachable(route):
+        attempts.append(time.monotonic())
+        route.abort("connectionrefused")
+
+    page.route("**/api/pem/tasks/*/draft/", unreachable)
+    page.keyboard.press("1")
+    page.wait_for_function("() => /无法连接服务器/.test(document.getElementById('autosave-status').textContent)")
+    assert "Failed to fetch" not in page.locator("#autosave-status").inner_text()
+    dialogs = []
+    page.once("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.dismiss()))
+    page.evaluate("location.href = '/pem/label/'")  # the label is not saved: leaving asks first
+    page.wait_for_timeout(300)
+    assert dialogs == ["beforeunload"] and "/pem/label/" + str(task.pk) in page.url
+    page.wait_for_timeout(1200)
+    assert len(attempts) >= 2  # tried again by itself, with no key pressed
+    page.unroute("**/api/pem/tasks/*/draft/")
+    page.wait_for_function(SAVED, timeout=8000)
+    assert draft_of(task) == {"1": "CS"}
+
+    # Signing in again in another tab renews the CSRF token: the next save fetches the new one and goes through.
+    stale = page.context.new_page()
+    stale.goto("/pem/label/")  # a form drawn before that sign-in
+    again = page.context.new_page()
+    again.goto("/pem/label/")
+    again.click("form[action='/logout/'] button")
+    log_in(again, "wang", PASSWORD)
+    again.wait_for_url("**/annotate/")
+    page.keyboard.press("1")
+    page.wait_for_function(SAVED)
+    assert draft_of(task) == {"1": "CS", "2": "CS"}
+    assert "CSRF" not in page.content()
+
+    # A form that was drawn before it gets the studio's own page, in Chinese, with a way back.
+    stale.click("#label-next")
+    stale.locator("#error-csrf").wait_for()
+    assert "表单没有提交" in stale.content() and "CSRF" not in stale.locator("main").inner_text()
+    stale.click("#csrf-back")
+    stale.wait_for_url("**/pem/label/")
+    assert [p for p in page.problems if "ERR_CONNECTION_REFUSED" not in p and "403" not in p] == []
