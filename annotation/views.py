@@ -64,10 +64,20 @@ def claim(request: HttpRequest) -> HttpResponse:
 def open_next(request: HttpRequest, task: str) -> HttpResponse:
     """Opens the annotator's next question for the task within their queue choices
     (called from POSTs only: claiming is a change), or the queue when none is left."""
-    assignment = queues.next_assignment(annotator=request.user, task=task, choices=request.session.get(QUEUE_CHOICES))
+    choices = request.session.get(QUEUE_CHOICES)
+    assignment = queues.next_assignment(annotator=request.user, task=task, choices=choices)
     if assignment is None:
         messages.info(request, _("Nothing is waiting for this task."))
         return redirect("annotation:queue")
+    if not queues.within_choices(assignment, choices):
+        messages.info(
+            request,
+            _(
+                "You still hold %(id)s, which is outside your choices: it opens first, "
+                "and the questions after it follow your choices."
+            )
+            % {"id": assignment.question.hash_id},
+        )
     return redirect(work_url(assignment))
 
 

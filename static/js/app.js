@@ -230,6 +230,24 @@
       .catch(function () { /* the page still shows the finished job; a reload shows the rest */ });
   }
 
+  // Filters that apply when chosen: a change is copied at once into the form that acts on them (its hidden
+  // fields of the same names), then the filter form is sent to show what it selects.
+  function bindApplyOnChange(root) {
+    root.querySelectorAll("form[data-apply-on-change]").forEach(function (form) {
+      var target = document.getElementById(form.dataset.applyOnChange);
+      form.addEventListener("change", function (event) {
+        var field = event.target;
+        if (!field.name) return;
+        if (target) {
+          target.querySelectorAll("input[type=hidden]").forEach(function (copy) {
+            if (copy.name === field.name) copy.value = field.value;
+          });
+        }
+        form.requestSubmit ? form.requestSubmit() : form.submit();
+      });
+    });
+  }
+
   document.documentElement.classList.add("js");
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -254,6 +272,7 @@
       typeset(event.detail.elt.parentNode || event.detail.elt);
       bindPreviews(event.detail.elt);
     });
+    bindApplyOnChange(document);
     document.querySelectorAll("[data-autosubmit]").forEach(function (el) {
       el.addEventListener("change", function () { el.form.submit(); });
     });

@@ -159,3 +159,32 @@ def test_failed_saves_retry_in_the_readers_language_a_stale_token_is_renewed_and
     stale.click("#csrf-back")
     stale.wait_for_url("**/pem/label/")
     assert [p for p in page.problems if "ERR_CONNECTION_REFUSED" not in p and "403" not in p] == []
+
+
+def test_queue_choices_apply_when_chosen_and_a_question_held_from_before_says_so(page):
+    from annotation.models import Assignment
+    from tests.annotation_factories import make_question
+
+    wang = make_person("wang", Role.ANNOTATOR)
+    math = make_question(subject="math", text="数学题")
+    physics = make_question(subject="physics", text="物理题")
+    log_in(page, "wang", PASSWORD)
+    page.wait_for_url("**/annotate/")
+    page.select_option("#queue-choices select[name=subject]", "physics")  # no "count" pressed
+    page.click("button[value=ocr_review]")
+    page.wait_for_url("**/annotate/review/*/")
+    held = Assignment.objects.get(annotator=wang)
+    assert held.question == physics
+    assert page.locator(".messages").count() == 0
+
+    # Another day: he still holds the physics question and now chooses mathematics.
+    page.goto("/annotate/")
+    page.select_option("#queue-choices select[name=subject]", "math")
+    page.click("button[value=ocr_review]")
+    page.wait_for_url(f"**/annotate/review/{held.pk}/")
+    assert physics.hash_id in page.locator(".messages").inner_text()  # returned, and it says why
+    page.locator("#id_text").focus()
+    page.keyboard.press("Control+Enter")  # accepted: the next one follows the choice
+    page.wait_for_url(lambda url: "/annotate/review/" in url and not url.endswith(f"/{held.pk}/"))
+    assert Assignment.objects.get(annotator=wang, done_at__isnull=True).question == math
+    assert page.problems == []
