@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
 from k12vista.models import Job
-from k12vista.roles import Role, home_url_name, role_required, roles_of
+from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -168,7 +168,11 @@ def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 person.save(update_fields=["is_active"])
             messages.success(request, _("Saved %(user)s.") % {"user": person})
             return redirect("k12vista:users")
-    return render(request, "k12vista/user_edit.html", {"form": form, "person": person})
+    chosen = set(form["roles"].value() or [])
+    readers = [role.value for role in READERS_OF_ALL_LABELS]
+    blind = Role.ANNOTATOR.value in chosen and bool(chosen & set(readers))
+    return render(request, "k12vista/user_edit.html", {"form": form, "person": person, "readers": readers,
+                                                        "blind": blind})  # fmt: skip
 
 
 @role_required(Role.ADMIN)

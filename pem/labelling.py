@@ -32,7 +32,9 @@ from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from k12vista.roles import Role, has_role
+# People who see every label of every item (the annotators see only what visible_labels allows).
+from k12vista.roles import READERS_OF_ALL_LABELS as READERS_OF_ALL_LABELS
+from k12vista.roles import has_role
 from k12vista.vocabulary import LABELS_BY_CODE
 from pem import agreement_store
 from pem.models import Adjudication, ChainOfThought, ExpertScore, LabellingTask, Step, StepLabel
@@ -40,8 +42,6 @@ from pem.models import Adjudication, ChainOfThought, ExpertScore, LabellingTask,
 # Long enough for a careful reason, short enough that a pasted essay is refused.
 MAX_REASON_LENGTH = 2000
 CONSENSUS = "consensus"
-# People who see every label of every item (the annotators see only what visible_labels allows).
-READERS_OF_ALL_LABELS = (Role.INSPECTOR, Role.RESEARCHER, Role.ADMIN)
 
 
 class LabellingError(Exception):
@@ -115,15 +115,32 @@ def count_waiting(annotator: Any, cap: int) -> int:
     return _waiting(annotator, on_item).order_by()[: cap + 1].count()
 
 
-def _waiting(annotator: Any, n_tasks: Any) -> QuerySet[ChainOfThought]:
-    """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``."""
+def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True) -> QuerySet[ChainOfThought]:
+    """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``
+    (``blind=False``: without the blind rule, to tell people what it keeps from them)."""
     theirs = LabellingTask.objects.filter(annotator=annotator).values("cot_id")
     items = ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
-    if reads_all_labels(annotator):
+    if blind and reads_all_labels(annotator):
         # Someone who also reads every label (a researcher, say) may have read this item's
         # labels already; they are handed only items that have none yet (the blind rule).
         items = items.exclude(Exists(StepLabel.objects.filter(step__cot=OuterRef("pk"))))
     return items.alias(n_tasks=n_tasks).filter(n_tasks__lt=annotators_per_item())
+
+
+def count_kept_from(annotator: Any, cap: int) -> int:
+    """How many waiting items the blind rule keeps from this annotator (up to ``cap + 1``): those that already
+    have labels, when the person also holds a role that reads every label. The queue says so, so that an
+    empty queue after a role change is not a mystery."""
+    if not reads_all_labels(annotator):
+        return 0
+    labelled = Exists(StepLabel.objects.filter(step__cot=OuterRef("pk")))
+    on_item = Subquery(
+        LabellingTask.objects.filter(cot=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(template="COUNT(*)", output_field=IntegerField()))
+        .values("n")
+    )
+    return _waiting(annotator, on_item, blind=False).filter(labelled).order_by()[: cap + 1].count()
 
 
 def next_task(annotator: Any) -> LabellingTask | None:

@@ -523,3 +523,13 @@ def test_the_queue_shows_each_task_with_its_link_local_times_and_rework_note(log
     assert "Step 2 is &lt;b&gt;right&lt;/b&gt;" in opened  # escaped
     assert re.findall(r'<tr data-task="(\d+)"', submitted) == [str(newer.pk), str(older.pk)]  # newest first
     assert "<td>2026-03-02 09:30</td>" in submitted and "<td>2026-03-02 08:30</td>" in submitted
+
+
+def test_the_blind_rule_counts_what_it_keeps_from_a_person_who_also_reads_every_label():
+    both = make_person("both", Role.ANNOTATOR, Role.INSPECTOR)
+    plain = make_person("plain", Role.ANNOTATOR)
+    fresh, started = opened_cot(), opened_cot()
+    StepLabel.objects.create(step=started.steps.first(), source=StepLabel.Source.PERSON, rater="zhao", label="CS")
+    assert labelling.count_waiting(both, 10) == 1 and labelling.count_kept_from(both, 10) == 1
+    assert labelling.count_waiting(plain, 10) == 2 and labelling.count_kept_from(plain, 10) == 0
+    assert fresh in labelling.waiting_for(both)

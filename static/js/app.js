@@ -248,6 +248,20 @@
     });
   }
 
+  // The user page warns, before saving, when the roles ticked put the person under the blind rule.
+  function bindBlindRuleWarning() {
+    var note = document.getElementById("blind-rule-warning");
+    if (!note) return;
+    var form = note.closest("form");
+    var readers = note.dataset.readers.split(",");
+    var update = function () {
+      var ticked = Array.prototype.map.call(form.querySelectorAll("input[name=roles]:checked"), function (box) { return box.value; });
+      note.hidden = !(ticked.indexOf(note.dataset.annotator) >= 0 && ticked.some(function (r) { return readers.indexOf(r) >= 0; }));
+    };
+    form.addEventListener("change", update);
+    update();
+  }
+
   document.documentElement.classList.add("js");
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -273,6 +287,7 @@
       bindPreviews(event.detail.elt);
     });
     bindApplyOnChange(document);
+    bindBlindRuleWarning();
     document.querySelectorAll("[data-autosubmit]").forEach(function (el) {
       el.addEventListener("change", function () { el.form.submit(); });
     });

@@ -188,3 +188,41 @@ def test_queue_choices_apply_when_chosen_and_a_question_held_from_before_says_so
     page.wait_for_url(lambda url: "/annotate/review/" in url and not url.endswith(f"/{held.pk}/"))
     assert Assignment.objects.get(annotator=wang, done_at__isnull=True).question == math
     assert page.problems == []
+
+
+def test_a_role_under_the_blind_rule_says_why_the_queue_is_empty_and_the_user_page_warns_first(browser, live_server):
+    from k12vista.roles import roles_of
+    from tests.browser.conftest import open_page
+    from tests.pem_factories import label_steps
+
+    make_person("boss", Role.ADMIN)
+    wang = make_person("wang", Role.ANNOTATOR)
+    started = make_cot(steps=SEVEN[:2], key="started")
+    labelling.open_labelling(started)
+    label_steps(started, ["CS", "CS"], rater="zhao")  # someone has labelled it already
+
+    admin = open_page(browser, live_server.url)
+    log_in(admin, "boss", PASSWORD)
+    admin.wait_for_url("**/manage/users/")
+    admin.goto(f"/manage/users/{wang.pk}/")
+    warning = admin.locator("#blind-rule-warning")
+    assert warning.is_hidden()
+    admin.check("input[name=roles][value=inspector]")
+    warning.wait_for()  # said before the change is saved
+    assert "盲" in warning.inner_text()
+    assert roles_of(type(wang).objects.get(pk=wang.pk)) == [Role.ANNOTATOR]
+    admin.click("#user-roles-form button[type=submit]")
+    admin.wait_for_url("**/manage/users/")
+    assert set(roles_of(type(wang).objects.get(pk=wang.pk))) == {Role.ANNOTATOR, Role.INSPECTOR}
+
+    page = open_page(browser, live_server.url)
+    log_in(page, "wang", PASSWORD)
+    page.goto("/pem/label/")
+    assert page.locator("#label-waiting").inner_text() == "0"
+    assert "1" in page.locator("#blind-rule-note").inner_text()  # the queue says why it is empty
+    page.click("#label-next")
+    page.wait_for_url("**/pem/label/")
+    assert page.locator("#blind-rule-note").is_visible()
+    assert admin.problems == [] and page.problems == []
+    admin.context.close()
+    page.context.close()
