@@ -107,7 +107,10 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Last, so that it sees the user and counts failed logins.
     "axes.middleware.AxesMiddleware",
+    # With DEBUG on: the studio's 404, not Django's technical page (TECHNICAL_404=1 for that).
+    "k12vista.middleware.StudioNotFoundMiddleware",
 ]
+TECHNICAL_404 = env_bool("TECHNICAL_404", False)
 
 ROOT_URLCONF = "k12vista.urls"
 WSGI_APPLICATION = "k12vista.wsgi.application"
