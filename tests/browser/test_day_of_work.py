@@ -226,3 +226,50 @@ def test_a_role_under_the_blind_rule_says_why_the_queue_is_empty_and_the_user_pa
     assert admin.problems == [] and page.problems == []
     admin.context.close()
     page.context.close()
+
+
+def test_audit_decisions_ask_move_the_questions_say_how_many_and_name_lots_in_words(page):
+    from annotation.models import Question
+    from review.models import Audit
+    from tests.review_factories import audit_of, bulk_questions, rate_everything
+
+    inspector = make_person("ivan", Role.INSPECTOR)
+    alice = make_person("alice", Role.ANNOTATOR)
+    bulk_questions(3, subjects=["math", "biology"], worker=alice)
+    fixed = audit_of(inspectors=[inspector], inspectors_per_item=1, per_stratum=2)  # no sampling plan
+    rate_everything(fixed)
+    bulk_questions(30, subjects=["physics"], status=Question.Status.IMPORTED)
+    imported = {"kind": "status", "status": "imported"}
+    planned = audit_of(imported, inspectors=[inspector], inspectors_per_item=1, per_stratum=None, aql=6.5)
+    first_two = set(planned.items.order_by("position").values_list("pk", flat=True)[:2])
+    rate_everything(planned, fail_items=first_two)
+    log_in(page, "ivan", PASSWORD)
+    page.wait_for_url("**/inspect/")
+
+    page.goto(f"/inspect/audits/{fixed.pk}/")
+    assert page.locator("#close-audit-confirm").is_hidden()  # closing asks first
+    page.click("#close-audit summary")
+    page.locator("#close-audit-confirm").wait_for()
+    page.click("tr[data-stratum=biology] [data-decide=reject]")
+    page.locator(".messages").wait_for()
+    said = page.locator(".messages").inner_text()
+    assert "生物" in said and "biology" not in said and "3 道题退回返工" in said
+    page.click("tr[data-stratum=math] [data-decide=accept]")
+    page.locator(".messages").wait_for()
+    assert (
+        "数学" in page.locator(".messages").inner_text()
+        and "3 道题进入已审核" in page.locator(".messages").inner_text()
+    )
+    assert Question.objects.filter(subject="math", status="audited").count() == 3
+    assert Audit.objects.get(pk=fixed.pk).closed is None
+
+    page.goto(f"/inspect/audits/{planned.pk}/")
+    page.click("#apply-decision")
+    page.locator(".messages").wait_for()
+    said = page.locator(".messages").inner_text()
+    assert "物理" in said and "physics" not in said and "30 道题留在原处" in said  # and why
+    page.click("#close-audit summary")
+    page.click("#close-audit-confirm")
+    page.locator("#close-audit").wait_for(state="detached")
+    assert Audit.objects.get(pk=planned.pk).closed is not None
+    assert page.problems == []
