@@ -177,32 +177,70 @@
     });
   }
 
-  // Autosaving forms: the status says at once when a save failed or was refused, and leaving the page
-  // with changes not yet saved asks first. Messages come translated from the status element's data-*.
+  // The session's current CSRF token, fetched again after a sign-in in another tab rotated it: the page's
+  // meta tag (read by every fetch and htmx request) and its forms' fields take it, so no work is lost.
+  function refreshCsrf(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+      .then(function (data) {
+        var meta = document.querySelector('meta[name="csrf-token"]');
+        if (meta) meta.content = data.token;
+        document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach(function (input) { input.value = data.token; });
+        return data.token;
+      });
+  }
+  window.k12vistaRefreshCsrf = refreshCsrf;
+
+  // Autosaving forms: the status says at once when a save failed or was refused, a save that could not reach
+  // the server is tried again by itself (waiting 1, 2, 4 … 60 s), a stale CSRF token is fetched again, and
+  // leaving the page with changes not yet saved asks first. Messages come translated from the status
+  // element's data-* (read once: a saved answer replaces the element).
   function bindAutosave(root) {
     root.querySelectorAll("form[data-warn-unsaved]").forEach(function (form) {
       var status = form.querySelector("#autosave-status") || document.getElementById("autosave-status");
+      var texts = status ? Object.assign({}, status.dataset) : {};
       var dirty = false;
-      var say = function (key, cls) {
+      var failures = 0;
+      var retryTimer = null;
+      var tokenRefreshed = false;
+      var say = function (key, cls, n) {
         status = document.getElementById("autosave-status") || status;
         if (!status) return;
-        status.textContent = status.dataset[key] || "";
+        status.textContent = (texts[key] || "").replace("%s", String(n));
         status.className = cls || "muted";
+      };
+      var saveAgain = function () { if (window.htmx) window.htmx.trigger(form, "retry-save"); };
+      var retryLater = function () {
+        failures += 1;
+        var seconds = Math.min(60, Math.pow(2, failures - 1));
+        say("retry", "status-failed", seconds);
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(saveAgain, seconds * 1000);
       };
       form.addEventListener("input", function () { dirty = true; say("unsaved"); });
       form.addEventListener("steps-changed", function () { dirty = true; say("unsaved"); });
       form.addEventListener("submit", function () { dirty = false; });
       form.addEventListener("htmx:afterRequest", function (event) {
-        if (event.detail.successful) dirty = false;
+        if (event.detail.successful) { dirty = false; failures = 0; tokenRefreshed = false; }
       });
       form.addEventListener("htmx:responseError", function (event) {
-        say(event.detail.xhr.status === 409 ? "conflict" : "failed", "status-failed");
+        var xhr = event.detail.xhr;
+        if (xhr.status === 409) {
+          say("conflict", "status-failed");
+        } else if (xhr.status === 403 && texts.csrfUrl && !tokenRefreshed && /id="error-csrf"/.test(xhr.responseText)) {
+          tokenRefreshed = true;
+          refreshCsrf(texts.csrfUrl).then(saveAgain, retryLater);
+        } else if (xhr.status >= 500 || xhr.status === 429) {
+          retryLater();
+        } else {
+          say("failed", "status-failed");
+        }
       });
-      form.addEventListener("htmx:sendError", function () { say("failed", "status-failed"); });
+      form.addEventListener("htmx:sendError", retryLater);
       window.addEventListener("beforeunload", function (event) {
         if (!dirty) return;
         event.preventDefault();
-        event.returnValue = (status && status.dataset.leave) || "";
+        event.returnValue = texts.leave || "";
       });
     });
   }

@@ -248,16 +248,7 @@
       say(form.dataset.conflictText, true);
     }
 
-    function refreshToken() {
-      return fetch(form.dataset.csrfUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
-        .then(function (data) {
-          // The meta tag for the saves, the form's own field for Save and Submit.
-          if (token) token.content = data.token;
-          document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach(function (input) { input.value = data.token; });
-          return data.token;
-        });
-    }
+    function refreshToken() { return window.k12vistaRefreshCsrf(form.dataset.csrfUrl); }
 
     function put(keepalive) {
       return fetch(form.dataset.draftUrl, {

@@ -273,3 +273,38 @@ def test_audit_decisions_ask_move_the_questions_say_how_many_and_name_lots_in_wo
     page.locator("#close-audit").wait_for(state="detached")
     assert Audit.objects.get(pk=planned.pk).closed is not None
     assert page.problems == []
+
+
+def test_the_ocr_review_retries_its_autosave_and_renews_a_stale_token(page):
+    from annotation.models import Question
+    from tests.annotation_factories import make_question
+
+    make_person("wang", Role.ANNOTATOR)
+    question = make_question()
+    log_in(page, "wang", PASSWORD)
+    page.wait_for_url("**/annotate/")
+    page.click("button[value=ocr_review]")
+    page.wait_for_url("**/annotate/review/*/")
+    review_url = page.url
+    page.route(review_url, lambda route: route.abort("connectionrefused") if route.request.method == "POST" else
+               route.continue_())  # fmt: skip
+    page.fill("#id_answers", "C")
+    page.wait_for_function("() => /无法连接服务器/.test(document.getElementById('autosave-status').textContent)",
+                           timeout=10000)  # fmt: skip
+    page.unroute(review_url)
+    page.wait_for_function(SAVED, timeout=10000)  # tried again by itself
+    question.refresh_from_db()
+    assert question.answers == ["C"]
+
+    again = page.context.new_page()
+    again.goto("/annotate/")
+    again.click("form[action='/logout/'] button")
+    log_in(again, "wang", PASSWORD)
+    again.wait_for_url("**/annotate/")
+    refused = []
+    page.on("response", lambda r: r.status == 403 and refused.append(r.url))
+    page.fill("#id_answers", "D")
+    page.wait_for_function("() => /v\\d+$/.test(document.getElementById('autosave-status').textContent) && "
+                           "document.getElementById('id_version').value > 2", timeout=10000)  # fmt: skip
+    assert Question.objects.get(pk=question.pk).answers == ["D"]
+    assert refused == [review_url]  # the stale token was refused once, then renewed
