@@ -237,6 +237,14 @@
         }
       });
       form.addEventListener("htmx:sendError", retryLater);
+      // After a conflict: "Keep mine" saves this page's version over the one now saved (its version is in the
+      // button), "Load the other version" leaves this page's changes on purpose.
+      document.addEventListener("click", function (event) {
+        var keep = event.target.closest("[data-keep-mine]");
+        var version = form.querySelector("input[name=version]");
+        if (keep && version) version.value = keep.dataset.keepMine;
+        if (event.target.closest("[data-load-theirs]")) dirty = false;
+      });
       window.addEventListener("beforeunload", function (event) {
         if (!dirty) return;
         event.preventDefault();

@@ -59,6 +59,11 @@ def test_it_shows_an_autosave_conflict_at_once_with_what_changed(page):
     assert page.locator("#autosave-status.status-failed").count() == 1
     question.refresh_from_db()
     assert question.answers == ["BB"]  # nothing of the refused save was written (its "C")
+    page.click("#keep-mine")  # this page's version replaces theirs
+    page.wait_for_load_state()
+    page.locator("#conflict [role=alert]").wait_for(state="detached")
+    question.refresh_from_db()
+    assert question.answers == ["C"] and question.raw_solution != "另一个标签页的解析"
     assert [p for p in page.problems if "409" not in p] == []
 
 
