@@ -76,6 +76,50 @@ class QuestionForm(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if k != "version"}
 
 
+# How each edited field reads on a conflict card (the form's labels, without their typing hints).
+CHANGE_LABELS = {
+    "subject": _("Subject"),
+    "grade": _("Grade"),
+    "qtype": _("Type"),
+    "text": _("Question text"),
+    "options": _("Options"),
+    "answers": _("Answers"),
+    "raw_solution": _("Solution"),
+    "solution_steps": _("Solution steps"),
+    "knowledge_points": _("Knowledge points"),
+    "difficulty": _("Difficulty"),
+    "source": _("Source"),
+}
+CHANGE_CHOICES = {"subject": Subject, "qtype": QuestionType}
+
+
+def shown_value(field: str, value) -> str:
+    """A stored value as the editor shows it: choices by name, lists one item a line, nothing as a dash."""
+    if value is None or value == "" or value == []:
+        return "—"
+    if field in CHANGE_CHOICES:
+        try:
+            return str(CHANGE_CHOICES[field](value).label)
+        except ValueError:
+            return str(value)
+    if field == "options":
+        return "\n".join(f"{o.get('label', '')}. {o.get('text', '')}" if isinstance(o, dict) else str(o) for o in value)
+    if field == "knowledge_points":
+        return "，".join(str(v) for v in value)
+    if isinstance(value, list | tuple):
+        return "\n".join(str(v) for v in value)
+    return str(value)
+
+
+def described_changes(changed: dict) -> list[dict[str, str]]:
+    """Someone else's changes ({field: (before, after)}) for the conflict card: a label and both values shown."""
+    return [
+        {"field": name, "label": str(CHANGE_LABELS.get(name, name)), "before": shown_value(name, before),
+         "after": shown_value(name, after)}
+        for name, (before, after) in changed.items()
+    ]  # fmt: skip
+
+
 class RejectForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), label=_("Reason for rejecting"))
 

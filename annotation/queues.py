@@ -37,6 +37,12 @@ def queue_filter(choices: dict | None) -> Q:
     return Q(**{field: choices[key] for key, field in QUEUE_FILTERS.items() if choices.get(key)})
 
 
+def within_choices(assignment: Assignment, choices: dict | None) -> bool:
+    """Whether the assignment's question is one the annotator's choices allow (a question held from before the
+    choices changed is returned first all the same, and the page says so)."""
+    return Question.objects.filter(queue_filter(choices), pk=assignment.question_id).exists()
+
+
 def waiting_counts(within: Q, *, cap: int) -> dict[str, int]:
     """Questions waiting per task within the annotator's choices, counted up to ``cap`` + 1:
     a LIMITed count on the status index, cheap at any size, even right after a bulk load

@@ -16,6 +16,7 @@ from annotation.forms import (
     QueueChoiceForm,
     RejectForm,
     StepsForm,
+    described_changes,
     filter_controls,
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
@@ -63,10 +64,20 @@ def claim(request: HttpRequest) -> HttpResponse:
 def open_next(request: HttpRequest, task: str) -> HttpResponse:
     """Opens the annotator's next question for the task within their queue choices
     (called from POSTs only: claiming is a change), or the queue when none is left."""
-    assignment = queues.next_assignment(annotator=request.user, task=task, choices=request.session.get(QUEUE_CHOICES))
+    choices = request.session.get(QUEUE_CHOICES)
+    assignment = queues.next_assignment(annotator=request.user, task=task, choices=choices)
     if assignment is None:
         messages.info(request, _("Nothing is waiting for this task."))
         return redirect("annotation:queue")
+    if not queues.within_choices(assignment, choices):
+        messages.info(
+            request,
+            _(
+                "You still hold %(id)s, which is outside your choices: it opens first, "
+                "and the questions after it follow your choices."
+            )
+            % {"id": assignment.question.hash_id},
+        )
     return redirect(work_url(assignment))
 
 
@@ -116,7 +127,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, _("Accepted %(id)s.") % {"id": question.hash_id})
                 return open_next(request, assignment.task)
         except services.EditConflict as exc:
-            conflict = exc.changed
+            conflict = described_changes(exc.changed)
             question = exc.question
             form = refused_form(request, question)
         except services.QuestionDataError as exc:
@@ -202,7 +213,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, _("Saved."))
             return redirect("annotation:steps", pk=assignment.pk)
         except services.EditConflict as exc:
-            conflict, question = exc.changed, exc.question
+            conflict, question = described_changes(exc.changed), exc.question
             data = request.POST.copy()
             data["version"] = question.version
             form = StepsForm(data)

@@ -1,5 +1,8 @@
 from django.conf import settings
+from django.http import Http404
+from django.urls import Resolver404, resolve
 from django.utils import translation
+from django.views.defaults import page_not_found
 
 
 class LanguageMiddleware:
@@ -23,3 +26,32 @@ class LanguageMiddleware:
         response.headers.setdefault("Content-Language", language)
         translation.deactivate()
         return response
+
+
+class StudioNotFoundMiddleware:
+    """With DEBUG on (``make run``) a missing page shows the studio's 404, as in production, not Django's
+    technical page listing every URL; ``TECHNICAL_404=1`` brings that page back for whoever debugs routing.
+
+    Django decides on the technical page itself whenever DEBUG is on, for a view's Http404 and for a path
+    no URL matches (raised before any view middleware runs), so both are answered here first. Last in
+    MIDDLEWARE: the request has its user and language, and CommonMiddleware still adds a missing slash."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    @staticmethod
+    def wanted() -> bool:
+        return settings.DEBUG and not settings.TECHNICAL_404
+
+    def __call__(self, request):
+        if self.wanted():
+            try:
+                resolve(request.path_info, getattr(request, "urlconf", None))
+            except Resolver404 as exc:
+                return page_not_found(request, exc)
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if self.wanted() and isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None

@@ -46,6 +46,10 @@ ROLE_PERMISSIONS: dict[Role, list[str]] = {
     ],
 }
 
+# Roles that read every item's step labels. Someone holding one of them and the annotator role is handed only
+# items nobody has labelled yet (the blind rule, pem.labelling); the user page warns before such a change.
+READERS_OF_ALL_LABELS = (Role.INSPECTOR, Role.RESEARCHER, Role.ADMIN)
+
 # Where each role lands after logging in; the first role a user holds wins.
 ROLE_HOME = {
     Role.ADMIN: "k12vista:users",

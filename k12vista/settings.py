@@ -87,6 +87,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if
 if not DEBUG and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is not set; list the host names the studio is served under.")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A refused form shows the studio's own page (translated, with a way back), not Django's stock one.
+CSRF_FAILURE_VIEW = "k12vista.views.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -123,7 +125,10 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Last, so that it sees the user and counts failed logins.
     "axes.middleware.AxesMiddleware",
+    # With DEBUG on: the studio's 404, not Django's technical page (TECHNICAL_404=1 for that).
+    "k12vista.middleware.StudioNotFoundMiddleware",
 ]
+TECHNICAL_404 = env_bool("TECHNICAL_404", False)
 
 ROOT_URLCONF = "k12vista.urls"
 WSGI_APPLICATION = "k12vista.wsgi.application"

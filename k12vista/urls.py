@@ -11,6 +11,7 @@ studio_patterns = [
     path("preview/", views.formula_preview, name="preview"),
     path("account/", views.account, name="account"),
     path("account/token/", views.rotate_token, name="rotate_token"),
+    path("csrf/", views.csrf_token, name="csrf_token"),
     path("jobs/", views.job_list, name="job_list"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),

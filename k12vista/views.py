@@ -4,9 +4,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
@@ -14,7 +17,7 @@ from django_htmx.http import trigger_client_event
 from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
 from k12vista.models import Job
-from k12vista.roles import Role, home_url_name, role_required, roles_of
+from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -52,6 +55,23 @@ def formula_preview(request: HttpRequest) -> HttpResponse:
     # Rendering happens in the browser (static/js/app.js): the text is put in
     # as text, never as HTML, and KaTeX typesets the formulas in it.
     return render(request, "k12vista/preview.html")
+
+
+@login_required
+@never_cache
+def csrf_token(request: HttpRequest) -> JsonResponse:
+    """The CSRF token of the session as it is now: a page open since before a sign-in in another tab (which
+    rotates the token) fetches it and saves again, instead of losing the work it was saving."""
+    return JsonResponse({"token": get_token(request)})
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """The studio's own page for a refused form (settings.CSRF_FAILURE_VIEW), in the reader's language, with a
+    way back; Django's reason stays in the log, not on the page."""
+    back = request.META.get("HTTP_REFERER") or ""
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = ""
+    return render(request, "403_csrf.html", {"back": back}, status=403)
 
 
 @login_required
@@ -146,7 +166,11 @@ def user_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 person.save(update_fields=["is_active"])
             messages.success(request, _("Saved %(user)s.") % {"user": person})
             return redirect("k12vista:users")
-    return render(request, "k12vista/user_edit.html", {"form": form, "person": person})
+    chosen = set(form["roles"].value() or [])
+    readers = [role.value for role in READERS_OF_ALL_LABELS]
+    blind = Role.ANNOTATOR.value in chosen and bool(chosen & set(readers))
+    return render(request, "k12vista/user_edit.html", {"form": form, "person": person, "readers": readers,
+                                                        "blind": blind})  # fmt: skip
 
 
 @role_required(Role.ADMIN)

@@ -75,6 +75,10 @@ class DraftEntry(serializers.Serializer):
 class DraftInput(serializers.Serializer):
     version = serializers.IntegerField(min_value=0)
     draft = serializers.DictField(child=DraftEntry(), help_text='{"<step position>": {"label": code, "reason": text}}')
+    writer = serializers.CharField(
+        max_length=64, required=False, default="", allow_blank=True,
+        help_text="an id of the saving tab, kept across its reloads: its own stale version is no conflict",
+    )  # fmt: skip
 
 
 class SubmitInput(serializers.Serializer):
@@ -98,13 +102,16 @@ PROBLEMS = inline_serializer(
     {"detail": serializers.CharField(), "problems": serializers.DictField(child=serializers.CharField())},
 )
 CONFLICT = inline_serializer(
-    "DraftConflict", {"detail": serializers.CharField(), "version": serializers.IntegerField()}
+    "DraftConflict",
+    {"detail": serializers.CharField(), "version": serializers.IntegerField(), "draft": serializers.DictField()},
 )
 
 
 def refusal(exc: labelling.LabellingError) -> Response:
     if isinstance(exc, labelling.DraftConflict):
-        return Response({"detail": str(exc), "version": exc.task.version}, status=status.HTTP_409_CONFLICT)
+        # The draft saved elsewhere is the caller's own: the page shows it and offers to keep either version.
+        body = {"detail": str(exc), "version": exc.task.version, "draft": exc.task.draft}
+        return Response(body, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, labelling.IncompleteLabels):
         problems = {str(position): message for position, message in exc.problems.items()}
         return Response({"detail": str(exc), "problems": problems}, status=status.HTTP_400_BAD_REQUEST)
@@ -161,7 +168,10 @@ def task_draft(request: Request, pk: int) -> Response:
     given.is_valid(raise_exception=True)
     try:
         task = labelling.save_draft(
-            task=task, draft=given.validated_data["draft"], expected_version=given.validated_data["version"]
+            task=task,
+            draft=given.validated_data["draft"],
+            expected_version=given.validated_data["version"],
+            writer=given.validated_data["writer"],
         )
     except labelling.LabellingError as exc:
         return refusal(exc)

@@ -28,11 +28,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from k12vista.roles import Role, has_role
+# People who see every label of every item (the annotators see only what visible_labels allows).
+from k12vista.roles import READERS_OF_ALL_LABELS as READERS_OF_ALL_LABELS
+from k12vista.roles import has_role
 from k12vista.vocabulary import LABELS_BY_CODE
 from pem import agreement_store
 from pem.models import Adjudication, ChainOfThought, ExpertScore, LabellingTask, Step, StepLabel
@@ -40,8 +42,6 @@ from pem.models import Adjudication, ChainOfThought, ExpertScore, LabellingTask,
 # Long enough for a careful reason, short enough that a pasted essay is refused.
 MAX_REASON_LENGTH = 2000
 CONSENSUS = "consensus"
-# People who see every label of every item (the annotators see only what visible_labels allows).
-READERS_OF_ALL_LABELS = (Role.INSPECTOR, Role.RESEARCHER, Role.ADMIN)
 
 
 class LabellingError(Exception):
@@ -115,15 +115,32 @@ def count_waiting(annotator: Any, cap: int) -> int:
     return _waiting(annotator, on_item).order_by()[: cap + 1].count()
 
 
-def _waiting(annotator: Any, n_tasks: Any) -> QuerySet[ChainOfThought]:
-    """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``."""
+def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True) -> QuerySet[ChainOfThought]:
+    """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``
+    (``blind=False``: without the blind rule, to tell people what it keeps from them)."""
     theirs = LabellingTask.objects.filter(annotator=annotator).values("cot_id")
     items = ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
-    if reads_all_labels(annotator):
+    if blind and reads_all_labels(annotator):
         # Someone who also reads every label (a researcher, say) may have read this item's
         # labels already; they are handed only items that have none yet (the blind rule).
         items = items.exclude(Exists(StepLabel.objects.filter(step__cot=OuterRef("pk"))))
     return items.alias(n_tasks=n_tasks).filter(n_tasks__lt=annotators_per_item())
+
+
+def count_kept_from(annotator: Any, cap: int) -> int:
+    """How many waiting items the blind rule keeps from this annotator (up to ``cap + 1``): those that already
+    have labels, when the person also holds a role that reads every label. The queue says so, so that an
+    empty queue after a role change is not a mystery."""
+    if not reads_all_labels(annotator):
+        return 0
+    labelled = Exists(StepLabel.objects.filter(step__cot=OuterRef("pk")))
+    on_item = Subquery(
+        LabellingTask.objects.filter(cot=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(template="COUNT(*)", output_field=IntegerField()))
+        .values("n")
+    )
+    return _waiting(annotator, on_item, blind=False).filter(labelled).order_by()[: cap + 1].count()
 
 
 def next_task(annotator: Any) -> LabellingTask | None:
@@ -212,15 +229,20 @@ def clean_draft(cot: ChainOfThought, draft: Any) -> dict[str, dict[str, str]]:
     return cleaned
 
 
-def save_draft(*, task: LabellingTask, draft: Any, expected_version: int) -> LabellingTask:
+def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer: str = "") -> LabellingTask:
     """Saves the labels so far if nobody saved since ``expected_version``; returns the task at its new version.
 
     The version check and the write are one conditional UPDATE, so of two
     saves from two tabs exactly one wins and the other gets DraftConflict.
+    ``writer`` names the browser tab: when the last save came from the same
+    tab the draft on screen is that tab's latest, so a stale version is no
+    conflict (a save sent just before a reload lands after the page is drawn).
     """
     cleaned = clean_draft(task.cot, draft)
-    won = LabellingTask.objects.filter(pk=task.pk, version=expected_version, submitted__isnull=True).update(
-        draft=cleaned, version=F("version") + 1
+    writer = writer[:64]
+    current = Q(version=expected_version) | Q(writer=writer) if writer else Q(version=expected_version)
+    won = LabellingTask.objects.filter(current, pk=task.pk, submitted__isnull=True).update(
+        draft=cleaned, version=F("version") + 1, writer=writer
     )
     task.refresh_from_db()
     if not won:

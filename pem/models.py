@@ -261,6 +261,9 @@ class LabellingTask(models.Model):
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labelling_tasks")
     draft = models.JSONField(default=dict, blank=True)  # {"<position>": {"label": code, "reason": text}}
     version = models.PositiveIntegerField(default=0)  # bumped on every save; stale autosaves are refused
+    # The browser tab that saved last (an id the page keeps across its reloads): a save from that same tab is
+    # never a conflict, even when a save it sent just before a reload landed after the page was drawn again.
+    writer = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField(default=timezone.now)
     submitted = models.DateTimeField(null=True, blank=True)
     # Set when an audit sends the work back; cleared on the next submit.

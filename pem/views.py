@@ -92,6 +92,7 @@ def label_queue(request: HttpRequest) -> HttpResponse:
         "submitted_tasks": queue_rows(list(tasks.submitted().order_by("-submitted").values(*QUEUE_FIELDS)[:50])),
         "waiting": min(waiting, WAITING_CAP),
         "waiting_capped": waiting > WAITING_CAP,
+        "kept_from_me": labelling.count_kept_from(request.user, WAITING_CAP),
     }
     return render(request, "pem/label_queue.html", ctx)
 
@@ -106,7 +107,10 @@ def open_next_task(request: HttpRequest) -> HttpResponse:
     """The annotator's next item (claimed: called from POSTs only), or the queue when none is waiting."""
     task = labelling.next_task(request.user)
     if task is None:
-        messages.info(request, _("No chain of thought is waiting for labels."))
+        if labelling.count_kept_from(request.user, 0):
+            messages.info(request, _("No chain of thought you may label is waiting; see below why."))
+        else:
+            messages.info(request, _("No chain of thought is waiting for labels."))
         return redirect("pem:label_queue")
     return redirect("pem:label_task", pk=task.pk)
 
@@ -125,7 +129,12 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and task.submitted is None:
         draft = draft_from_post(request.POST, [s.position for s in steps])
         try:
-            task = labelling.save_draft(task=task, draft=draft, expected_version=int(request.POST.get("version", -1)))
+            task = labelling.save_draft(
+                task=task,
+                draft=draft,
+                expected_version=int(request.POST.get("version", -1)),
+                writer=request.POST.get("writer", ""),
+            )
             if request.POST.get("action") == "submit":
                 labelling.submit(task)
                 messages.success(request, _("Submitted your labels for %(key)s.") % {"key": cot.key})

@@ -648,26 +648,65 @@ def apply_decision(*, audit: Audit, by: Any) -> list[LotDecision]:
         verdict = stratum["decision"]
         if not verdict or verdict["decision"] not in LotDecision.Decision.values:
             continue
-        key = stratum["stratum"]
-        with transaction.atomic():
-            lot, created = LotDecision.objects.select_for_update().get_or_create(
-                audit=audit, stratum=key,
-                defaults={"decision": verdict["decision"], "defects": verdict["defects"],
-                          "sampled": stratum["sampled"], "decided_by": by},
-            )  # fmt: skip
-            if lot.decision == LotDecision.Decision.ACCEPT:
-                ids = lot_ids(audit, key)
-                lot.question_ids = ids
-                lot.reworked += _rework_failed_samples(audit, key, by)
-                eligible = Question.objects.filter(pk__in=set(ids) - not_yet_passed(audit, key))
-                lot.moved += bank.advance_set(questions=eligible, action="audit", user=by,
-                                              note=audit_note(audit, key, "accept"))  # fmt: skip
-            elif created:
-                lot.question_ids = lot_ids(audit, key)
-                lot.reworked = _rework_lot(audit, key, lot.question_ids, by)
-            lot.save()
-        done.append(lot)
+        done.append(_apply_lot(audit, stratum["stratum"], verdict["decision"], verdict["defects"],
+                               stratum["sampled"], by))  # fmt: skip
     return done
+
+
+def decide_lot(*, audit: Audit, stratum: str, decision: str, by: Any) -> LotDecision:
+    """An inspector's own decision on one lot of an audit without a sampling plan (fixed sample sizes decide
+    nothing by themselves): the same moves as the plan's decision, once every sampled item of the lot is rated."""
+    from review.reports import rated_items  # reports imports this module
+
+    if audit.kind != Kind.QUESTION:
+        raise AuditError(gettext("only audits of questions move questions through their lifecycle"))
+    if audit.aql is not None:
+        raise AuditError(gettext("this audit's sampling plan decides its lots: apply the plan's decision"))
+    if decision not in LotDecision.Decision.values:
+        raise AuditError(gettext("a lot is accepted or rejected"))
+    rows = [r for r in rated_items(audit) if r["item"].stratum == stratum]
+    if not rows:
+        raise AuditError(gettext("this audit has no such lot"))
+    if not all(r["complete"] for r in rows):
+        raise AuditError(gettext("the lot is still being rated: every sampled item needs all its ratings"))
+    defects = sum(1 for r in rows if r["verdict"] is not None and not all(r["verdict"].values()))
+    return _apply_lot(audit, stratum, decision, defects, len(rows), by)
+
+
+def _apply_lot(audit: Audit, key: str, decision: str, defects: int, sampled: int, by: Any) -> LotDecision:
+    """Records a lot's decision once and makes its moves (again: only what became eligible since)."""
+    with transaction.atomic():
+        lot, created = LotDecision.objects.select_for_update().get_or_create(
+            audit=audit, stratum=key,
+            defaults={"decision": decision, "defects": defects, "sampled": sampled, "decided_by": by},
+        )  # fmt: skip
+        if lot.decision == LotDecision.Decision.ACCEPT:
+            ids = lot_ids(audit, key)
+            lot.question_ids = ids
+            lot.reworked += _rework_failed_samples(audit, key, by)
+            eligible = Question.objects.filter(pk__in=set(ids) - not_yet_passed(audit, key))
+            lot.moved += bank.advance_set(questions=eligible, action="audit", user=by,
+                                          note=audit_note(audit, key, "accept"))  # fmt: skip
+        elif created:
+            lot.question_ids = lot_ids(audit, key)
+            lot.reworked = _rework_lot(audit, key, lot.question_ids, by)
+        lot.save()
+    return lot
+
+
+def left_behind(lot: LotDecision) -> dict[str, int]:
+    """The lot's questions its decision could not move, by status: neither audited (or released) nor waiting
+    in someone's queue for rework, such as questions still imported, which no audit can pass or send back."""
+    from collections import Counter
+
+    reworking = Assignment.objects.open().filter(question_id__in=lot.question_ids).values("question_id")
+    statuses = (
+        Question.objects.filter(pk__in=lot.question_ids)
+        .exclude(status__in=[Question.Status.AUDITED, Question.Status.RELEASED])
+        .exclude(pk__in=reworking)
+        .values_list("status", flat=True)
+    )
+    return dict(Counter(statuses))
 
 
 @transaction.atomic

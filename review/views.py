@@ -16,8 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.models import Question
 from k12vista.models import Job
 from k12vista.roles import Role, has_role, role_required
+from k12vista.templatetags.text_extras import vocab
 from k12vista.views import get_job_for_user
 from pem import labelling
 from review import reports, services
@@ -129,6 +131,8 @@ def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "next": next_pending(request.user, audit),
         "inspectors": audit.inspectors.order_by("username"),
         "lot_decisions": audit.lot_decisions.select_related("reaudit"),
+        "decided": set(audit.lot_decisions.values_list("stratum", flat=True)),
+        "pending_ratings": Rating.objects.filter(item__audit=audit).pending().count(),
         "mine_pending": Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit).count(),
     }
     return render(request, "review/audit_detail.html", ctx)
@@ -137,7 +141,11 @@ def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(*READERS)
 @require_POST
 def audit_close(request: HttpRequest, pk: int) -> HttpResponse:
+    """Closes the audit once the person confirmed it (the page says first what closing leaves undone)."""
     audit = get_audit_for_user(request.user, pk)
+    if request.POST.get("confirm") != "1":
+        messages.error(request, _("The audit was not closed: confirm closing it first."))
+        return redirect("review:audit", pk=audit.pk)
     services.close_audit(audit=audit, by=request.user)
     messages.success(request, _("Closed %(name)s.") % {"name": audit})
     return redirect("review:audit", pk=audit.pk)
@@ -146,21 +154,39 @@ def audit_close(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(*READERS)
 @require_POST
 def audit_decide(request: HttpRequest, pk: int) -> HttpResponse:
-    """Applies the plan's decision: accepted lots move to audited, rejected lots go back for rework."""
+    """Applies the plan's decision, or (an audit without a plan) the inspector's decision on one lot:
+    accepted lots move to audited, rejected lots go back for rework."""
     audit = get_audit_for_user(request.user, pk)
     try:
-        lots = services.apply_decision(audit=audit, by=request.user)
+        if audit.aql is None:
+            lots = [services.decide_lot(audit=audit, stratum=request.POST.get("stratum", ""),
+                                        decision=request.POST.get("decision", ""), by=request.user)]  # fmt: skip
+        else:
+            lots = services.apply_decision(audit=audit, by=request.user)
     except services.AuditError as exc:
         messages.error(request, str(exc))
     else:
         if not lots:
             messages.info(request, _("No lot is decided yet: every sampled item needs all its ratings."))
         for lot in lots:
-            values = {"lot": lot.stratum, "decision": lot.get_decision_display(), "moved": lot.moved,
-                      "reworked": lot.reworked}  # fmt: skip
-            text = _("Lot %(lot)s: %(decision)s; %(moved)s questions audited, %(reworked)s sent back for rework.")
-            messages.success(request, text % values)
+            messages.success(request, decision_message(lot))
     return redirect("review:audit", pk=audit.pk)
+
+
+def decision_message(lot: LotDecision) -> str:
+    """What a lot's decision did, the lot named in words, and what it could not move and why."""
+    values = {"lot": vocab(lot.stratum), "decision": lot.get_decision_display(), "moved": lot.moved,
+              "reworked": lot.reworked}  # fmt: skip
+    text = _("Lot %(lot)s: %(decision)s; %(moved)s questions audited, %(reworked)s sent back for rework.") % values
+    left = services.left_behind(lot)
+    if left:
+        names = dict(Question.Status.choices)
+        statuses = "，".join(f"{names.get(status, status)} {n}" for status, n in sorted(left.items()))
+        text += " " + _(
+            "%(n)s questions were left where they are: they have not reached the audit stage (%(statuses)s), "
+            "so an audit can neither pass them nor send them back."
+        ) % {"n": sum(left.values()), "statuses": statuses}
+    return text
 
 
 @role_required(*READERS)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.utils.html import escape
 
@@ -95,7 +97,10 @@ def test_it_refuses_a_stale_save_and_shows_what_changed(held, annotator, other_a
     response = login(annotator).post(f"/annotate/review/{held.pk}/", mine)
     assert response.status_code == 409
     body = response.content.decode()
-    assert "answers" in body and "&#x27;D&#x27;" in body  # what the other person changed
+    # What the other person changed, by the field's label and its value as the form shows it.
+    assert re.search(
+        r'data-field="answers"><dt>(Answers|答案)</dt><dd><del data-math>B</del> → <ins data-math>D</ins>', body
+    )
     assert "我的修改" in body  # my version kept in the form
     question.refresh_from_db()
     assert question.answers == ["D"] and question.text != "我的修改"

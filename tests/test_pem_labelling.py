@@ -339,6 +339,21 @@ def test_the_screen_refuses_a_stale_save_and_keeps_the_posted_labels(login, anno
     assert task.draft == {"1": {"label": "CS", "reason": ""}}
 
 
+def test_a_stale_save_from_the_tab_that_saved_last_is_no_conflict_but_one_from_another_tab_is(annotator):
+    opened_cot()
+    task = labelling.next_task(annotator)
+    # Tab "a" saved v1 just before reloading; the reloaded page was drawn at v0 and saves on from there.
+    labelling.save_draft(task=task, draft={"1": {"label": "CS"}}, expected_version=0, writer="a")
+    task = labelling.save_draft(task=task, draft={"1": {"label": "QM", "reason": "x"}}, expected_version=0, writer="a")
+    assert task.version == 2 and task.draft["1"]["label"] == "QM"
+    with pytest.raises(labelling.DraftConflict):  # tab "b" never saw v1 or v2
+        labelling.save_draft(task=task, draft={"1": {"label": "CS"}}, expected_version=1, writer="b")
+    with pytest.raises(labelling.DraftConflict):  # nor does a save that names no tab
+        labelling.save_draft(task=task, draft={"1": {"label": "CS"}}, expected_version=1)
+    task.refresh_from_db()
+    assert task.draft == {"1": {"label": "QM", "reason": "x"}}
+
+
 # --- the labelling API ------------------------------------------------------------------------
 
 
@@ -354,6 +369,7 @@ def test_the_api_hands_out_saves_and_submits(api, annotator):
     assert saved.status_code == 200 and saved.json()["version"] == 1
     stale = client.put(draft_url, {"version": 0, "draft": {"1": {"label": "CS"}}}, format="json")
     assert stale.status_code == 409 and stale.json()["version"] == 1
+    assert stale.json()["draft"] == {"1": {"label": "CE", "reason": "slip"}}  # the page shows what was saved
     bad = client.put(draft_url, {"version": 1, "draft": {"1": {"label": "ZZ"}}}, format="json")
     assert bad.status_code == 400 and "nine labels" in bad.json()["detail"]
 
@@ -512,3 +528,13 @@ def test_the_queue_shows_each_task_with_its_link_local_times_and_rework_note(log
     assert "Step 2 is &lt;b&gt;right&lt;/b&gt;" in opened  # escaped
     assert re.findall(r'<tr data-task="(\d+)"', submitted) == [str(newer.pk), str(older.pk)]  # newest first
     assert "<td>2026-03-02 09:30</td>" in submitted and "<td>2026-03-02 08:30</td>" in submitted
+
+
+def test_the_blind_rule_counts_what_it_keeps_from_a_person_who_also_reads_every_label():
+    both = make_person("both", Role.ANNOTATOR, Role.INSPECTOR)
+    plain = make_person("plain", Role.ANNOTATOR)
+    fresh, started = opened_cot(), opened_cot()
+    StepLabel.objects.create(step=started.steps.first(), source=StepLabel.Source.PERSON, rater="zhao", label="CS")
+    assert labelling.count_waiting(both, 10) == 1 and labelling.count_kept_from(both, 10) == 1
+    assert labelling.count_waiting(plain, 10) == 2 and labelling.count_kept_from(plain, 10) == 0
+    assert fresh in labelling.waiting_for(both)

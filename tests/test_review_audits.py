@@ -252,7 +252,10 @@ def test_it_closes_an_audit_and_its_queue(login, inspector):
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
     client = login(inspector)
     assert client.get(reverse("review:audit_close", args=[audit.pk])).status_code == 405
-    client.post(reverse("review:audit_close", args=[audit.pk]))
+    client.post(reverse("review:audit_close", args=[audit.pk]))  # not confirmed: nothing happens
+    audit.refresh_from_db()
+    assert audit.closed is None
+    client.post(reverse("review:audit_close", args=[audit.pk]), {"confirm": "1"})
     audit.refresh_from_db()
     assert audit.closed is not None
     assert b'id="rate-next"' not in client.get(reverse("review:home")).content

@@ -147,3 +147,29 @@ def test_an_audit_without_a_plan_decides_nothing(inspector, annotator):
     with pytest.raises(services.AuditError, match="no sampling plan"):
         services.apply_decision(audit=audit, by=inspector)
     assert not Question.objects.filter(status="audited").exists()
+
+
+def test_an_inspector_decides_each_lot_of_an_audit_without_a_plan(inspector, annotator):
+    bulk_questions(5, subjects=["math", "physics"], worker=annotator)
+    audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
+    with pytest.raises(services.AuditError, match="still being rated"):
+        services.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
+    rate_everything(audit)
+    accepted = services.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
+    rejected = services.decide_lot(audit=audit, stratum="physics", decision="reject", by=inspector)
+    assert (accepted.moved, accepted.reworked, rejected.moved, rejected.reworked) == (5, 0, 0, 5)
+    assert Question.objects.filter(subject="math", status="audited").count() == 5
+    physics = Question.objects.filter(subject="physics")
+    assert Assignment.objects.open().filter(question__in=physics, annotator=annotator).count() == 5
+    assert services.left_behind(accepted) == {} and services.left_behind(rejected) == {}
+
+
+def test_a_decision_on_imported_questions_says_what_it_left_where_it_was(inspector):
+    bulk_questions(30, subjects=["math"], status=Question.Status.IMPORTED)
+    imported = {"kind": "status", "status": "imported"}
+    audit = audit_of(imported, inspectors=three_inspectors(inspector), per_stratum=None, aql=6.5)
+    first_two = set(audit.items.order_by("position").values_list("pk", flat=True)[:2])
+    rate_everything(audit, fail_items=first_two, fail=("solution",))
+    [decision] = services.apply_decision(audit=audit, by=inspector)
+    assert (decision.decision, decision.moved, decision.reworked) == ("reject", 0, 0)
+    assert services.left_behind(decision) == {"imported": 30}

@@ -177,32 +177,78 @@
     });
   }
 
-  // Autosaving forms: the status says at once when a save failed or was refused, and leaving the page
-  // with changes not yet saved asks first. Messages come translated from the status element's data-*.
+  // The session's current CSRF token, fetched again after a sign-in in another tab rotated it: the page's
+  // meta tag (read by every fetch and htmx request) and its forms' fields take it, so no work is lost.
+  function refreshCsrf(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+      .then(function (data) {
+        var meta = document.querySelector('meta[name="csrf-token"]');
+        if (meta) meta.content = data.token;
+        document.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach(function (input) { input.value = data.token; });
+        return data.token;
+      });
+  }
+  window.k12vistaRefreshCsrf = refreshCsrf;
+
+  // Autosaving forms: the status says at once when a save failed or was refused, a save that could not reach
+  // the server is tried again by itself (waiting 1, 2, 4 … 60 s), a stale CSRF token is fetched again, and
+  // leaving the page with changes not yet saved asks first. Messages come translated from the status
+  // element's data-* (read once: a saved answer replaces the element).
   function bindAutosave(root) {
     root.querySelectorAll("form[data-warn-unsaved]").forEach(function (form) {
       var status = form.querySelector("#autosave-status") || document.getElementById("autosave-status");
+      var texts = status ? Object.assign({}, status.dataset) : {};
       var dirty = false;
-      var say = function (key, cls) {
+      var failures = 0;
+      var retryTimer = null;
+      var tokenRefreshed = false;
+      var say = function (key, cls, n) {
         status = document.getElementById("autosave-status") || status;
         if (!status) return;
-        status.textContent = status.dataset[key] || "";
+        status.textContent = (texts[key] || "").replace("%s", String(n));
         status.className = cls || "muted";
+      };
+      var saveAgain = function () { if (window.htmx) window.htmx.trigger(form, "retry-save"); };
+      var retryLater = function () {
+        failures += 1;
+        var seconds = Math.min(60, Math.pow(2, failures - 1));
+        say("retry", "status-failed", seconds);
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(saveAgain, seconds * 1000);
       };
       form.addEventListener("input", function () { dirty = true; say("unsaved"); });
       form.addEventListener("steps-changed", function () { dirty = true; say("unsaved"); });
       form.addEventListener("submit", function () { dirty = false; });
       form.addEventListener("htmx:afterRequest", function (event) {
-        if (event.detail.successful) dirty = false;
+        if (event.detail.successful) { dirty = false; failures = 0; tokenRefreshed = false; }
       });
       form.addEventListener("htmx:responseError", function (event) {
-        say(event.detail.xhr.status === 409 ? "conflict" : "failed", "status-failed");
+        var xhr = event.detail.xhr;
+        if (xhr.status === 409) {
+          say("conflict", "status-failed");
+        } else if (xhr.status === 403 && texts.csrfUrl && !tokenRefreshed && /id="error-csrf"/.test(xhr.responseText)) {
+          tokenRefreshed = true;
+          refreshCsrf(texts.csrfUrl).then(saveAgain, retryLater);
+        } else if (xhr.status >= 500 || xhr.status === 429) {
+          retryLater();
+        } else {
+          say("failed", "status-failed");
+        }
       });
-      form.addEventListener("htmx:sendError", function () { say("failed", "status-failed"); });
+      form.addEventListener("htmx:sendError", retryLater);
+      // After a conflict: "Keep mine" saves this page's version over the one now saved (its version is in the
+      // button), "Load the other version" leaves this page's changes on purpose.
+      document.addEventListener("click", function (event) {
+        var keep = event.target.closest("[data-keep-mine]");
+        var version = form.querySelector("input[name=version]");
+        if (keep && version) version.value = keep.dataset.keepMine;
+        if (event.target.closest("[data-load-theirs]")) dirty = false;
+      });
       window.addEventListener("beforeunload", function (event) {
         if (!dirty) return;
         event.preventDefault();
-        event.returnValue = (status && status.dataset.leave) || "";
+        event.returnValue = texts.leave || "";
       });
     });
   }
@@ -230,6 +276,38 @@
       .catch(function () { /* the page still shows the finished job; a reload shows the rest */ });
   }
 
+  // Filters that apply when chosen: a change is copied at once into the form that acts on them (its hidden
+  // fields of the same names), then the filter form is sent to show what it selects.
+  function bindApplyOnChange(root) {
+    root.querySelectorAll("form[data-apply-on-change]").forEach(function (form) {
+      var target = document.getElementById(form.dataset.applyOnChange);
+      form.addEventListener("change", function (event) {
+        var field = event.target;
+        if (!field.name) return;
+        if (target) {
+          target.querySelectorAll("input[type=hidden]").forEach(function (copy) {
+            if (copy.name === field.name) copy.value = field.value;
+          });
+        }
+        form.requestSubmit ? form.requestSubmit() : form.submit();
+      });
+    });
+  }
+
+  // The user page warns, before saving, when the roles ticked put the person under the blind rule.
+  function bindBlindRuleWarning() {
+    var note = document.getElementById("blind-rule-warning");
+    if (!note) return;
+    var form = note.closest("form");
+    var readers = note.dataset.readers.split(",");
+    var update = function () {
+      var ticked = Array.prototype.map.call(form.querySelectorAll("input[name=roles]:checked"), function (box) { return box.value; });
+      note.hidden = !(ticked.indexOf(note.dataset.annotator) >= 0 && ticked.some(function (r) { return readers.indexOf(r) >= 0; }));
+    };
+    form.addEventListener("change", update);
+    update();
+  }
+
   document.documentElement.classList.add("js");
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -254,6 +332,8 @@
       typeset(event.detail.elt.parentNode || event.detail.elt);
       bindPreviews(event.detail.elt);
     });
+    bindApplyOnChange(document);
+    bindBlindRuleWarning();
     document.querySelectorAll("[data-autosubmit]").forEach(function (el) {
       el.addEventListener("change", function () { el.form.submit(); });
     });

@@ -164,19 +164,55 @@
     });
 
     if (readonly) return;
-    // After a refused submit, start at the first step that needs something.
+    // After a refused submit, start at the first step that needs something; otherwise at the first step not
+    // labelled yet (a reload mid-item goes on where the person was, never back over step 1).
     var problem = form.querySelector("[data-problem]");
-    var first = problem ? steps.indexOf(problem.closest(".label-step")) : 0;
-    if (steps.length) focusStep(first, !!problem);
+    var unlabelled = steps.filter(function (step) { return !checkedOf(step); })[0];
+    var first = problem ? steps.indexOf(problem.closest(".label-step")) : (unlabelled ? steps.indexOf(unlabelled) : 0);
+    if (steps.length) focusStep(first, !!problem || first > 0);
+
+    // --- the tab's id and its undo history live in sessionStorage, so they come through a reload -----------
+    var store = window.sessionStorage;
+    var historyKey = "k12vista-undo:" + form.dataset.draftUrl;
+    var navigation = (performance.getEntriesByType && performance.getEntriesByType("navigation")[0]) || {};
+    var again = navigation.type === "reload" || navigation.type === "back_forward";
+    var writer = again && store.getItem("k12vista-tab");
+    if (!writer) {
+      writer = Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 12);
+      store.setItem("k12vista-tab", writer);
+    }
+    var writerInput = form.querySelector("input[name=writer]");
+    if (writerInput) writerInput.value = writer;
+    function rememberHistory() {
+      try {
+        store.setItem(historyKey, JSON.stringify(history.slice(-200).map(function (h) {
+          return { position: h.step.dataset.position, label: h.label, reason: h.reason };
+        })));
+      } catch (e) { /* a full storage only costs the undo after a reload */ }
+    }
+    try {
+      (again ? JSON.parse(store.getItem(historyKey) || "[]") : []).forEach(function (h) {
+        var step = form.querySelector('.label-step[data-position="' + h.position + '"]');
+        if (step) history.push({ step: step, label: h.label, reason: h.reason });
+      });
+    } catch (e) { /* an unreadable history is no history */ }
+    var push = history.push;
+    history.push = function () { var n = push.apply(history, arguments); rememberHistory(); return n; };
+    var pop = history.pop;
+    history.pop = function () { var last = pop.apply(history); rememberHistory(); return last; };
 
     // --- autosave ---------------------------------------------------------------
     var version = form.querySelector("input[name=version]");
     var status = document.getElementById("autosave-status");
     var token = document.querySelector('meta[name="csrf-token"]');
+    var card = document.getElementById("draft-conflict");
     var timer = null;
     var inFlight = null;
     var dirty = false;
-    var refused = false;
+    var refused = null; // the 409 answer while the person has not chosen between the two versions
+    var rejected = false; // the last save was refused as it stands
+    var failures = 0; // saves that could not reach the server in a row: the next retry waits longer
+    var leaving = false; // the person chose to load the other version: nothing of this page is saved any more
     var submitting = false; // once the form posts, no draft save may follow it (it would be refused)
 
     function draft() {
@@ -195,44 +231,120 @@
       status.textContent = text;
       status.classList.toggle("errorlist", !!isError);
     }
+    function worded(name, n) { return (form.dataset[name] || "").replace("%s", String(n)); }
 
-    function save() {
-      timer = null;
-      if (submitting) return Promise.resolve();
-      if (inFlight || refused) { dirty = !refused; return inFlight || Promise.resolve(); }
-      dirty = false;
-      inFlight = fetch(form.dataset.draftUrl, {
+    function showConflict(answer) {
+      refused = answer;
+      if (!card) return;
+      var list = card.querySelector("[data-theirs]");
+      list.textContent = "";
+      Object.keys(answer.draft || {}).sort(function (a, b) { return a - b; }).forEach(function (position) {
+        var entry = answer.draft[position];
+        var item = document.createElement("li");
+        item.textContent = worded("stepText", position) + " " + (entry.label || "—") + (entry.reason ? " · " + entry.reason : "");
+        list.appendChild(item);
+      });
+      card.hidden = false;
+      say(form.dataset.conflictText, true);
+    }
+
+    function refreshToken() { return window.k12vistaRefreshCsrf(form.dataset.csrfUrl); }
+
+    function put(keepalive) {
+      return fetch(form.dataset.draftUrl, {
         method: "PUT",
         credentials: "same-origin",
+        keepalive: !!keepalive,
         headers: { "Content-Type": "application/json", "X-CSRFToken": token ? token.content : "" },
-        body: JSON.stringify({ version: Number(version.value), draft: draft() }),
-      }).then(function (response) {
-        return response.json().then(function (data) {
+        body: JSON.stringify({ version: Number(version.value), draft: draft(), writer: writer }),
+      });
+    }
+
+    function retryLater() {
+      failures += 1;
+      var seconds = Math.min(60, Math.pow(2, failures - 1));
+      say(worded("retryText", seconds), true);
+      dirty = true;
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(save, seconds * 1000);
+    }
+
+    function save(tokenRefreshed) {
+      timer = null;
+      if (submitting || leaving) return Promise.resolve();
+      if (refused) { dirty = true; say(form.dataset.conflictText, true); return Promise.resolve(); }
+      if (inFlight) { dirty = true; return inFlight; }
+      dirty = false;
+      var answered = false;
+      var staleToken = false;
+      inFlight = put(false).then(function (response) {
+        answered = true;
+        return response.json().catch(function () { return {}; }).then(function (data) {
           if (response.ok) {
+            failures = 0;
+            rejected = false;
             version.value = data.version;
             say(form.dataset.savedText + " · v" + data.version, false);
+          } else if (response.status === 409) {
+            showConflict(data);
+          } else if (response.status === 403 && !tokenRefreshed && /CSRF/i.test(data.detail || "")) {
+            staleToken = true; // signed in again in another tab: fetch the new token and save again
+          } else if (response.status >= 500 || response.status === 429) {
+            retryLater();
           } else {
-            // 409: saved from elsewhere. Stop autosaving; the person reloads or saves deliberately.
-            if (response.status === 409) refused = true;
+            rejected = true; // refused as it stands (400): saying so is enough, a retry would be refused too
             say(form.dataset.failedText + " " + (data.detail || response.status), true);
           }
         });
-      }).catch(function (error) {
-        say(form.dataset.failedText + " " + error, true);
+      }).catch(function () {
+        if (!answered) retryLater(); // the server could not be reached: try again, waiting longer each time
       }).then(function () {
         inFlight = null;
-        if (dirty) return save();
+        if (staleToken) return refreshToken().then(function () { return save(true); }, retryLater);
+        if (dirty && !timer && !refused && !failures) return save();
       });
       return inFlight;
     }
 
     function schedule(delay) {
-      if (submitting) return;
+      if (submitting || leaving) return;
       dirty = true;
+      if (refused) { say(form.dataset.conflictText, true); return; }
       if (timer) clearTimeout(timer);
+      if (failures) delay = Math.max(delay, 1000);
       say(form.dataset.savingText || "", false);
       timer = setTimeout(save, delay);
     }
+
+    if (card) {
+      card.querySelector("#keep-mine").addEventListener("click", function () {
+        // Keep this page's labels: save them over the version saved elsewhere.
+        version.value = refused ? refused.version : version.value;
+        refused = null;
+        card.hidden = true;
+        save();
+      });
+      card.querySelector("#load-theirs").addEventListener("click", function () {
+        leaving = true;
+        store.removeItem(historyKey);
+        window.location.reload();
+      });
+    }
+
+    // A label saved when the page goes away: a key pressed just before a reload still reaches the server.
+    window.addEventListener("pagehide", function () {
+      if (timer && !submitting && !leaving && !refused) {
+        clearTimeout(timer);
+        timer = null;
+        put(true);
+      }
+    });
+    // Work that cannot be saved (a conflict waiting for a choice, a server out of reach) is not left silently.
+    window.addEventListener("beforeunload", function (event) {
+      if (submitting || leaving || !(refused || failures || rejected)) return;
+      event.preventDefault();
+      event.returnValue = form.dataset.leaveText || "";
+    });
 
     form.addEventListener("change", function (event) {
       if (event.target.matches && event.target.matches("input[type=radio]")) {
@@ -249,7 +361,7 @@
     // Save and Submit post the form with the version the last autosave returned:
     // let a pending autosave finish first, or the post would look stale.
     form.addEventListener("submit", function (event) {
-      if (!timer && !inFlight) { submitting = true; return; }
+      if ((!timer || failures) && !inFlight) { submitting = true; store.removeItem(historyKey); return; }
       event.preventDefault();
       var submitter = event.submitter;
       if (timer) { clearTimeout(timer); timer = null; }

@@ -45,15 +45,25 @@ def test_it_shows_an_autosave_conflict_at_once_with_what_changed(page):
     page.wait_for_url("**/annotate/review/*/")
     # Another tab saves first.
     services.edit_question(
-        question=question, changes={"raw_solution": "另一个标签页的解析"}, user=wang, expected_version=question.version
-    )
+        question=question, changes={"raw_solution": "另一个标签页的解析", "answers": ["BB"]}, user=wang,
+        expected_version=question.version,
+    )  # fmt: skip
     page.fill("#id_answers", "C")
     alert = page.locator("#conflict [role=alert]")
     alert.wait_for(timeout=10000)
-    assert "另一个标签页的解析" in alert.inner_text()
+    card = alert.inner_text()
+    assert "另一个标签页的解析" in card
+    # Fields by their labels and values as the form shows them, not raw names and Python lists.
+    assert "答案" in card and "解析" in card and "BB" in card
+    assert "raw_solution" not in card and "answers" not in card and "['" not in card
     assert page.locator("#autosave-status.status-failed").count() == 1
     question.refresh_from_db()
-    assert question.answers == ["B"]  # nothing of the refused save was written
+    assert question.answers == ["BB"]  # nothing of the refused save was written (its "C")
+    page.click("#keep-mine")  # this page's version replaces theirs
+    page.wait_for_load_state()
+    page.locator("#conflict [role=alert]").wait_for(state="detached")
+    question.refresh_from_db()
+    assert question.answers == ["C"] and question.raw_solution != "另一个标签页的解析"
     assert [p for p in page.problems if "409" not in p] == []
 
 

@@ -1,12 +1,13 @@
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 
@@ -19,6 +20,14 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
 
     def handle(self, *args, port, host, **options):
+        # runserver ends the process with os._exit when its port is taken, past any cleanup of ours: a worker
+        # started first would be left running. So the port is tried before anything starts.
+        refusal = port_in_use(host, port)
+        if refusal:
+            raise CommandError(
+                f"{host}:{port} cannot be served ({refusal}); nothing was started. "
+                f"Stop what holds it, or choose another port: make run PORT=8001"
+            )
         command = [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--loglevel", "INFO",
                    "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", "studio@%h"]  # fmt: skip
         worker = subprocess.Popen(command)
@@ -55,3 +64,19 @@ class Command(BaseCommand):
                     worker.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     worker.kill()
+
+
+def port_in_use(host: str, port: int) -> str:
+    """Why ``host:port`` cannot be listened on, or "" when it can (bound as runserver binds: address reuse on)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return str(exc)
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return ""
