@@ -112,7 +112,8 @@ class RunForm(forms.Form):
 class ScoringForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
     method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
-    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, label=_("Protocol"))
+    # Not required: a form posted without it (older pages, scripts) scores in the studio's protocol.
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, label=_("Protocol"), required=False)
 
 
 class PublishedUploadForm(forms.Form):

@@ -45,6 +45,7 @@ from inference.models import (
     Judgment,
     ModelEndpoint,
     PromptTemplate,
+    Protocol,
     PublishedResult,
     ScoringRun,
 )
@@ -355,7 +356,7 @@ def run_score(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         scoring_run = scoring.start_scoring_run(
             inference_run=run, judge=form.cleaned_data["judge"], method=form.cleaned_data["method"], user=request.user,
-            protocol=form.cleaned_data["protocol"],
+            protocol=form.cleaned_data["protocol"] or Protocol.STUDIO,
         )  # fmt: skip
     except (scoring.ScoringError, services.EndpointError) as exc:
         messages.error(request, _("Scoring was not started: %(reason)s") % {"reason": exc})
