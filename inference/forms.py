@@ -112,8 +112,7 @@ class RunForm(forms.Form):
 class ScoringForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), label=_("Judge endpoint"))
     method = forms.ChoiceField(choices=ScoringRun.Method.choices, label=_("Method"))
-    # Not required: a form posted without it (older pages, scripts) scores in the studio's protocol.
-    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, label=_("Protocol"), required=False)
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, required=False, label=_("Protocol"))
 
 
 class PublishedUploadForm(forms.Form):
