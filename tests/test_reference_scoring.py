@@ -200,3 +200,26 @@ def test_the_run_page_starts_a_reference_scoring_run(servers, registered, resear
     bad = client.post(f"/api/runs/{run.pk}/scoring/", {"judge": judge.pk, "protocol": "paper"},
                       content_type="application/json")  # fmt: skip
     assert bad.status_code == 400
+
+
+def test_a_local_pem_scores_in_the_reference_protocol_with_its_tries(registered, researcher):
+    from inference import client, engines
+
+    pem = ModelEndpoint.objects.create(name="K12-PEM local", kind=ModelEndpoint.Kind.TRANSFORMERS,
+                                       model_name="/models/k12-pem", accepts_images=False)  # fmt: skip
+    run = answered_run("step_by_step", ["GOOD 解：…"])
+    replies = iter(
+        ["我先想一想", "[['步骤1', '计算错误', '?']]", "[['步骤1', '步骤正确', '对'], ['步骤2', '幻觉错误', '编造']]"]
+    )
+    seen: list[list[dict]] = []
+
+    def engine(endpoint, conversations, params):
+        seen.extend(conversations)
+        return [client.Completion(next(replies), 5, 1, 1, "stop", 1) for _ in conversations]
+
+    with mock.patch.object(engines, "local_chat_batch", engine):
+        result = scored(run, pem, researcher)
+    judgment = result.judgments.get()
+    assert (judgment.status, judgment.score, judgment.attempts) == ("ok", 0.5, 3)
+    assert list(judgment.steps.values_list("label", flat=True)) == ["CS", "HE"]
+    assert len(seen) == 3 and all(c[0]["role"] == "user" and len(c) == 1 for c in seen)  # no system message
