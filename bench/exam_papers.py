@@ -87,6 +87,7 @@ _PLAIN = {"²": "2", "³": "3", "₂": "2", "₃": "3", "₄": "4", "−": "-", 
 
 def plain_math(text: str) -> str:
     r"""``$\frac{1}{2} x^{2}$`` as a page prints it in plain text: ``1/2 x2``."""
+    text = re.sub(r"\\(?:begin|end)\{[^{}]*\}(?:\{[^{}]*\})?", " ", text)
     text = text.replace("$", "").replace("\\{", "\x01").replace("\\}", "\x02")
     text = re.sub(r"\\(?:left|right|displaystyle|mathrm|text|mathbf|operatorname|mathit|boldsymbol)\b", "", text)
     for _ in range(3):  # nested braces unwind from the inside
@@ -643,6 +644,7 @@ def generate(seed: int, index: int, *, scanned_share: float = 0.04, outlined_sha
         "index": index,
         "generated": True,
         "features": style.features,
+        "header": style.header,  # the running header printed on every page (not question text)
         "question_count": len(questions),
         "questions": [
             {
