@@ -272,6 +272,10 @@ class Style:
             found.append("section headings")
         if self.instructions:
             found.append("numbered instructions")
+        if self.header:
+            found.append("running header")
+        if self.footer:
+            found.append(f"footer={self.footer}")
         return found
 
 

@@ -122,7 +122,8 @@ def score_paper(path: Path, expected: dict) -> PaperScore:
     with pdf:
         score.pages = pdf.page_count
         texts, regions, sources = [], [], []
-        for index, page in enumerate(pdf):
+        for index in range(pdf.page_count):
+            page = pdf.load_page(index)
             started, cpu = time.perf_counter(), time.process_time()
             text, source, found = importer.read_page(page, index + 1)
             reading.render_png(page)  # the page image the import stores
@@ -169,7 +170,8 @@ def _compare(score: PaperScore, expected: list[dict], parsed: list, figures_of: 
     pairs = [(block.a + k, block.b + k) for block in matcher.get_matching_blocks() for k in range(block.size)]
     score.matched = len(pairs)
     generated = all("text" in q for q in expected)
-    rows = [{"features": score.features + list(q.get("features", [])), "matched": False} for q in expected]
+    rows = [{"features": [*score.features, *q.get("features", []), f"type={q['type']}"], "matched": False}
+            for q in expected]  # fmt: skip
     score.rows = rows if generated else []
     pieces = _distinctive_pieces(expected) if generated else []
     seen_want = {a for a, _ in pairs}
@@ -189,8 +191,8 @@ def _compare(score: PaperScore, expected: list[dict], parsed: list, figures_of: 
             options_ok = question.option_count == exp["options"]
             score.options_ok += options_ok
             if not options_ok:
-                got = "".join(o["label"] for o in question.options)
-                score.misses.append(f"{label}: options {question.option_count} ({got}), expected {exp['options']}")
+                letters = "".join(o["label"] for o in question.options)
+                score.misses.append(f"{label}: options {question.option_count} ({letters}), expected {exp['options']}")
         has_solution = bool(question.solution.strip() or question.answer.strip())
         score.solution_ok += has_solution == bool(exp["has_solution"])
         if has_solution != bool(exp["has_solution"]):
@@ -434,7 +436,7 @@ def cache_ocr(folder: Path) -> None:
         path.write_bytes(pickle.dumps(result))
         return result
 
-    backend.recognize = cached
+    setattr(backend, "recognize", cached)  # noqa: B010 (mypy refuses assigning to a method)
 
 
 def run(folder: Path, only: str = "") -> list[PaperScore]:
