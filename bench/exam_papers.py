@@ -5,7 +5,7 @@ r"""Exam PDFs laid out the way real Chinese papers are, built from real question
 The questions come from the records in ``../shared/realdata/records/`` (GAOKAO-Bench objective questions
 and GAOKAO-MM with its PNG figures), read at run time: nothing of them is kept in the repository. What
 varies is the layout, drawn per paper from a seeded ``random.Random`` so that paper ``i`` of seed ``s`` is
-always the same bytes-for-truth (the PDF bytes themselves carry a creation date and are not compared):
+always the same PDF, byte for byte (no date, no random file id), with the same truth:
 
 - page: A4 portrait (1 or 2 columns) or A3 landscape (2 or 3 columns);
 - numbering: ``1.`` ``1、`` ``1．`` ``（1）``, a number in a badge on its own line, or a paper numbered
@@ -636,7 +636,7 @@ def generate(seed: int, index: int, *, scanned_share: float = 0.04, outlined_sha
     writer.flush()
     _footers(writer, rng)
     writer.doc.subset_fonts()  # the CJK font whole is 1.7 MB a paper
-    pdf = writer.doc.tobytes(garbage=3, deflate=True)
+    pdf = writer.doc.tobytes(garbage=3, deflate=True, no_new_id=True)
     writer.doc.close()
     if style.variant == "scanned":
         pdf = scanned(pdf, rng)
@@ -856,7 +856,7 @@ def scanned(pdf: bytes, rng: random.Random, dpi: int = 150) -> bytes:
         image.save(buffer, "JPEG", quality=70)
         target = out.new_page(width=page.rect.width, height=page.rect.height)
         target.insert_image(target.rect, stream=buffer.getvalue())
-    data = out.tobytes(garbage=3, deflate=True)
+    data = out.tobytes(garbage=3, deflate=True, no_new_id=True)
     source.close()
     out.close()
     return data
@@ -869,7 +869,7 @@ def outlined(pdf: bytes) -> bytes:
         page = source.load_page(number)
         svg = pymupdf.open(stream=page.get_svg_image(text_as_path=True).encode(), filetype="svg")
         out.insert_pdf(pymupdf.open("pdf", svg.convert_to_pdf()))
-    data = out.tobytes(garbage=3, deflate=True)
+    data = out.tobytes(garbage=3, deflate=True, no_new_id=True)
     source.close()
     out.close()
     return data
