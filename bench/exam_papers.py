@@ -261,6 +261,7 @@ class Style:
     shared_stems: bool
     variant: str  # "text", "scanned" or "outlined"
     size: float
+    first: int = 1  # the first question's number: a 理综 paper's physics part starts at 14, its chemistry at 7
 
     @property
     def features(self) -> list[str]:
@@ -276,6 +277,8 @@ class Style:
             found.append("running header")
         if self.footer:
             found.append(f"footer={self.footer}")
+        if self.first > 1:
+            found.append("numbers start past 1")
         return found
 
 
@@ -303,6 +306,7 @@ def draw_style(rng: random.Random, scanned_share: float, outlined_share: float) 
         shared_stems=rng.random() < 0.5,
         variant=variant,
         size=rng.choice([10.0, 10.5, 11.0]),
+        first=1 if numbering == "numeral" or rng.random() < 0.75 else rng.choice([6, 7, 13, 14, 16]),
     )
 
 
@@ -622,7 +626,7 @@ def generate(seed: int, index: int, *, scanned_share: float = 0.04, outlined_sha
     questions = _pick(rng, style, rng.randint(6, 16))
     writer = Writer(style, rng)
     _title(writer, rng)
-    for n, q in enumerate(questions, 1):
+    for n, q in enumerate(questions, style.first):
         q.number = n
         q.label = SECTION_NUMERALS[n - 1] if style.numbering == "numeral" else ""
         q.stem, q.options, q.answer, q.solution = _as_type(q.item, q.qtype)
@@ -709,8 +713,8 @@ def _body(w: Writer, questions: list[Question], rng: random.Random) -> None:
     style = w.style
     sections = [t for t in (CHOICE, FILL, FREE) if any(q.qtype == t for q in questions)]
     gap = rng.choice(["", " ", "  "])
-    for q in questions:
-        if style.sections and (q is questions[0] or q.qtype != questions[q.number - 2].qtype):
+    for i, q in enumerate(questions):
+        if style.sections and (i == 0 or q.qtype != questions[i - 1].qtype):
             _heading(w, sections.index(q.qtype), q.qtype, sum(x.qtype == q.qtype for x in questions), rng)
         if q.passage:
             group = [x for x in questions if x.item.passage == q.item.passage and x.item.source == q.item.source]
