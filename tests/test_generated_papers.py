@@ -11,11 +11,11 @@ from contextlib import redirect_stdout
 import pymupdf
 import pytest
 
-from bench import exam_papers, real_papers
+from bench import exam_papers, exam_records, real_papers
 from bench.exam_papers import normalized
 from tests.ci import needs
 
-needs_records = needs(exam_papers.records_folder().is_dir(), "../shared/realdata/records is not here")
+needs_records = needs(exam_records.records_folder().is_dir(), "../shared/realdata/records is not here")
 
 
 def _text_of(pdf: bytes, body_only: bool = False) -> str:
@@ -81,8 +81,8 @@ def test_scanned_and_outlined_papers_have_no_text_layer_but_the_same_page_look()
 
 @needs_records
 def test_the_records_become_plain_printed_text():
-    assert exam_papers.plain_math(r"$\frac{\sqrt{2}}{2}$ 与 $x^{2}+\mathrm{H}_{2} \mathrm{O}$") == "√2/2 与 x2+H2 O"
-    groups = exam_papers.load_groups()
+    assert exam_records.plain_math(r"$\frac{\sqrt{2}}{2}$ 与 $x^{2}+\mathrm{H}_{2} \mathrm{O}$") == "√2/2 与 x2+H2 O"
+    groups = exam_records.load_groups()
     assert len(groups) >= 30
     shared = [g for g in groups if len(g) > 1]
     assert shared and all(item.passage for g in shared for item in g)
