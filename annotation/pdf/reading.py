@@ -11,7 +11,7 @@ from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
-from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
+from annotation.pdf.layout import MARGIN, PageText, Span, clip_to_page, normalize_text
 from k12vista.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
                     continue  # Word leaves formula residue as 1 pt letters: nobody reads them
                 text = normalize_text(span["text"])
                 spans.append(Span(text, _line_box(span), span["origin"][1], span["size"], span["flags"]))
-    return PageText(number, page.rect.width, page.rect.height, spans)
+    return clip_to_page(PageText(number, page.rect.width, page.rect.height, spans))
 
 
 MIN_VISIBLE_PT = 3.0
@@ -143,7 +143,7 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
             height = max(1.0, y1 - y0)
             spans.append(Span(line.text, (x0, y0, x1, y1), baseline=y1 - 0.15 * height, size=0.85 * height))
     gutters = [x * scale for x in edges[1:-1]]
-    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
+    return clip_to_page(PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters))
 
 
 def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: float = 0.22) -> list[int]:

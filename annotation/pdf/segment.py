@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from annotation.pdf.layout import Line
+from annotation.pdf.notes import Note, english, note
 from k12vista.vocabulary import QuestionType
 
 CN_NUMERAL = "一二三四五六七八九十"
@@ -54,6 +55,11 @@ CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]
 # What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
 ANSWER_LIKE = re.compile(
     r"^\s*(?:[A-H]{1,4}(?:\s*(?:【|[。.．;；,，]|$)|\s+\d)|【(?:答案|解析|详解|分析|解答)】|[\[［][A-H]|见解析|略)"
+)
+# "缺第2-4题", "（缺第5题）", "第2～4题缺": the paper says which of its questions it does not hold.
+SAID_MISSING = re.compile(
+    r"缺\s*第?\s*(\d{1,3})\s*(?:[-—–~～至到、,，]\s*(\d{1,3}))?\s*小?题"
+    r"|第\s*(\d{1,3})\s*(?:[-—–~～至到]\s*(\d{1,3}))?\s*小?题\s*[(（]?\s*缺"
 )
 MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
@@ -107,9 +113,14 @@ class AnswerEntry:
 @dataclass
 class Segmented:
     questions: list[ParsedQuestion]
-    warnings: list[str]
+    warnings: list[str]  # the notes of ``report`` in English, for logs and the command line
     answers_key: tuple | None = None  # where the answer section starts, in reading order
     report: dict = field(default_factory=dict)  # the paper's consistency report
+
+    @property
+    def notes(self) -> list[Note]:
+        """Everything the paper's reading is unsure of, as codes with parameters (annotation.pdf.notes)."""
+        return list(self.report.get("notes", []))
 
 
 def _instructed_type(heading: str) -> str | None:
@@ -148,7 +159,11 @@ class Segmenter:
     def __init__(self, *, default_type: str | None = None) -> None:
         self.questions: list[ParsedQuestion] = []
         self.entries: list[AnswerEntry] = []
-        self.warnings: list[str] = []
+        # What the reading is unsure of, with the questions next to it (they get a flag).
+        self.notes: list[tuple[Note, list[ParsedQuestion]]] = []
+        self.numbered: dict[int, int] = {}  # page -> lines starting with a number, outside notice and answers
+        self.text_chars = 0  # characters read outside the answers: a paper of text with no question is said
+        self.stated_missing: list[tuple[int, int]] = []  # "缺第2-4题": numbers the paper says it lacks
         self.qtype = default_type
         self.section = 0
         self.in_answers = False
@@ -167,6 +182,11 @@ class Segmenter:
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
+        if said := SAID_MISSING.search(text):
+            first = int(said.group(1) or said.group(3))
+            last = int(said.group(2) or said.group(4) or first)
+            if first <= last <= first + 40 and (first, last) not in self.stated_missing:
+                self.stated_missing.append((first, last))
         if NOTICE.match(text) and not self.in_answers:
             self.in_notice, self.current, self.notice_last = True, None, 0
             return
@@ -218,6 +238,8 @@ class Segmenter:
             self.answers_key = self.answers_key or line.key
             self.feed(line)
             return
+        if not self.in_answers:
+            self.text_chars += len(text)
         if self.in_notice:
             # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
             value = int(number.group(1)) if number else None
@@ -226,6 +248,8 @@ class Segmenter:
                 self.notice_last = value or self.notice_last
                 return
             self.in_notice = False
+        if number and not self.in_answers and not self.in_notice:
+            self.numbered[line.page] = self.numbered.get(line.page, 0) + 1
         if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
             self._start(int(number.group(1)), line)
@@ -317,9 +341,10 @@ class Segmenter:
         if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
             return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
         if last + 1 < number <= last + 1 + MAX_SKIPPED:
-            self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
+            self._say(note("skipped", missing=last + 1, next=number), self.questions[-1])
             return True
-        return False
+        # "缺第2-4题": the paper said so, 5 is the next question, not a step of 1.
+        return last + 1 < number and self._said_missing(last + 1, number - 1)
 
     def _answers_begin(self, number: int, rest: str) -> bool:
         """The first question's number again, followed by an answer rather than the question's text."""
@@ -423,7 +448,8 @@ class Segmenter:
         self._merge_copies()
         self._scope_numbers()
         for question in self.questions:
-            self.warnings += fill_option_gaps(question)
+            for unread in fill_option_gaps(question):
+                self._say(unread, question)
             if not question.qtype:
                 question.qtype = guess_type(question)
             elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
@@ -432,11 +458,36 @@ class Segmenter:
                 question.qtype = guess_type(question, options=False)
         if not self.typed_sections and not _looks_like_exam(self.questions):
             if self.questions:
-                self.warnings.append("the document does not look like an exam paper: no question was imported")
+                self._say(note("not_exam"))
             self.questions, self.entries = [], []
+            self.notes = [(n, []) for n, _ in self.notes if n["code"] == "not_exam"]
+        elif not self.questions and self.text_chars >= LEFTOVER_CHARS:
+            self._say(note("no_questions", chars=self.text_chars))
         self._match_answers()
-        report = consistency_report(self.questions, self.stated, self.leftover)
-        return Segmented(self.questions, self.warnings, self.answers_key, report)
+        self._uncut_pages()
+        report = consistency_report(self.questions, self.stated, self.leftover, notes=self.notes,
+                                    said_missing=self.stated_missing)  # fmt: skip
+        return Segmented(self.questions, [english(n) for n in report["notes"]], self.answers_key, report)
+
+    def _say(self, said: Note, *near: ParsedQuestion) -> None:
+        self.notes.append((said, list(near)))
+
+    def _said_missing(self, first: int, last: int) -> bool:
+        return any(a <= first and last <= b for a, b in self.stated_missing)
+
+    def _uncut_pages(self) -> None:
+        """A page with numbered lines from which no question was cut (OCR that lost the numbers' dots, a
+        layout read out of order): said, with the questions read before and after it flagged."""
+        if not self.questions:
+            return  # a paper with no question at all is said once (not_exam, no_questions), not page by page
+        cut = {line.page for q in self.questions for line in q.lines}
+        for page, count in sorted(self.numbered.items()):
+            if count < 2 or page in cut:
+                continue
+            before = [q for q in self.questions if q.lines and q.lines[0].page < page]
+            after = [q for q in self.questions if q.lines and q.lines[0].page > page]
+            near = ([before[-1]] if before else []) + ([after[0]] if after else [])
+            self._say(note("page_uncut", page=page, numbers=count), *near)
 
     def _merge_copies(self) -> None:
         """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
@@ -486,7 +537,11 @@ class Segmenter:
                     continue
             candidates = open_questions.get(entry.number)
             if not candidates:
-                self.warnings.append(f"answer {entry.number} in the answer section matches no question")
+                numbers = sorted(open_questions)
+                below = [n for n in numbers if n < entry.number]
+                above = [n for n in numbers if n > entry.number]
+                near = [open_questions[n][0] for n in below[-1:] + above[:1]]
+                self._say(note("answer_unmatched", number=entry.number), *near)
                 continue
             # Numbers restarting per section: the n-th entry numbered 3 goes to the n-th question 3; a
             # second pass (a key, then worked solutions) goes to the same questions again.
@@ -535,23 +590,35 @@ LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no 
 
 
 def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
-                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]]) -> dict:  # fmt: skip
+                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]], *,
+                       notes: list[tuple[Note, list[ParsedQuestion]]] | None = None,
+                       said_missing: list[tuple[int, int]] | None = None) -> dict:  # fmt: skip
     """What a person checks first on an import: every number found once, sections as long as they say.
 
-    ``warnings`` lists each gap, duplicate, count that differs from its heading
-    and column whose text went to no question; ``suspects`` holds the labels of
-    the questions next to each of them, which get a flag, and ``reasons`` the
-    warnings that concern each of those questions (the flag's message).
+    ``notes`` lists each gap, duplicate, count that differs from its heading,
+    column whose text went to no question, and what the reading itself was unsure
+    of, as codes with parameters (annotation.pdf.notes) worded when shown;
+    ``warnings`` the same in English. ``suspects`` holds the labels of the
+    questions next to each of them, which get a flag, and ``reasons`` the notes
+    that concern each of those questions (the flag's detail).
     """
     report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
-                    "leftover": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
+                    "leftover": [], "notes": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
 
-    def warn(message: str, *near: ParsedQuestion) -> None:
-        report["warnings"].append(message)
+    def warn(said: Note, *near: ParsedQuestion) -> None:
+        if said not in report["notes"]:
+            report["notes"].append(said)
+            report["warnings"].append(english(said))
         for question in near:
             report["reasons"].setdefault(question.label, [])
-            if message not in report["reasons"][question.label]:
-                report["reasons"][question.label].append(message)
+            if said not in report["reasons"][question.label]:
+                report["reasons"][question.label].append(said)
+
+    said_missing = said_missing or []
+    for said, near in notes or []:
+        warn(said, *near)
+    for first, last in said_missing:
+        warn(note("stated_missing", first=first, last=last))
 
     by_scope: dict[str, list[ParsedQuestion]] = {}
     for question in questions:
@@ -563,24 +630,26 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
                 label = f"{scope}.{missing}" if scope else str(missing)
                 report["gaps"].append(label)
-                warn(f"question {label} was not found (between {before.label} and {after.label})", before, after)
+                if any(a <= missing <= b for a, b in said_missing):
+                    continue  # the paper said it lacks it: said once, above
+                warn(note("gap", label=label, before=before.label, after=after.label), before, after)
         for question in members:
             if question.number in seen:
                 report["duplicates"].append(question.label)
-                warn(f"question number {question.label} appears twice", seen[question.number], question)
+                warn(note("duplicate", label=question.label), seen[question.number], question)
             seen[question.number] = question
     for section, (heading, count) in sorted(stated.items()):
         found = [q for q in questions if q.section == section]
         report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
         if count is not None and found and count != len(found):
-            warn(f"the section “{heading}” states {count} questions, {len(found)} were found", found[0], found[-1])
+            warn(note("section_count", heading=heading, stated=count, found=len(found)), found[0], found[-1])
     position = {id(q): i for i, q in enumerate(questions)}
     for (page, column), (chars, before) in sorted(leftover.items(), key=lambda item: item[0]):
         if chars >= LEFTOVER_CHARS:
             report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
             at = position.get(id(before))
             near = [] if at is None else questions[at : at + 2]
-            warn(f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question", *near)
+            warn(note("leftover", page=page, column=max(column, 0) + 1, chars=chars), *near)
     report["suspects"] = sorted(report["reasons"])
     return report
 
@@ -678,7 +747,7 @@ def _letter_row(text: str, question: ParsedQuestion) -> list[str] | None:
     return letters if choice or last else None
 
 
-def fill_option_gaps(question: ParsedQuestion) -> list[str]:
+def fill_option_gaps(question: ParsedQuestion) -> list[Note]:
     """Options A, B, D: C was printed but not read (OCR lost its letter). It is kept, empty, and said."""
     if not question.options:
         return []
@@ -689,7 +758,7 @@ def fill_option_gaps(question: ParsedQuestion) -> list[str]:
         return []
     by_label = {o["label"]: o for o in question.options}
     question.options = [by_label.get(label, {"label": label, "text": ""}) for label in wanted]
-    return [f"question {question.label}: the text of option {label} was not read" for label in missing]
+    return [note("option_unread", label=question.label, option=label) for label in missing]
 
 
 def split_entry(text: str) -> tuple[str, str]:
