@@ -489,7 +489,7 @@ def test_a_lost_question_number_does_not_swallow_the_rest():
     assert [q.number for q in parsed.questions] == [1, 2, 4, 5]
     assert parsed.questions[-1].text == "戊9．这是第五题里的一行"
     assert parsed.notes == [
-        {"code": "skipped", "params": {"missing": 3, "next": 4}},
+        {"code": "skipped", "params": {"missing": "3", "next": 4}},
         {"code": "gap", "params": {"label": "3", "before": "2", "after": "4"}},
     ]
     assert parsed.warnings[0] == "Question 3 was not found; the paper goes on with 4."

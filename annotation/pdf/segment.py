@@ -26,6 +26,8 @@ CN_NUMERAL = "一二三四五六七八九十"
 SECTION = re.compile(
     rf"^(?:第?([{CN_NUMERAL}]+)(?:部分|大题)\s*[、．.:：]?|([{CN_NUMERAL}]+)\s*[、．.:：])\s*[(（]?\s*(\S{{0,12}}?题)"
 )
+# A heading whose numeral was lost or never printed: "填空题（10分）（把答案…）", "选择题：本题共8小题".
+BARE_SECTION = re.compile(r"^()()((?:单项|多项|不定项)?(?:选择|填空|解答|计算|实验|简答|作图)题)\s*(?:[(（:：]|$)")
 SECTION_TYPES = [
     (("非选择", "选考", "选做"), QuestionType.FREE_RESPONSE),  # before 选择: 非选择题 is no choice section
     (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
@@ -61,6 +63,16 @@ SAID_MISSING = re.compile(
     r"缺\s*第?\s*(\d{1,3})\s*(?:[-—–~～至到、,，]\s*(\d{1,3}))?\s*小?题"
     r"|第\s*(\d{1,3})\s*(?:[-—–~～至到]\s*(\d{1,3}))?\s*小?题\s*[(（]?\s*缺"
 )
+# 一、已知函数… : a question numbered only by its section numeral (no 题 heading follows the numeral).
+CN_ITEM = re.compile(rf"^([{CN_NUMERAL}]{{1,3}})\s*[、．.]\s*(\S.*)$")
+BADGE = re.compile(r"^\d{1,3}$")
+LONE_NUMBER = re.compile(r"^\s*\d{1,3}\s*$")
+# An answer table's rows: "题号 13 14 15 16" (or "题号" alone, its cells on the lines after) and "答案 B B B D".
+KEY_NUMBERS = re.compile(r"^(?:题\s*号\s*[:：]?)\s*((?:\d{1,3}\s*)*)$|^((?:\d{1,3}\s+){2,}\d{1,3})$")
+KEY_LETTERS = re.compile(r"^(?:答\s*案\s*[:：]?)?\s*((?:[A-H]{1,4}\s*)*)$")
+SOLUTION_START = re.compile(r"^(?:【解】|解\s*[:：])\s*")
+MAX_JUMP = 12  # questions that may be missing from a file when the numbering goes on after the jump
+TITLE = re.compile(r"考试|试卷|试题|答案|测试|练习|招生|高考|学年|学期")
 MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
@@ -82,6 +94,10 @@ class ParsedQuestion:
     sub_seen: bool = False  # a sub-question (1) has started in the stem
     options_in_part: bool = False  # the options belong to a sub-question: the question itself is no choice
     maybe_a: tuple[int, bool] | None = None  # where a stem line that may be option A misread starts
+    # How sure the cut is: 1 for a number that follows on; less after a jump, for a question known only
+    # by its numeral or badge; lowered again where the report flags it (consistency_report).
+    confidence: float = 1.0
+    by_numeral: bool = False  # known only by its section numeral (一、已知…), in a paper numbered no other way
 
     @property
     def label(self) -> str:
@@ -164,6 +180,13 @@ class Segmenter:
         self.numbered: dict[int, int] = {}  # page -> lines starting with a number, outside notice and answers
         self.text_chars = 0  # characters read outside the answers: a paper of text with no question is said
         self.stated_missing: list[tuple[int, int]] = []  # "缺第2-4题": numbers the paper says it lacks
+        self.title_before = self.after_title = False
+        self.next_number: int | None = None  # the number of the next numbered line (segment() looks ahead)
+        self.following: dict[int, int | None] = {}
+        self.badge: tuple[int, Line] | None = None  # a question number printed alone, in a badge, on its line
+        self.key_numbers: list[int] | None = None  # an answer table's 题号 row, waiting for its 答案 row
+        self.key_letters: list[str] = []
+        self.jumped = False  # the question being started comes after a jump in the numbering
         self.qtype = default_type
         self.section = 0
         self.in_answers = False
@@ -182,6 +205,16 @@ class Segmenter:
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
+        if id(line) in self.following:
+            self.next_number = self.following[id(line)]
+        if self.in_answers and self._key_table(text):
+            return
+        if self.badge is not None:
+            line, text = self._after_badge(line, text)
+        if self._is_badge(line, text):
+            return
+        # Whether the line before was a paper's title: answers printed under the title again start there.
+        self.after_title, self.title_before = self.title_before, bool(TITLE.search(text)) and not NUMBER.match(text)
         if said := SAID_MISSING.search(text):
             first = int(said.group(1) or said.group(3))
             last = int(said.group(2) or said.group(4) or first)
@@ -194,7 +227,7 @@ class Segmenter:
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
-        section = SECTION.match(text)
+        section = SECTION.match(text) or (None if self.in_answers else BARE_SECTION.match(text))
         if section and self.in_answers and (section.group(1) or section.group(2)) in self._scopes():
             section = None  # "七、第1小题：…": the answers to section 七, no heading
         if section:
@@ -218,6 +251,17 @@ class Segmenter:
             self.questions.append(self.current)
             self.current.lines.append(line)
             self._add(self.current, single.group(2))
+            return
+        item = CN_ITEM.match(text)
+        if item and not self.in_answers and not self.in_notice and self._next_item(item.group(1)):
+            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question.
+            self.section += 1
+            last = self.questions[-1].number if self.questions else 0
+            self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
+            self.current.name, self.current.confidence, self.current.by_numeral = item.group(1), 0.8, True
+            self.questions.append(self.current)
+            self.current.lines.append(line)
+            self._add(self.current, item.group(2))
             return
         if self.current is None and self.section and self.qtype is None and not self.in_answers:
             # The heading's instructions go on over its next lines (…每小题3分。每小 / 题选出一个正确的答案).
@@ -248,7 +292,9 @@ class Segmenter:
                 self.notice_last = value or self.notice_last
                 return
             self.in_notice = False
-        if number and not self.in_answers and not self.in_notice:
+        if number and not self.in_answers and not self.in_notice and (
+            self.current is None or self.current.part in ("stem", "option")  # no steps of a worked solution
+        ):
             self.numbered[line.page] = self.numbered.get(line.page, 0) + 1
         if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
@@ -334,6 +380,13 @@ class Segmenter:
             first = self.entries[0].number if self.entries else None
             return self.entry is None or number > self.entry.number or (number == first and number < self.entry.number)
         last = self.questions[-1].number if self.questions else None
+        current = self.current
+        if current is not None and current.name and number == current.number and _heading_only(current):
+            # "二、(10分)" then "6．…": the numeral headed a section whose questions are numbered on, it was
+            # no question of its own. Its type is unknown: each question's is guessed.
+            self.questions.remove(current)
+            self.current, self.qtype = None, None
+            return True
         if last is None or number == last + 1 or (self.current is None and number == 1):
             return True
         if number < last and self._repeats(number, rest):
@@ -341,17 +394,35 @@ class Segmenter:
         if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
             return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
         if last + 1 < number <= last + 1 + MAX_SKIPPED:
-            self._say(note("skipped", missing=last + 1, next=number), self.questions[-1])
+            self._say(note("skipped", missing=_span(last + 1, number - 1), next=number), self.questions[-1])
+            self.jumped = True
             return True
-        # "缺第2-4题": the paper said so, 5 is the next question, not a step of 1.
-        return last + 1 < number and self._said_missing(last + 1, number - 1)
+        if last + 1 < number and self._said_missing(last + 1, number - 1):
+            return True  # "缺第2-4题": the paper said so, 5 is the next question, not a step of 1
+        if (
+            last + 1 < number <= last + MAX_JUMP
+            and self.next_number == number + 1
+            and (self.current is None or self.current.part in ("stem", "option"))
+        ):
+            # Questions missing from the file (1, then 5, 6, 7): the numbering goes on from the new number,
+            # so it is the next question, not a step of the one before. Said, with a lower confidence.
+            self._say(note("skipped", missing=_span(last + 1, number - 1), next=number), self.questions[-1])
+            self.jumped = True
+            return True
+        return False
 
     def _answers_begin(self, number: int, rest: str) -> bool:
         """The first question's number again, followed by an answer rather than the question's text."""
         if not self.questions or number >= self.questions[-1].number:
             return False
         first = next((q for q in self.questions if not q.name), None)
-        return first is not None and number == first.number and bool(ANSWER_LIKE.match(rest))
+        if first is None or number != first.number:
+            return False
+        if ANSWER_LIKE.match(rest):
+            return True
+        # Under a title again ("1978年…全国统一考试"), the numbers restart with short answers ("1. 磁通量；…"):
+        # a separate answer section whose first answer is no choice letter.
+        return self.after_title and len(rest) <= 40 and not self._repeats(number, rest)
 
     def _repeats(self, number: int, rest: str) -> bool:
         """A number seen before whose text starts as that question's did: a copy of the paper."""
@@ -365,6 +436,8 @@ class Segmenter:
             return
         self.current = ParsedQuestion(number=number, section=self.section, qtype=self.qtype or "")
         self.current.scope = self.numeral
+        if self.jumped:
+            self.current.confidence, self.jumped = 0.6, False  # a cut after numbers that are not there
         self.questions.append(self.current)
 
     def _add(self, question: ParsedQuestion, text: str) -> None:
@@ -385,6 +458,12 @@ class Segmenter:
             question.answer = f"{question.answer} {text}".strip()
         elif question.part == "solution":
             question.solution += text
+        elif solved := SOLUTION_START.match(text):
+            # "解：…" after a question set without 【】 markers: its worked solution.
+            question.part = "solution"
+            if question.solution:
+                question.solution += "\n"
+            self._add_piece(question, text[solved.end() :] or " ")
         elif (row := _letter_row(text, question)) is not None:
             # Options that are pictures or table columns: only their letters are text ("A B", "（C） （D）").
             question.options += [{"label": label, "text": ""} for label in row]
@@ -456,11 +535,17 @@ class Segmenter:
                 # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
                 # calculation question set after them without a heading of its own.
                 question.qtype = guess_type(question, options=False)
-        if not self.typed_sections and not _looks_like_exam(self.questions):
-            if self.questions:
-                self._say(note("not_exam"))
+        by_numeral = [q for q in self.questions if q.by_numeral]
+        if by_numeral and len(by_numeral) == len(self.questions):
+            # Numbered by numerals alone, a paper shows each question's 解: a syllabus or a report numbers
+            # its headings so too.
+            solved = sum(1 for q in by_numeral if q.solution or q.answer)
+            if solved < max(1, (len(by_numeral) + 1) // 2):
+                self.questions, self.entries = [], []
+                self.notes = [(note("not_exam"), [])]
+        if self.questions and not self.typed_sections and not _looks_like_exam(self.questions):
             self.questions, self.entries = [], []
-            self.notes = [(n, []) for n, _ in self.notes if n["code"] == "not_exam"]
+            self.notes = [(note("not_exam"), [])]
         elif not self.questions and self.text_chars >= LEFTOVER_CHARS:
             self._say(note("no_questions", chars=self.text_chars))
         self._match_answers()
@@ -468,6 +553,68 @@ class Segmenter:
         report = consistency_report(self.questions, self.stated, self.leftover, notes=self.notes,
                                     said_missing=self.stated_missing)  # fmt: skip
         return Segmented(self.questions, [english(n) for n in report["notes"]], self.answers_key, report)
+
+    def _next_item(self, numeral: str) -> bool:
+        """一、 starts a paper numbered by numerals only when nothing is numbered yet; then 二、, 三、 in turn."""
+        if any(not q.name for q in self.questions):
+            return False
+        named = [q.name for q in self.questions if q.name]
+        wanted = cn_value(named[-1]) + 1 if named else 1
+        return cn_value(numeral) == wanted
+
+    def _is_badge(self, line: Line, text: str) -> bool:
+        """A number alone on its line, where the next question's number is due, at the column's left edge:
+        the badge a question's number is printed in. The text on the next line is that question's."""
+        if not BADGE.match(text) or self.in_answers or self.in_notice:
+            return False
+        value = int(text)
+        last = self.questions[-1].number if self.questions else 0
+        if value != last + 1:
+            return False
+        current = self.current
+        if current is not None and current.lines and line.bbox[0] > min(ln.bbox[0] for ln in current.lines) + 2:
+            return False  # inside the text (a fraction's denominator on a line of its own): text
+        self.badge = (value, line)
+        return True
+
+    def _after_badge(self, line: Line, text: str) -> tuple[Line, str]:
+        assert self.badge is not None
+        value, badge = self.badge
+        self.badge = None
+        if NUMBER.match(text) or not text:
+            return line, text
+        joined = Line(f"{value}．{text}", union_box(badge.bbox, line.bbox), line.page, min(badge.key, line.key))
+        return joined, joined.text
+
+    def _key_table(self, text: str) -> bool:
+        """An answer key set as a table: a 题号 row of numbers and an 答案 row of letters, each row on one
+        line or each cell on a line of its own ("题号", "13", "14", …, "答案", "B", "B", …)."""
+        numbers = KEY_NUMBERS.match(text)
+        if numbers:
+            found = [int(n) for n in re.findall(r"\d{1,3}", numbers.group(1) or numbers.group(2) or "")]
+            if any(b <= a for a, b in zip(found, found[1:], strict=False)):
+                return False
+            self.key_numbers, self.key_letters = found, []
+            return True
+        if self.key_numbers is None:
+            return False
+        if LONE_NUMBER.match(text) and not self.key_letters:
+            value = int(text.strip())
+            if self.key_numbers and value <= self.key_numbers[-1]:
+                self.key_numbers = None
+                return False
+            self.key_numbers.append(value)
+            return True
+        letters = KEY_LETTERS.match(text)
+        if not letters:
+            self.key_numbers = None
+            return False
+        self.key_letters += re.findall(r"[A-H]{1,4}", letters.group(1) or "")
+        if len(self.key_letters) >= len(self.key_numbers):
+            for number, answer in zip(self.key_numbers, self.key_letters, strict=False):
+                self.entries.append(AnswerEntry(number, [answer]))
+            self.key_numbers, self.key_letters, self.entry = None, [], None
+        return True
 
     def _say(self, said: Note, *near: ParsedQuestion) -> None:
         self.notes.append((said, list(near)))
@@ -480,7 +627,7 @@ class Segmenter:
         layout read out of order): said, with the questions read before and after it flagged."""
         if not self.questions:
             return  # a paper with no question at all is said once (not_exam, no_questions), not page by page
-        cut = {line.page for q in self.questions for line in q.lines}
+        cut = {q.lines[0].page for q in self.questions if q.lines}
         for page, count in sorted(self.numbered.items()):
             if count < 2 or page in cut:
                 continue
@@ -575,12 +722,13 @@ KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
 
 
 def _answer_pieces(text: str) -> list[str]:
-    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up one by one."""
+    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up."""
     starts = list(KEY_ITEM.finditer(text))
     if len(starts) < 2 or starts[0].start() != 0:
         return [text]
     numbers = [int(m.group(1)) for m in starts]
-    if any(b != a + 1 for a, b in zip(numbers, numbers[1:], strict=False)):
+    # Going up, one by one or with a number left out ("6.B 7.A 9.C": 8 is answered elsewhere).
+    if any(not a < b <= a + 1 + MAX_SKIPPED for a, b in zip(numbers, numbers[1:], strict=False)):
         return [text]
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
@@ -651,7 +799,36 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             near = [] if at is None else questions[at : at + 2]
             warn(note("leftover", page=page, column=max(column, 0) + 1, chars=chars), *near)
     report["suspects"] = sorted(report["reasons"])
+    # How sure each cut is: the segmenter's own evidence, and at most 0.5 next to anything said above.
+    report["confidence"] = {
+        q.label: round(min(q.confidence, 0.5 if q.label in report["reasons"] else 1.0), 2) for q in questions
+    }
     return report
+
+
+def cn_value(numeral: str) -> int:
+    """一 -> 1, 十二 -> 12, 二十 -> 20 (the section numerals of a paper)."""
+    digits = [CN_NUMERAL.index(c) + 1 for c in numeral if c in CN_NUMERAL]
+    if not digits:
+        return 0
+    if len(digits) == 1:
+        return digits[0]
+    if digits[0] == 10:  # 十二
+        return 10 + digits[1]
+    return digits[0] * 10 + (digits[2] if len(digits) > 2 else 0)  # 二十, 二十三
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def _heading_only(question: ParsedQuestion) -> bool:
+    """A question known by its numeral that holds a heading's worth of text and nothing else."""
+    return len(question.text.strip()) <= 30 and not question.options and not question.solution
+
+
+def union_box(a: tuple, b: tuple) -> tuple:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
 
 
 def _head(text: str) -> str:
@@ -659,15 +836,18 @@ def _head(text: str) -> str:
     return re.sub(r"[\s$^_{}]", "", text)[:12]
 
 
+ASKS = re.compile(
+    r"_{2,}|＿|[(（]\s*[)）]|[？?]|(?:^|[，,。；;：:\s)）])(?:求|试求|计算)|多大|多少|[(（]\s*\d{1,2}\s*分\s*[)）]"
+)
+
+
 def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
-    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks or (  )."""
+    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks, (  ),
+    or questions asked (求：, (1)求…, 多大, ？) or scored ((10分)). An old paper whose blanks are spaces
+    (outlined text keeps no underline) is known by the last two."""
     if not questions:
         return False
-    marked = sum(
-        1
-        for q in questions
-        if len(q.options) >= 2 or q.answer or q.solution or re.search(r"_{2,}|＿|[(（]\s*[)）]", q.text)
-    )
+    marked = sum(1 for q in questions if len(q.options) >= 2 or q.answer or q.solution or ASKS.search(q.text))
     return marked >= max(1, (len(questions) + 1) // 2)
 
 
@@ -804,6 +984,11 @@ def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
     segmenter = Segmenter(default_type=default_type)
+    following: int | None = None
+    for line in reversed(lines):  # each line's next numbered line: a jump the numbering goes on from is real
+        segmenter.following[id(line)] = following
+        if number := NUMBER.match(line.text.strip()):
+            following = int(number.group(1))
     for line in lines:
         segmenter.feed(line)
     return segmenter.result()
