@@ -292,9 +292,9 @@ class Segmenter:
                 self.notice_last = value or self.notice_last
                 return
             self.in_notice = False
-        if number and not self.in_answers and not self.in_notice and (
-            self.current is None or self.current.part in ("stem", "option")  # no steps of a worked solution
-        ):
+        # Steps of a worked solution ("1." "2." after 【解析】) are not counted.
+        stepping = self.current is not None and self.current.part not in ("stem", "option")
+        if number and not self.in_answers and not self.in_notice and not stepping:
             self.numbered[line.page] = self.numbered.get(line.page, 0) + 1
         if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
