@@ -225,3 +225,65 @@ def test_the_import_keeps_the_confidence_of_each_cut_on_its_report():
     summary = import_document(document=document)
     assert Question.objects.count() == 3
     assert summary.report["confidence"] == {"1": 0.5, "5": 0.5, "6": 1.0}
+
+
+# --- shared stems ----------------------------------------------------------------------------
+
+
+def test_a_shared_passage_goes_with_every_question_it_introduces():
+    material = "材料：某地区在过去十年中大力发展新能源汽车产业，产量逐年提高。"
+    parsed = segment(
+        lines(
+            "一、选择题",
+            "22．下列说法正确的是（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "阅读下列材料，回答23-25题。",
+            material,
+            "23．材料说明了什么（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "24．该地区产量的变化（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "25．下列推断合理的是（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "26．下列说法错误的是（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+        )
+    )
+    by_number = {q.number: q for q in parsed.questions}
+    assert list(by_number) == [22, 23, 24, 25, 26]
+    for number in (23, 24, 25):
+        assert by_number[number].shared == f"阅读下列材料，回答23-25题。{material}"
+        assert by_number[number].text.startswith(by_number[number].shared + "\n")
+        assert by_number[number].option_count == 4
+    assert material not in by_number[22].text and material not in by_number[26].text
+    assert by_number[22].option_count == 4 and by_number[22].options[-1]["text"] == "丁"
+    assert {"code": "shared_stem", "params": {"first": 23, "last": 25}} in parsed.notes
+    assert parsed.report["leftover"] == []
+
+
+def test_an_experiment_introducing_questions_without_a_range_is_leftover_text_said_not_lost():
+    experiment = (
+        "某同学用如图所示的装置研究小车的运动，打点计时器所接交流电的频率为50Hz，纸带上每5个点取一个计数点。" * 5
+    )
+    parsed = segment(
+        lines("一、选择题", "1．下列说法正确的是（  ）", "A．甲 B．乙", "二、实验题", experiment, "2．求小车的加速度。")
+    )
+    assert [n["code"] for n in parsed.notes] == ["leftover"]
+    assert parsed.report["suspects"] == ["1", "2"]
+
+
+def test_a_number_beside_a_piecewise_function_stays_on_its_own_line():
+    """The row above a piecewise function's brace overlaps the question number's box more than the rest
+    of its line does: runs on one baseline are one line first, so the number starts the line (and its
+    question) and the brace's rows stay in it, not in a line read before it (the question before)."""
+    from annotation.pdf.layout import Span, group_lines, line_text
+
+    spans = [
+        Span("9", (36.0, 325.4, 41.2, 339.4), 336.2, 10.4),
+        Span("．已知g(x)=", (41.4, 327.3, 150.0, 337.7), 336.2, 10.4),
+        Span("f(x), x≥0", (168.8, 319.5, 218.9, 332.5), 329.4, 10.4),  # the brace's first row
+        Span("−f(−x), x<0", (168.8, 332.5, 218.9, 345.5), 342.4, 10.4),  # and its second
+        Span("，求x的取值范围", (229.0, 327.3, 377.6, 337.7), 336.2, 10.4),
+    ]
+    texts = [line_text(line) for line in group_lines(spans)]
+    assert texts[0] == "9．已知g(x)= f(x), x≥0 ，求x的取值范围"

@@ -262,17 +262,30 @@ def _overlap(a: Box, b: Box) -> float:
 
 
 def group_lines(spans: list[Span]) -> list[list[Span]]:
-    """Runs that share a line: they overlap vertically by at least half the smaller one."""
+    """Runs that share a line.
+
+    Runs on one baseline are one line first, whatever their boxes (a number set
+    beside a tall formula is on the formula's line, not on the row of a piecewise
+    function above it). Then lines join where they overlap vertically by at least
+    half the smaller one (exponents, subscripts).
+    """
+    rows: list[list[Span]] = []
+    for span in sorted(spans, key=lambda s: (s.baseline, s.bbox[0])):
+        if rows and abs(rows[-1][0].baseline - span.baseline) <= 0.5:
+            rows[-1].append(span)
+        else:
+            rows.append([span])
     lines: list[list[Span]] = []
-    for span in sorted(spans, key=lambda s: (s.bbox[1], s.bbox[0])):
-        height = span.bbox[3] - span.bbox[1]
+    for row in sorted(rows, key=lambda r: (min(s.bbox[1] for s in r), min(s.bbox[0] for s in r))):
+        main_row = max(row, key=lambda s: s.size)
+        height = main_row.bbox[3] - main_row.bbox[1]
         for line in reversed(lines[-4:]):
             main = max(line, key=lambda s: s.size)
-            if _overlap(main.bbox, span.bbox) >= 0.5 * min(height, main.bbox[3] - main.bbox[1]):
-                line.append(span)
+            if _overlap(main.bbox, main_row.bbox) >= 0.5 * min(height, main.bbox[3] - main.bbox[1]):
+                line += row
                 break
         else:
-            lines.append([span])
+            lines.append(list(row))
     return [sorted(line, key=lambda s: s.bbox[0]) for line in lines]
 
 

@@ -72,6 +72,11 @@ KEY_NUMBERS = re.compile(r"^(?:题\s*号\s*[:：]?)\s*((?:\d{1,3}\s*)*)$|^((?:\d
 KEY_LETTERS = re.compile(r"^(?:答\s*案\s*[:：]?)?\s*((?:[A-H]{1,4}\s*)*)$")
 SOLUTION_START = re.compile(r"^(?:【解】|解\s*[:：])\s*")
 MAX_JUMP = 12  # questions that may be missing from a file when the numbering goes on after the jump
+# "阅读下列材料，回答23-27题", "根据以下实验，完成第5～7题": material for the questions in that range.
+SHARED_STEM = re.compile(
+    r"(?:回答|完成|解答|作答|做|answer)\s*第?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题"
+    r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
+)
 TITLE = re.compile(r"考试|试卷|试题|答案|测试|练习|招生|高考|学年|学期")
 MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
@@ -97,6 +102,7 @@ class ParsedQuestion:
     # How sure the cut is: 1 for a number that follows on; less after a jump, for a question known only
     # by its numeral or badge; lowered again where the report flags it (consistency_report).
     confidence: float = 1.0
+    shared: str = ""  # material it shares with the questions next to it, also at the start of its text
     by_numeral: bool = False  # known only by its section numeral (一、已知…), in a paper numbered no other way
 
     @property
@@ -117,6 +123,23 @@ class ParsedQuestion:
     @property
     def answers(self) -> list[str]:
         return split_answer(self.answer, self.qtype)
+
+
+@dataclass
+class SharedStem:
+    """Material that introduces the questions ``first`` to ``last`` (a passage, an experiment)."""
+
+    first: int
+    last: int
+    lines: list[Line] = field(default_factory=list)
+    open: bool = True  # still reading it: the first question it introduces has not started
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+        for line in self.lines:
+            _join(parts, line.text.strip())
+        return "".join(parts).strip()
 
 
 @dataclass
@@ -187,6 +210,7 @@ class Segmenter:
         self.key_numbers: list[int] | None = None  # an answer table's 题号 row, waiting for its 答案 row
         self.key_letters: list[str] = []
         self.jumped = False  # the question being started comes after a jump in the numbering
+        self.shared: list[SharedStem] = []  # material introducing several questions ("回答23-27题")
         self.qtype = default_type
         self.section = 0
         self.in_answers = False
@@ -276,6 +300,9 @@ class Segmenter:
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
         number = NUMBER.match(text)
+        if not number and not self.in_answers and not self.in_notice and self._opens_shared(text):
+            self.shared[-1].lines.append(line)
+            return
         if number and not self.in_answers and self._answers_begin(int(number.group(1)), text[number.end() :]):
             # No heading, but the numbering starts again with answers ("15.C【解析】…"): an answer section.
             self.in_answers, self.current, self.entry, self.in_notice = True, None, None, False
@@ -302,6 +329,8 @@ class Segmenter:
         if self.in_answers:
             if self.entry is not None:
                 self._add_to_entry(self.entry, text)
+        elif self.current is None and self.shared and self.shared[-1].open and not self.in_notice:
+            self.shared[-1].lines.append(line)  # the shared material, up to its first question
         elif self.current is None and self.questions and not self.in_notice:
             where = (line.page, line.key[2] if len(line.key) > 2 else 0)
             chars, before = self.leftover.get(where, (0, self.questions[-1]))
@@ -438,6 +467,8 @@ class Segmenter:
         self.current.scope = self.numeral
         if self.jumped:
             self.current.confidence, self.jumped = 0.6, False  # a cut after numbers that are not there
+        if self.shared and self.shared[-1].open and number >= self.shared[-1].first:
+            self.shared[-1].open = False
         self.questions.append(self.current)
 
     def _add(self, question: ParsedQuestion, text: str) -> None:
@@ -549,10 +580,26 @@ class Segmenter:
         elif not self.questions and self.text_chars >= LEFTOVER_CHARS:
             self._say(note("no_questions", chars=self.text_chars))
         self._match_answers()
+        self._attach_shared()
         self._uncut_pages()
         report = consistency_report(self.questions, self.stated, self.leftover, notes=self.notes,
                                     said_missing=self.stated_missing)  # fmt: skip
         return Segmented(self.questions, [english(n) for n in report["notes"]], self.answers_key, report)
+
+    def _opens_shared(self, text: str) -> bool:
+        """Material several questions share ("阅读下列材料，回答23-27题"), from the next question on."""
+        intro = SHARED_STEM.search(text)
+        if not intro:
+            return False
+        first, last = int(intro.group(1) or intro.group(3)), int(intro.group(2) or intro.group(4))
+        expected = self.questions[-1].number + 1 if self.questions else first
+        if not first < last <= first + 20 or first != expected:
+            return False
+        if self.shared:
+            self.shared[-1].open = False
+        self.current = None
+        self.shared.append(SharedStem(first, last))
+        return True
 
     def _next_item(self, numeral: str) -> bool:
         """一、 starts a paper numbered by numerals only when nothing is numbered yet; then 二、, 三、 in turn."""
@@ -615,6 +662,19 @@ class Segmenter:
                 self.entries.append(AnswerEntry(number, [answer]))
             self.key_numbers, self.key_letters, self.entry = None, [], None
         return True
+
+    def _attach_shared(self) -> None:
+        """Shared material goes with each question it introduces, before the question's own text; the
+        report says which (a person sees it repeated on each)."""
+        for shared in self.shared:
+            text = shared.text
+            members = [q for q in self.questions if shared.first <= q.number <= shared.last and not q.name]
+            if not text or not members:
+                continue
+            for question in members:
+                question.shared = text
+                question.stem[:0] = [text, "\n"]
+            self._say(note("shared_stem", first=shared.first, last=shared.last))
 
     def _say(self, said: Note, *near: ParsedQuestion) -> None:
         self.notes.append((said, list(near)))
