@@ -287,3 +287,55 @@ def test_a_number_beside_a_piecewise_function_stays_on_its_own_line():
     ]
     texts = [line_text(line) for line in group_lines(spans)]
     assert texts[0] == "9．已知g(x)= f(x), x≥0 ，求x的取值范围"
+
+
+# --- figures by their caption ------------------------------------------------------------------
+
+
+def test_figures_go_to_the_question_their_caption_or_label_names_before_position():
+    from tests import fixtures_pdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    rows = [
+        "一、选择题",
+        "1．如图1所示，小球静止在斜面上，下列说法正确的是（  ）",
+        "A．甲 B．乙 C．丙 D．丁",
+        "2．关于物体的运动，下列说法正确的是（  ）",
+        "A．甲 B．乙 C．丙 D．丁",
+    ]
+    y = 80
+    for text in rows:
+        page.insert_text((60, y), text, fontname="china-s", fontsize=11)
+        y += 22
+    # Set after question 2's text (where there was room), captioned 图1: question 1's figure.
+    page.insert_image(pymupdf.Rect(80, y, 200, y + 80), stream=fixtures_pdf.raster_figure_png())
+    page.insert_text((125, y + 96), "图1", fontname="china-s", fontsize=10)
+    y += 130
+    for text in ["3．一物体从斜面上滑下，求它的加速度。", "4．一辆汽车在平直公路上行驶，求它的速度。"]:
+        page.insert_text((60, y), text, fontname="china-s", fontsize=11)
+        y += 22
+    page.insert_image(pymupdf.Rect(80, y, 200, y + 80), stream=fixtures_pdf.raster_figure_png())
+    page.insert_text((115, y + 96), "第3题图", fontname="china-s", fontsize=10)
+    # And one with no caption: by position, the question being read where it stands (4).
+    page.insert_image(pymupdf.Rect(300, y, 420, y + 80), stream=fixtures_pdf.raster_figure_png())
+    analysis = analysis_of(doc.tobytes())
+    numbers = [q.number for q in analysis.parsed.questions]
+    assert numbers == [1, 2, 3, 4]
+    placed = {numbers[i]: sorted(r.caption for r in regions) for i, regions in analysis.figures.items()}
+    assert placed == {1: ["图1"], 3: ["第3题图"], 4: [""]}
+
+
+def test_four_options_of_its_own_make_a_choice_question_in_a_section_of_another_type():
+    parsed = segment(
+        lines(
+            "二、非选择题",
+            "5．关于该实验，下列说法正确的是（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "6．某同学做实验。",
+            "(1) 下列操作正确的是（  ）",
+            "A．甲 B．乙 C．丙 D．丁",
+            "(2) 求小车的加速度。",
+        )
+    )
+    assert [q.qtype for q in parsed.questions] == ["multiple_choice", "free_response"]

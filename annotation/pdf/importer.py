@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -437,15 +438,41 @@ def _figure_key(layout: PageLayout, box: tuple) -> tuple:
 
 def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figures.FigureRegion]],
                    answers_key: tuple | None) -> dict[int, list[figures.FigureRegion]]:  # fmt: skip
-    """Each figure goes to the question being read where it stands; none in the answer section."""
+    """Each figure goes to the question its caption names (第5题图) or the one question whose text refers
+    to its label (如图1所示 for 图1), else to the question being read where it stands; none in the answer
+    section."""
     starts = [(q.lines[0].key, i) for i, q in enumerate(parsed) if q.lines]  # in reading order already
     start_keys = [key for key, _ in starts]
     assigned: dict[int, list[figures.FigureRegion]] = {}
     for key, region in sorted(regions, key=lambda item: item[0]):
+        if answers_key is not None and key >= answers_key:
+            continue
         at = bisect.bisect_right(start_keys, key)
-        if at and (answers_key is None or key < answers_key):
+        named = _named_by_caption(parsed, region)
+        if named is not None:
+            assigned.setdefault(named, []).append(region)
+        elif at:
             assigned.setdefault(starts[at - 1][1], []).append(region)
     return assigned
+
+
+QUESTION_FIGURE = re.compile(r"^第\s*(\d{1,3})\s*(?:小)?题\s*图")
+FIGURE_LABEL = re.compile(r"^图\s*([0-9０-９]+(?:\s*[-－]\s*[0-9]+)?|[一二三四五六七八九十甲乙丙丁])")
+
+
+def _named_by_caption(parsed: list[ParsedQuestion], region: figures.FigureRegion) -> int | None:
+    """The question a figure's caption links it to, or None: a caption that names no question, or a label
+    that no question or several refer to (a paper that calls each question's figure 图1)."""
+    near = [i for i, q in enumerate(parsed) if q.lines and any(abs(ln.page - region.page) <= 1 for ln in q.lines)]
+    if found := QUESTION_FIGURE.match(region.caption):
+        numbered = [i for i in near if parsed[i].number == int(found.group(1)) and not parsed[i].name]
+        return numbered[0] if len(numbered) == 1 else None
+    if found := FIGURE_LABEL.match(region.caption):
+        label = re.sub(r"\s", "", found.group(1))
+        refers = re.compile(rf"图\s*{re.escape(label)}(?![0-9０-９])")
+        referring = [i for i in near if refers.search(parsed[i].text)]
+        return referring[0] if len(referring) == 1 else None
+    return None
 
 
 def question_boxes(lines: list[Line], regions: list[figures.FigureRegion]) -> list[list[float]]:

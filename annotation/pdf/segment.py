@@ -566,6 +566,10 @@ class Segmenter:
                 # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
                 # calculation question set after them without a heading of its own.
                 question.qtype = guess_type(question, options=False)
+            elif question.qtype != QuestionType.MULTIPLE_CHOICE and _own_choice(question):
+                # Four options of its own, asked as a choice, in a section of another type (a 非选择题 part
+                # that holds a choice, an 实验题 with A-D): it is a choice question.
+                question.qtype = QuestionType.MULTIPLE_CHOICE
         by_numeral = [q for q in self.questions if q.by_numeral]
         if by_numeral and len(by_numeral) == len(self.questions):
             # Numbered by numerals alone, a paper shows each question's 解: a syllabus or a report numbers
@@ -1030,6 +1034,18 @@ def split_answer(answer: str, qtype: str) -> list[str]:
     if len(parts) == 1 and qtype == QuestionType.FILL_IN_BLANK:
         parts = re.split(r"\s*[;；]\s*|\s{2,}", flat)
     return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
+
+
+def _own_choice(question: ParsedQuestion) -> bool:
+    """Options A-D (or more) of the question itself, not of a sub-question, with a stem that asks to choose."""
+    labels = [o["label"] for o in question.options]
+    return (
+        len(labels) >= 4
+        and labels[:4] == ["A", "B", "C", "D"]
+        and not question.options_in_part
+        and not question.sub_seen
+        and bool(CHOICE_STEM.search(question.text))
+    )
 
 
 def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
