@@ -74,6 +74,36 @@ def test_a_document_that_is_no_exam_gives_no_questions(name):
     assert score.found == 0
 
 
+@needs_real
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_a_document_that_is_no_exam_says_so(name):
+    """Never silent: a document of text from which no question is imported says why."""
+    expected = next(p for p in _expected() if p["file"] == name)
+    score = real_papers.score_paper(REAL / name, expected)
+    assert any("not look like an exam" in w or "no question was found" in w for w in score.warnings)
+
+
+def _analysis(name: str):
+    from annotation.pdf import importer, reading
+
+    with reading.open_pdf(REAL / name) as pdf:
+        texts, regions = [], []
+        for index, page in enumerate(pdf):
+            text, _, found = importer.read_page(page, index + 1)
+            texts.append(text)
+            regions += found
+        return importer.analyse(texts, regions)
+
+
+@needs_real
+def test_a_question_number_beside_a_piecewise_function_starts_its_question():
+    """Its first line holds a tall brace whose upper row overlaps the number's box (a Word paper)."""
+    parsed = _analysis("math_2024_shanghai_spring.pdf").parsed
+    by_number = {q.number: q for q in parsed.questions}
+    assert list(by_number) == list(range(1, 22))
+    assert by_number[9].text.startswith("已知") and "x≥0" not in by_number[8].text
+
+
 # --- structures of real papers, as lines ------------------------------------------------
 
 
