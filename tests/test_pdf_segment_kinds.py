@@ -339,3 +339,25 @@ def test_four_options_of_its_own_make_a_choice_question_in_a_section_of_another_
         )
     )
     assert [q.qtype for q in parsed.questions] == ["multiple_choice", "free_response"]
+
+
+def test_choices_numbered_like_sub_questions_in_a_choice_section_are_its_options():
+    parsed = segment(
+        lines(
+            "二、选择题（每小题3分）",
+            "1．小孩用10牛顿的力踢石块，使石块滑行了1米，则小孩对石块所做的功是：",
+            "(1) 10焦耳；(2)2焦耳；(3)12焦耳；(4)条件不足，无法确定。",
+            "2．对于一定质量的理想气体，正确的是：",
+            "(1) 体积减小，压强一定增大；",
+            "(2) 温度升高，压强一定增大；",
+            "(3) 温度不变，压强一定不变；",
+            "(4) 以上都不对。",
+            "参考答案",
+            "1．〔4〕 2．〔1〕",
+        )
+    )
+    first, second = parsed.questions
+    assert [o["label"] for o in first.options] == list("ABCD") and first.options[0]["text"] == "10焦耳"
+    assert first.text == "小孩用10牛顿的力踢石块，使石块滑行了1米，则小孩对石块所做的功是："
+    assert second.option_count == 4 and second.options[3]["text"] == "以上都不对"
+    assert [first.answer, second.answer] == ["D", "A"]

@@ -103,6 +103,7 @@ class ParsedQuestion:
     # by its numeral or badge; lowered again where the report flags it (consistency_report).
     confidence: float = 1.0
     shared: str = ""  # material it shares with the questions next to it, also at the start of its text
+    numbered_choices: bool = False  # its options were printed (1)…(4) and lettered A-D here
     by_numeral: bool = False  # known only by its section numeral (一、已知…), in a paper numbered no other way
 
     @property
@@ -558,6 +559,7 @@ class Segmenter:
         self._merge_copies()
         self._scope_numbers()
         for question in self.questions:
+            _numbered_options(question)
             for unread in fill_option_gaps(question):
                 self._say(unread, question)
             if not question.qtype:
@@ -770,7 +772,9 @@ class Segmenter:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
-            if question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
+            if question.numbered_choices:
+                question.answer = _lettered_answer(question.answer)
+            elif question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
                 question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
 
 
@@ -782,7 +786,8 @@ def _item_number(match: re.Match) -> int:
 
 
 OCR_KEY = re.compile(r"^[\[［]?\s*[A-H4](?:\s*[;；,，、]?\s*[A-H4])*\s*[\]］]?$")
-KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
+# 14．D, and 1．〔4〕 (a choice printed by number, older papers).
+KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H]|[〔\[［]\s*[1-6A-H])")
 
 
 def _answer_pieces(text: str) -> list[str]:
@@ -1034,6 +1039,38 @@ def split_answer(answer: str, qtype: str) -> list[str]:
     if len(parts) == 1 and qtype == QuestionType.FILL_IN_BLANK:
         parts = re.split(r"\s*[;；]\s*|\s{2,}", flat)
     return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
+
+
+NUMBERED_OPTION = re.compile(r"[(（]\s*([1-6])\s*[)）]\s*")
+
+
+def _numbered_options(question: ParsedQuestion) -> None:
+    """A question of a choice section whose choices are numbered like sub-questions, (1)…(4) (older papers):
+    they are its options, lettered A, B, C… in order; an answer given by number is given by letter."""
+    if question.qtype != QuestionType.MULTIPLE_CHOICE or question.options or not question.sub_seen:
+        return
+    text = question.text
+    markers = list(NUMBERED_OPTION.finditer(text))
+    if not 3 <= len(markers) <= 6 or [int(m.group(1)) for m in markers] != list(range(1, len(markers) + 1)):
+        return
+    ends = [m.start() for m in markers[1:]] + [len(text)]
+    question.options = [
+        {"label": chr(ord("A") + i), "text": text[m.end() : end].strip().rstrip("；;。.，,").strip()}
+        for i, (m, end) in enumerate(zip(markers, ends, strict=True))
+    ]
+    question.stem = [text[: markers[0].start()].rstrip()]
+    question.sub_seen, question.numbered_choices = False, True
+
+
+NUMBERED_ANSWER = re.compile(r"\s*[\[［〔(（]?\s*([1-6](?:\s*[,，、]?\s*[1-6])*)\s*[\]］〕)）]?\s*[。.；;]?\s*")
+
+
+def _lettered_answer(answer: str) -> str:
+    """The letter of an answer given by number, for choices printed (1)…(4): 〔4〕 is D."""
+    numbered = NUMBERED_ANSWER.fullmatch(answer)
+    if not numbered:
+        return answer
+    return "".join(chr(ord("A") + int(d) - 1) for d in re.findall(r"[1-6]", numbered.group(1)))
 
 
 def _own_choice(question: ParsedQuestion) -> bool:
