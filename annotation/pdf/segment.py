@@ -17,8 +17,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
 from annotation.pdf.notes import Note, english, note
+from annotation.pdf.options import (
+    BARE_A,
+    LOOKALIKE_A,
+    as_options,
+    fill_option_gaps,
+    force_a,
+    guess_type,
+    letter_row,
+    lettered_answer,
+    numbered_options,
+    option_label,
+    option_markers,
+    own_choice,
+    split_answer,
+    starts_option_b,
+    starts_options,
+)
 from k12vista.vocabulary import QuestionType
 
 CN_NUMERAL = "一二三四五六七八九十"
@@ -47,9 +65,6 @@ STATED_COUNT = re.compile(r"共\s*(\d{1,2})\s*(?:小)?题|有\s*(\d{1,2})\s*个?
 SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
-# Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
-OPTION = re.compile(r"(?:(?<![A-Za-z])([A-H])\s*[.．、:：]|[(（]\s*([A-H])\s*[)）])\s*")
-POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
@@ -78,7 +93,6 @@ SHARED_STEM = re.compile(
     r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
 )
 TITLE = re.compile(r"考试|试卷|试题|答案|测试|练习|招生|高考|学年|学期")
-MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -496,7 +510,7 @@ class Segmenter:
             if question.solution:
                 question.solution += "\n"
             self._add_piece(question, text[solved.end() :] or " ")
-        elif (row := _letter_row(text, question)) is not None:
+        elif (row := letter_row(text, question)) is not None:
             # Options that are pictures or table columns: only their letters are text ("A B", "（C） （D）").
             question.options += [{"label": label, "text": ""} for label in row]
             question.options_in_part = question.options_in_part or question.sub_seen
@@ -504,9 +518,9 @@ class Segmenter:
         elif question.part == "option" and SUB_QUESTION.match(text):
             question.part = "stem"
             self._add_piece(question, text)
-        elif question.part == "option" or _starts_options(_as_options(text)):
-            self._add_options(question, _as_options(text))
-        elif question.maybe_a is not None and not question.options and _starts_option_b(text):
+        elif question.part == "option" or starts_options(as_options(text)):
+            self._add_options(question, as_options(text))
+        elif question.maybe_a is not None and not question.options and starts_option_b(text):
             # "(4) 在质量…" then "(B) 在压强…": the line read as (4) or "A " was option A after all.
             at, question.sub_seen = question.maybe_a
             first = "".join(question.stem[at:]).strip()
@@ -514,7 +528,7 @@ class Segmenter:
             while question.stem and question.stem[-1] == "\n":
                 question.stem.pop()
             question.maybe_a = None
-            self._add_options(question, _as_options(first) if _as_options(first) != first else _force_a(first))
+            self._add_options(question, as_options(first) if as_options(first) != first else force_a(first))
             self._add_options(question, text)
         else:
             if not question.options and (LOOKALIKE_A.match(text) or BARE_A.match(text)):
@@ -530,13 +544,13 @@ class Segmenter:
 
     def _add_options(self, question: ParsedQuestion, text: str) -> None:
         last = question.options[-1]["label"] if question.options else ""
-        if question.options and _starts_options(text):
+        if question.options and starts_options(text):
             # The letters start again at A: a sub-question's own options, or a row "A. A B. B" naming the
             # cells of a table already read. The question keeps its first options; these stay in the stem.
             question.part = "stem"
             _join(question.stem, "\n" + text)
             return
-        starts = _markers(text, after=last)
+        starts = option_markers(text, after=last)
         if not starts or starts[0].start() > 0:
             # A wrapped option: the text goes on from the last option (and may hold the next ones: OCR
             # loses a line's first letter, "√2/2 G D. 1G").
@@ -547,19 +561,19 @@ class Segmenter:
             text = text[end:]
             if not starts:
                 return
-            starts = _markers(text, after=last)
+            starts = option_markers(text, after=last)
         if not question.options:
             question.options_in_part = question.sub_seen
         question.part = "option"
         for match, following in zip(starts, [*starts[1:], None], strict=True):
             end = following.start() if following else len(text)
-            question.options.append({"label": _label(match), "text": text[match.end() : end].strip()})
+            question.options.append({"label": option_label(match), "text": text[match.end() : end].strip()})
 
     def result(self) -> Segmented:
         self._merge_copies()
         self._scope_numbers()
         for question in self.questions:
-            _numbered_options(question)
+            numbered_options(question)
             for unread in fill_option_gaps(question):
                 self._say(unread, question)
             if not question.qtype:
@@ -568,7 +582,7 @@ class Segmenter:
                 # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
                 # calculation question set after them without a heading of its own.
                 question.qtype = guess_type(question, options=False)
-            elif question.qtype != QuestionType.MULTIPLE_CHOICE and _own_choice(question):
+            elif question.qtype != QuestionType.MULTIPLE_CHOICE and own_choice(question):
                 # Four options of its own, asked as a choice, in a section of another type (a 非选择题 part
                 # that holds a choice, an 实验题 with A-D): it is a choice question.
                 question.qtype = QuestionType.MULTIPLE_CHOICE
@@ -773,7 +787,7 @@ class Segmenter:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
             if question.numbered_choices:
-                question.answer = _lettered_answer(question.answer)
+                question.answer = lettered_answer(question.answer)
             elif question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
                 question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
 
@@ -801,78 +815,6 @@ def _answer_pieces(text: str) -> list[str]:
         return [text]
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
-
-
-LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no question is a lost question
-
-
-def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
-                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]], *,
-                       notes: list[tuple[Note, list[ParsedQuestion]]] | None = None,
-                       said_missing: list[tuple[int, int]] | None = None) -> dict:  # fmt: skip
-    """What a person checks first on an import: every number found once, sections as long as they say.
-
-    ``notes`` lists each gap, duplicate, count that differs from its heading,
-    column whose text went to no question, and what the reading itself was unsure
-    of, as codes with parameters (annotation.pdf.notes) worded when shown;
-    ``warnings`` the same in English. ``suspects`` holds the labels of the
-    questions next to each of them, which get a flag, and ``reasons`` the notes
-    that concern each of those questions (the flag's detail).
-    """
-    report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
-                    "leftover": [], "notes": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
-
-    def warn(said: Note, *near: ParsedQuestion) -> None:
-        if said not in report["notes"]:
-            report["notes"].append(said)
-            report["warnings"].append(english(said))
-        for question in near:
-            report["reasons"].setdefault(question.label, [])
-            if said not in report["reasons"][question.label]:
-                report["reasons"][question.label].append(said)
-
-    said_missing = said_missing or []
-    for said, near in notes or []:
-        warn(said, *near)
-    for first, last in said_missing:
-        warn(note("stated_missing", first=first, last=last))
-
-    by_scope: dict[str, list[ParsedQuestion]] = {}
-    for question in questions:
-        if not question.name:
-            by_scope.setdefault(question.scope, []).append(question)
-    for scope, members in by_scope.items():
-        seen: dict[int, ParsedQuestion] = {}
-        for before, after in zip(members, members[1:], strict=False):
-            for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
-                label = f"{scope}.{missing}" if scope else str(missing)
-                report["gaps"].append(label)
-                if any(a <= missing <= b for a, b in said_missing):
-                    continue  # the paper said it lacks it: said once, above
-                warn(note("gap", label=label, before=before.label, after=after.label), before, after)
-        for question in members:
-            if question.number in seen:
-                report["duplicates"].append(question.label)
-                warn(note("duplicate", label=question.label), seen[question.number], question)
-            seen[question.number] = question
-    for section, (heading, count) in sorted(stated.items()):
-        found = [q for q in questions if q.section == section]
-        report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
-        if count is not None and found and count != len(found):
-            warn(note("section_count", heading=heading, stated=count, found=len(found)), found[0], found[-1])
-    position = {id(q): i for i, q in enumerate(questions)}
-    for (page, column), (chars, before) in sorted(leftover.items(), key=lambda item: item[0]):
-        if chars >= LEFTOVER_CHARS:
-            report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
-            at = position.get(id(before))
-            near = [] if at is None else questions[at : at + 2]
-            warn(note("leftover", page=page, column=max(column, 0) + 1, chars=chars), *near)
-    report["suspects"] = sorted(report["reasons"])
-    # How sure each cut is: the segmenter's own evidence, and at most 0.5 next to anything said above.
-    report["confidence"] = {
-        q.label: round(min(q.confidence, 0.5 if q.label in report["reasons"] else 1.0), 2) for q in questions
-    }
-    return report
 
 
 def cn_value(numeral: str) -> int:
@@ -920,96 +862,6 @@ def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
     return marked >= max(1, (len(questions) + 1) // 2)
 
 
-def _label(match: re.Match) -> str:
-    return match.group(1) or match.group(2)
-
-
-def _starts_options(text: str) -> bool:
-    """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
-    match = OPTION.match(text)
-    return bool(match) and _label(match) == "A" and not POINT_LIST.match(text)
-
-
-def _markers(text: str, *, after: str = "") -> list[re.Match]:
-    """The option markers of a line whose letters go on in order after ``after``; "B" inside option A's
-    text ("A．B 点的电势高") is text. A letter may be skipped (OCR lost it): gaps are filled at the end."""
-    kept: list[re.Match] = []
-    last = after
-    for match in OPTION.finditer(text):
-        label = _label(match)
-        if label > last and ord(label) - ord(last or "@") <= 2:
-            kept.append(match)
-            last = label
-    return kept
-
-
-# OCR reads a line's first option letter as a look-alike: "(4)" or "4．" for (A), Greek or Cyrillic A.
-LOOKALIKE_A = re.compile(r"^(?:[(（]\s*[4ΑА]\s*[)）]|[4ΑА]\s*[.．、](?!\d))")
-# A first letter whose dot was lost ("A 可以发生水解反应 B. 所有…"): the next letter's marker shows it.
-BARE_A = re.compile(r"^A\s+(?=[^\sA-Za-z.．、:：])")
-
-
-def _as_options(text: str) -> str:
-    """A line that starts an option row written or read imperfectly, as it was printed: ``A．…``."""
-    fixed = LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else None
-    if fixed is None and BARE_A.match(text):
-        fixed = BARE_A.sub("A．", text)
-    if fixed is not None and any(_label(m) == "B" for m in OPTION.finditer(fixed)):
-        return fixed
-    return text
-
-
-def _force_a(text: str) -> str:
-    """A line taken for option A: its misread first letter as printed."""
-    return LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else BARE_A.sub("A．", text)
-
-
-def _starts_option_b(text: str) -> bool:
-    match = OPTION.match(text)
-    return bool(match) and _label(match) == "B"
-
-
-ROW_LETTER = r"(?:[(（]\s*[A-H]\s*[)）]|[A-H](?:\s*[.．])?)"
-LETTER_ROW = re.compile(rf"^{ROW_LETTER}(?:\s*{ROW_LETTER})*$")
-CHOICE_STEM = re.compile(r"[(（]\s*[)）]\s*$|下列|的是[:：]?\s*$|哪[个些一]|正确|错误")
-
-
-def _letter_row(text: str, question: ParsedQuestion) -> list[str] | None:
-    """Letters alone on a line that go on in order, under pictures or over table columns: "A B C D"."""
-    text = text.strip()
-    if not LETTER_ROW.match(text):
-        return None
-    letters = re.findall(r"[A-H]", text)
-    last = question.options[-1]["label"] if question.options else ""
-    # Consecutive, and following on from the options so far (one letter lost to OCR may be skipped).
-    if any(ord(b) - ord(a) != 1 for a, b in zip(letters, letters[1:], strict=False)):
-        return None
-    if ord(letters[0]) - ord(last or "@") not in (1, 2):
-        return None
-    bracketed = "(" in text or "（" in text or "." in text or "．" in text
-    if len(letters) < 2 and not (bracketed or last):
-        return None
-    # Only in a question that asks to choose: labels of a figure's points are no options.
-    choice = question.qtype == QuestionType.MULTIPLE_CHOICE or (
-        not question.qtype and bool(CHOICE_STEM.search(question.text))
-    )
-    return letters if choice or last else None
-
-
-def fill_option_gaps(question: ParsedQuestion) -> list[Note]:
-    """Options A, B, D: C was printed but not read (OCR lost its letter). It is kept, empty, and said."""
-    if not question.options:
-        return []
-    labels = [o["label"] for o in question.options]
-    wanted = [chr(c) for c in range(ord("A"), ord(max(labels)) + 1)]
-    missing = [label for label in wanted if label not in labels]
-    if not missing or len(labels) != len(set(labels)):
-        return []
-    by_label = {o["label"]: o for o in question.options}
-    question.options = [by_label.get(label, {"label": label, "text": ""}) for label in wanted]
-    return [note("option_unread", label=question.label, option=label) for label in missing]
-
-
 def split_entry(text: str) -> tuple[str, str]:
     """(answer, solution) of an answer-section entry: 【答案】 and 【解析】 if marked, else all answer."""
     pieces = MARKER.split(text)
@@ -1024,75 +876,6 @@ def split_entry(text: str) -> tuple[str, str]:
         chosen = CHOSEN.search(solution_text)
         answer = chosen.group(1) if chosen else ""
     return answer, solution_text
-
-
-def split_answer(answer: str, qtype: str) -> list[str]:
-    """Sub-answers: the letter(s) of a choice, one per blank, one per sub-question."""
-    answer = answer.strip()
-    if not answer:
-        return []
-    if qtype == QuestionType.MULTIPLE_CHOICE:
-        letters = re.match(r"^[A-H]+", answer.replace(" ", ""))
-        return [letters.group() if letters else answer]
-    flat = answer.replace("\n", " ")
-    parts = re.split(r"\s*(?:[(（]\s*\d{1,2}\s*[)）]|[①②③④⑤⑥⑦⑧⑨⑩])\s*", flat)
-    if len(parts) == 1 and qtype == QuestionType.FILL_IN_BLANK:
-        parts = re.split(r"\s*[;；]\s*|\s{2,}", flat)
-    return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
-
-
-NUMBERED_OPTION = re.compile(r"[(（]\s*([1-6])\s*[)）]\s*")
-
-
-def _numbered_options(question: ParsedQuestion) -> None:
-    """A question of a choice section whose choices are numbered like sub-questions, (1)…(4) (older papers):
-    they are its options, lettered A, B, C… in order; an answer given by number is given by letter."""
-    if question.qtype != QuestionType.MULTIPLE_CHOICE or question.options or not question.sub_seen:
-        return
-    text = question.text
-    markers = list(NUMBERED_OPTION.finditer(text))
-    if not 3 <= len(markers) <= 6 or [int(m.group(1)) for m in markers] != list(range(1, len(markers) + 1)):
-        return
-    ends = [m.start() for m in markers[1:]] + [len(text)]
-    question.options = [
-        {"label": chr(ord("A") + i), "text": text[m.end() : end].strip().rstrip("；;。.，,").strip()}
-        for i, (m, end) in enumerate(zip(markers, ends, strict=True))
-    ]
-    question.stem = [text[: markers[0].start()].rstrip()]
-    question.sub_seen, question.numbered_choices = False, True
-
-
-NUMBERED_ANSWER = re.compile(r"\s*[\[［〔(（]?\s*([1-6](?:\s*[,，、]?\s*[1-6])*)\s*[\]］〕)）]?\s*[。.；;]?\s*")
-
-
-def _lettered_answer(answer: str) -> str:
-    """The letter of an answer given by number, for choices printed (1)…(4): 〔4〕 is D."""
-    numbered = NUMBERED_ANSWER.fullmatch(answer)
-    if not numbered:
-        return answer
-    return "".join(chr(ord("A") + int(d) - 1) for d in re.findall(r"[1-6]", numbered.group(1)))
-
-
-def _own_choice(question: ParsedQuestion) -> bool:
-    """Options A-D (or more) of the question itself, not of a sub-question, with a stem that asks to choose."""
-    labels = [o["label"] for o in question.options]
-    return (
-        len(labels) >= 4
-        and labels[:4] == ["A", "B", "C", "D"]
-        and not question.options_in_part
-        and not question.sub_seen
-        and bool(CHOICE_STEM.search(question.text))
-    )
-
-
-def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
-    """Type of a question outside any recognised section."""
-    if options and len(question.options) >= 2 and not question.options_in_part:
-        return QuestionType.MULTIPLE_CHOICE
-    blanks = re.search(r"_{3,}|＿{2,}", question.text)
-    if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):
-        return QuestionType.FILL_IN_BLANK
-    return QuestionType.FREE_RESPONSE
 
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
