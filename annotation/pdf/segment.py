@@ -17,6 +17,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from annotation.pdf.answers import (
+    CHOSEN,
+    MARKER,
+    OCR_KEY,
+    SCOPED_ITEM,
+    answer_pieces,
+    item_number,
+    split_entry,
+)
 from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
 from annotation.pdf.notes import Note, english, note
@@ -66,7 +75,6 @@ SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
-MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
 CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
 # What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
@@ -93,7 +101,6 @@ SHARED_STEM = re.compile(
     r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
 )
 TITLE = re.compile(r"考试|试卷|试题|答案|测试|练习|招生|高考|学年|学期")
-CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
@@ -310,7 +317,7 @@ class Segmenter:
             return
         if self.in_answers and self._choice_run(text):
             return
-        if self.in_answers and len(pieces := _answer_pieces(text)) > 1:
+        if self.in_answers and len(pieces := answer_pieces(text)) > 1:
             for piece in pieces:  # "14．D 15．AD 16．CD": a key on one line
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
@@ -382,8 +389,8 @@ class Segmenter:
         items = self._answer_items(text)
         if items and items[0].start() > 0 and self.entry is not None and self.entry.number:
             # "是0的正弦曲线。 (6)大于2的正整数。": the end of one answer, then the next ones.
-            following = [m for m in items if _item_number(m) > self.entry.number]
-            if following and _item_number(following[0]) == self.entry.number + 1:
+            following = [m for m in items if item_number(m) > self.entry.number]
+            if following and item_number(following[0]) == self.entry.number + 1:
                 self._add_to_entry(self.entry, text[: following[0].start()].strip())
                 text = text[following[0].start() :]
                 items = self._answer_items(text)
@@ -396,7 +403,7 @@ class Segmenter:
             return True
         ends = [m.start() for m in items[1:]] + [len(text)]
         for match, end in zip(items, ends, strict=True):
-            self.entry = AnswerEntry(_item_number(match), [text[match.end() : end].strip()], scope=self.answer_scope)
+            self.entry = AnswerEntry(item_number(match), [text[match.end() : end].strip()], scope=self.answer_scope)
             self.entries.append(self.entry)
         return True
 
@@ -792,31 +799,6 @@ class Segmenter:
                 question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
 
 
-SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]")
-
-
-def _item_number(match: re.Match) -> int:
-    return int(match.group(1) or match.group(2))
-
-
-OCR_KEY = re.compile(r"^[\[［]?\s*[A-H4](?:\s*[;；,，、]?\s*[A-H4])*\s*[\]］]?$")
-# 14．D, and 1．〔4〕 (a choice printed by number, older papers).
-KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H]|[〔\[［]\s*[1-6A-H])")
-
-
-def _answer_pieces(text: str) -> list[str]:
-    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up."""
-    starts = list(KEY_ITEM.finditer(text))
-    if len(starts) < 2 or starts[0].start() != 0:
-        return [text]
-    numbers = [int(m.group(1)) for m in starts]
-    # Going up, one by one or with a number left out ("6.B 7.A 9.C": 8 is answered elsewhere).
-    if any(not a < b <= a + 1 + MAX_SKIPPED for a, b in zip(numbers, numbers[1:], strict=False)):
-        return [text]
-    ends = [m.start() for m in starts[1:]] + [len(text)]
-    return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
-
-
 def cn_value(numeral: str) -> int:
     """一 -> 1, 十二 -> 12, 二十 -> 20 (the section numerals of a paper)."""
     digits = [CN_NUMERAL.index(c) + 1 for c in numeral if c in CN_NUMERAL]
@@ -860,22 +842,6 @@ def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
         return False
     marked = sum(1 for q in questions if len(q.options) >= 2 or q.answer or q.solution or ASKS.search(q.text))
     return marked >= max(1, (len(questions) + 1) // 2)
-
-
-def split_entry(text: str) -> tuple[str, str]:
-    """(answer, solution) of an answer-section entry: 【答案】 and 【解析】 if marked, else all answer."""
-    pieces = MARKER.split(text)
-    answer, solution = pieces[0].strip(), []
-    for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
-        if marker == "答案":
-            answer = f"{answer} {piece.strip()}".strip()
-        else:
-            solution.append(piece.strip())
-    solution_text = "\n".join(solution)
-    if not answer:
-        chosen = CHOSEN.search(solution_text)
-        answer = chosen.group(1) if chosen else ""
-    return answer, solution_text
 
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
