@@ -361,3 +361,21 @@ def test_choices_numbered_like_sub_questions_in_a_choice_section_are_its_options
     assert first.text == "小孩用10牛顿的力踢石块，使石块滑行了1米，则小孩对石块所做的功是："
     assert second.option_count == 4 and second.options[3]["text"] == "以上都不对"
     assert [first.answer, second.answer] == ["D", "A"]
+
+
+def test_answers_printed_under_the_title_again_are_an_answer_section():
+    parsed = segment(
+        lines(
+            "一、填空题（10分）",
+            "1．穿过线圈的什么发生变化时，线圈中产生感应电动势？",
+            "2．单摆从最大位移处向平衡位置运动时，速度怎样变化？",
+            "二、（6分）本题有1个小题，把答案写在题中横线上。",
+            "3．一物体从高处落下，求它落地时的速度。",
+            "1978年普通高等学校招生全国统一考试",
+            "1. 磁通量；磁通量的变化率.",
+            "2. 大；小.",
+            "3. 20m/s.",
+        )
+    )
+    assert [q.number for q in parsed.questions] == [1, 2, 3]
+    assert [q.answer for q in parsed.questions] == ["磁通量；磁通量的变化率.", "大；小.", "20m/s."]

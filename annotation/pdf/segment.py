@@ -100,7 +100,8 @@ SHARED_STEM = re.compile(
     r"(?:回答|完成|解答|作答|做|answer)\s*第?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题"
     r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
 )
-TITLE = re.compile(r"考试|试卷|试题|答案|测试|练习|招生|高考|学年|学期")
+# A paper's title ("1978年普通高等学校招生全国统一考试"): short, no heading, no question, no instruction.
+TITLE = re.compile(r"考试|试卷|试题|测试|练习|招生|高考|学年|学期")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
@@ -260,7 +261,7 @@ class Segmenter:
         if self._is_badge(line, text):
             return
         # Whether the line before was a paper's title: answers printed under the title again start there.
-        self.after_title, self.title_before = self.title_before, bool(TITLE.search(text)) and not NUMBER.match(text)
+        self.after_title, self.title_before = self.title_before, _is_title(text)
         if said := SAID_MISSING.search(text):
             first = int(said.group(1) or said.group(3))
             last = int(said.group(2) or said.group(4) or first)
@@ -809,6 +810,16 @@ def cn_value(numeral: str) -> int:
     if digits[0] == 10:  # 十二
         return 10 + digits[1]
     return digits[0] * 10 + (digits[2] if len(digits) > 2 else 0)  # 二十, 二十三
+
+
+def _is_title(text: str) -> bool:
+    return (
+        len(text) <= 40
+        and bool(TITLE.search(text))
+        and not NUMBER.match(text)
+        and not re.match(rf"^第?[{CN_NUMERAL}]+\s*[、．.:：部大]", text)
+        and not re.search(r"小题|每题|[,，。；;]", text)
+    )
 
 
 def _span(first: int, last: int) -> str:
