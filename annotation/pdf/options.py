@@ -155,12 +155,16 @@ def lettered_answer(answer: str) -> str:
     return "".join(chr(ord("A") + int(d) - 1) for d in re.findall(r"[1-6]", numbered.group(1)))
 
 
+SCORED_PART = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
+
+
 def own_choice(question: ParsedQuestion) -> bool:
-    """Options A-D (or more) of the question itself, not of a sub-question, with a stem that asks to choose."""
+    """Four options A-D of the question itself, not of a sub-question, with a stem that asks to choose. Not a
+    scored part ("（5 分）…", a 选考 question's five-option first part): the question goes on after it."""
     labels = [o["label"] for o in question.options]
     return (
-        len(labels) >= 4
-        and labels[:4] == ["A", "B", "C", "D"]
+        labels == ["A", "B", "C", "D"]
+        and not SCORED_PART.match(question.text)
         and not question.options_in_part
         and not question.sub_seen
         and bool(CHOICE_STEM.search(question.text))
