@@ -437,6 +437,11 @@ def clip_to_page(page: PageText) -> PageText:
     spans = []
     for span in page.spans:
         x0, y0, x1, y1 = span.bbox
+        # Almost every run lies on its page already (NaN fails these comparisons, so it is looked at below).
+        if 0.0 <= x0 <= x1 <= width and 0.0 <= y0 <= y1 <= height and 0.0 < span.size < math.inf:
+            if span.text.strip() and math.isfinite(span.baseline):
+                spans.append(span)
+            continue
         if not all(math.isfinite(v) for v in (x0, y0, x1, y1, span.baseline, span.size)):
             continue
         x0, x1 = sorted((x0, x1))
