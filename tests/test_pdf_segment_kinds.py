@@ -379,3 +379,9 @@ def test_answers_printed_under_the_title_again_are_an_answer_section():
     )
     assert [q.number for q in parsed.questions] == [1, 2, 3]
     assert [q.answer for q in parsed.questions] == ["磁通量；磁通量的变化率.", "大；小.", "20m/s."]
+
+
+def test_a_report_numbered_by_numerals_without_solutions_is_said_once_as_no_exam():
+    headings = [f"{numeral}、关于第{numeral}部分的考试内容和要求的说明" for numeral in "一二三四"]
+    parsed = segment(lines(*headings, *["本部分要求学生理解基本概念，掌握基本方法，能够运用所学知识分析问题。"] * 4))
+    assert parsed.questions == [] and [n["code"] for n in parsed.notes] == ["not_exam"]

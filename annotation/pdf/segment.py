@@ -605,7 +605,7 @@ class Segmenter:
         if self.questions and not self.typed_sections and not _looks_like_exam(self.questions):
             self.questions, self.entries = [], []
             self.notes = [(note("not_exam"), [])]
-        elif not self.questions and self.text_chars >= LEFTOVER_CHARS:
+        elif not self.questions and self.text_chars >= LEFTOVER_CHARS and not self._said("not_exam"):
             self._say(note("no_questions", chars=self.text_chars))
         self._match_answers()
         self._attach_shared()
@@ -703,6 +703,9 @@ class Segmenter:
                 question.shared = text
                 question.stem[:0] = [text, "\n"]
             self._say(note("shared_stem", first=shared.first, last=shared.last))
+
+    def _said(self, code: str) -> bool:
+        return any(said["code"] == code for said, _ in self.notes)
 
     def _say(self, said: Note, *near: ParsedQuestion) -> None:
         self.notes.append((said, list(near)))
