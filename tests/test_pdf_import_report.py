@@ -43,12 +43,16 @@ def test_the_import_screen_shows_the_report_kept_on_the_document(
     assert execute_job(Job.objects.latest("id").pk) == Job.Status.SUCCEEDED
     document.refresh_from_db()
     assert document.import_report["report"]["gaps"] == ["3"]
-    assert any("question 3 was not found" in w for w in document.import_report["warnings"])
+    assert any("Question 3 was not found" in w for w in document.import_report["warnings"])
     Job.objects.filter(pk=document.job_id).update(result={})  # the page reads the document, not the job
     body = client.get(f"/annotate/imports/{document.pk}/").content.decode()
     report = body.split('id="consistency-report"')[1]
     assert 'data-gaps="1"' in body and '<span class="gaps">3</span>' in report
-    assert "question 3 was not found (between 2 and 4)" in body
+    # Worded in the reader's language from the stored code: Chinese by default, English when chosen.
+    assert "未找到第 3 题（在第 2 题与第 4 题之间）。" in body and "was not found" not in body
+    client.post("/i18n/setlang/", {"language": "en"})
+    english_body = client.get(f"/annotate/imports/{document.pk}/").content.decode()
+    assert "Question 3 was not found (between 2 and 4)." in english_body
     # The questions on either side of the gap carry the flag, shown beside them on the same page.
     flagged = Question.objects.filter(flags__code=Flag.Code.IMPORT_GAP).order_by("id")
     assert [q.text[:1] for q in flagged] == ["乙", "丁"]
@@ -103,7 +107,7 @@ def test_text_read_into_no_question_is_a_warning_naming_the_questions_on_either_
     report = parsed.report
     assert report["leftover"] == [{"page": 1, "column": 1, "chars": len(lost)}]
     assert report["suspects"] == ["1", "3"]
-    assert any("characters went to no question" in w for w in report["reasons"]["3"])
+    assert {"code": "leftover", "params": {"page": 1, "column": 1, "chars": len(lost)}} in report["reasons"]["3"]
 
 
 def test_a_figure_that_cannot_be_cropped_is_left_out_and_said_on_its_question(monkeypatch):

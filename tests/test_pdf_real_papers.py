@@ -46,7 +46,7 @@ def test_a_real_text_layer_paper_reads_as_a_person_reads_it(name):
     # Options in a row, in a table, as pictures, lettered (A) or with a lost dot.
     assert score.share(score.options_ok, score.options_total) in (None, 1.0), score.misses
     # Every question not found is announced.
-    assert len(score.missing) <= len([w for w in score.warnings if "not found" in w])
+    assert len(score.missing) <= len([w for w in score.warnings if "not found" in w.lower()])
 
 
 OCR_PAPERS = [p["file"] for p in _expected() if {"scan", "outlines", "mixed"} & set(p["pdf_kind"])]
@@ -72,6 +72,36 @@ def test_a_document_that_is_no_exam_gives_no_questions(name):
     expected = next(p for p in _expected() if p["file"] == name)
     score = real_papers.score_paper(REAL / name, expected)
     assert score.found == 0
+
+
+@needs_real
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_a_document_that_is_no_exam_says_so(name):
+    """Never silent: a document of text from which no question is imported says why."""
+    expected = next(p for p in _expected() if p["file"] == name)
+    score = real_papers.score_paper(REAL / name, expected)
+    assert any("not look like an exam" in w or "no question was found" in w for w in score.warnings)
+
+
+def _analysis(name: str):
+    from annotation.pdf import importer, reading
+
+    with reading.open_pdf(REAL / name) as pdf:
+        texts, regions = [], []
+        for index, page in enumerate(pdf):
+            text, _, found = importer.read_page(page, index + 1)
+            texts.append(text)
+            regions += found
+        return importer.analyse(texts, regions)
+
+
+@needs_real
+def test_a_question_number_beside_a_piecewise_function_starts_its_question():
+    """Its first line holds a tall brace whose upper row overlaps the number's box (a Word paper)."""
+    parsed = _analysis("math_2024_shanghai_spring.pdf").parsed
+    by_number = {q.number: q for q in parsed.questions}
+    assert list(by_number) == list(range(1, 22))
+    assert by_number[9].text.startswith("已知") and "x≥0" not in by_number[8].text
 
 
 # --- structures of real papers, as lines ------------------------------------------------
@@ -202,7 +232,7 @@ def test_numbered_clauses_of_a_regulation_are_no_questions():
             "一、报名", "1．报名条件：遵守宪法和法律。", "2．报名结束后，考生须确认信息。", "3．考生应按时参加考试。"
         )
     )
-    assert parsed.questions == [] and "does not look like an exam" in parsed.warnings[0]
+    assert parsed.questions == [] and [n["code"] for n in parsed.notes] == ["not_exam"]
 
 
 def test_the_consistency_report_names_gaps_stated_counts_and_the_questions_beside_them():
@@ -221,7 +251,10 @@ def test_the_consistency_report_names_gaps_stated_counts_and_the_questions_besid
     assert report["numbers"] == ["1", "2", "4"] and report["gaps"] == ["3"]
     assert report["sections"][0]["stated"] == 4 and report["sections"][0]["found"] == 3
     assert report["suspects"] == ["1", "2", "4"]  # beside the gap, and the ends of the short section
-    assert any("states 4 questions, 3 were found" in w for w in report["warnings"])
+    assert {"code": "section_count", "params": {"heading": "一、选择题（共 4 小题）", "stated": 4, "found": 3}} in (
+        report["notes"]
+    )
+    assert any("states 4 questions; 3 were found" in w for w in report["warnings"])
 
 
 def test_a_sparse_third_column_is_still_a_column():
@@ -307,7 +340,8 @@ def test_questions_next_to_a_gap_are_flagged_and_the_report_is_kept():
     document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("gap.pdf", fixtures_pdf.gap_paper()))
     summary = import_document(document=document)
     assert summary.report["gaps"] == ["3"]
-    assert any("question 3 was not found" in w for w in summary.warnings)
+    assert {"code": "gap", "params": {"label": "3", "before": "2", "after": "4"}} in summary.notes
+    assert any("Question 3 was not found" in w for w in summary.warnings)
     flagged = set(Flag.objects.filter(code=Flag.Code.IMPORT_GAP).values_list("question__text", flat=True))
     assert len(flagged) == 2 and all(text.startswith(("乙", "丁")) for text in flagged)
 
@@ -427,8 +461,8 @@ def test_option_letters_alone_on_a_line_are_picture_options_and_a_lost_letter_is
     assert [o["label"] for o in second.options] == list("ABCD") and second.options[0]["text"] == ""
     assert [o["label"] for o in third.options] == list("ABCD") and third.options[1]["text"] == "2G和G√2/2 G"
     assert fourth.options == [] and fourth.qtype != "multiple_choice"  # a figure's points, no choice asked
-    assert "question 18: the text of option A was not read" in parsed.warnings
-    assert "question 19: the text of option C was not read" in parsed.warnings
+    assert {"code": "option_unread", "params": {"label": "18", "option": "A"}} in parsed.notes
+    assert {"code": "option_unread", "params": {"label": "19", "option": "C"}} in parsed.notes
 
 
 def test_a_sub_questions_options_make_no_choice_question_and_a_second_set_stays_in_its_stem():

@@ -311,4 +311,5 @@ def test_a_reimport_does_not_read_again_a_question_a_person_cut(paper, person, m
     _an_importer_that_finds_the_missed_question(monkeypatch)
     summary = import_document(document=paper)
     assert summary.questions == 0 and Question.objects.filter(source_document=paper, text=MISSED).count() == 1
-    assert any("question 99 lies where a person repaired the cut" in w for w in summary.warnings)
+    assert any(n["code"] == "repaired_region" and str(n["params"]["label"]) == "99" for n in summary.notes)
+    assert any("Question 99 lies where a person repaired the cut" in w for w in summary.warnings)

@@ -44,7 +44,7 @@ FORMULA_EM, FORMULA_EM_MANY, FORMULA_MANY = 2.4, 3.4, 3
 FORMULA_GAP_EM = 1.5  # how far the text beside an inline formula may be
 DEFAULT_EM = 10.5
 # 图1, 图 3-2 电路, 图甲; and the sub-figure marks (a), （乙）, 甲. (A)-(D) under pictures are options, not captions.
-FIGURE_NUMBER = re.compile(r"^图\s*[0-9０-９一二三四五六七八九十甲乙丙丁]")
+FIGURE_NUMBER = re.compile(r"^(?:图\s*[0-9０-９一二三四五六七八九十甲乙丙丁]|第\s*\d{1,3}\s*(?:小)?题\s*图)")
 SUB_FIGURE = re.compile(r"^(?:[（(]\s*[a-h甲乙丙丁1-9一二三四五六]\s*[)）]|[甲乙丙丁]图?)$")
 PLACEHOLDER = "[[formula-p{page}-{index}]]"  # in the page's text until the importer numbers it for its question
 PLACEHOLDER_RE = re.compile(r"\[\[formula-p(\d+)-(\d+)\]\]")
@@ -59,6 +59,7 @@ class FigureRegion:
     source_scale: float | None = None
     token: str = ""  # a formula's placeholder in the page text
     latex: str = ""  # a formula read by the OCR backend
+    caption: str = ""  # 图1, 第5题图: what the paper calls it (the importer links it to its question by this)
 
     @property
     def is_formula(self) -> bool:
@@ -223,20 +224,27 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
         if not _side_ok(part.bbox, area):
             continue
         box = _with_labels(part.bbox, page_text, em)
+        caption = _caption_of(box, page_text)
         if page_text.ocr and part.images:
             # A picture on a page read by OCR (outlined text): its own box; OCR's lines next to it are too coarse
             # to tell a label from an option line.
-            regions.append(FigureRegion(page_text.number, part.bbox, "embedded", _scale_of(part)))
+            regions.append(FigureRegion(page_text.number, part.bbox, "embedded", _scale_of(part), caption=caption))
         elif page_text.ocr:
-            regions.append(FigureRegion(page_text.number, box, "drawing", _scan_scale(page)))
+            regions.append(FigureRegion(page_text.number, box, "drawing", _scan_scale(page), caption=caption))
         elif part.images:
-            regions.append(FigureRegion(page_text.number, box, "embedded", _scale_of(part)))
+            regions.append(FigureRegion(page_text.number, box, "embedded", _scale_of(part), caption=caption))
         else:
-            regions.append(FigureRegion(page_text.number, box, "drawing"))
+            regions.append(FigureRegion(page_text.number, box, "drawing", caption=caption))
     ordered = sorted(formulas, key=lambda im: (round(im.bbox[1] / 4), im.bbox[0]))
     regions += [FigureRegion(page_text.number, im.bbox, "formula", im.scale, PLACEHOLDER.format(page=page_text.number,
                              index=i)) for i, im in enumerate(ordered)]  # fmt: skip
     return regions
+
+
+def _caption_of(box: Box, page_text: PageText) -> str:
+    """The figure's own caption (图1, 第5题图), from the text inside its grown box; "" where it has none."""
+    found = [s.text.strip() for s in page_text.spans if _inside(s.bbox, box) and FIGURE_NUMBER.match(s.text.strip())]
+    return found[0][:20] if found else ""
 
 
 def _merge(parts: list[_Part]) -> list[_Part]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from annotation.pdf.layout import (
     reading_order,
     union,
 )
+from annotation.pdf.notes import Note, english, note
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
@@ -69,6 +71,9 @@ class ImportSummary:
     existing: int = 0
     figures: int = 0
     ocr_pages: int = 0
+    # What the import is unsure of, as codes with parameters worded when shown (annotation.pdf.notes);
+    # ``warnings`` holds the same in English, for logs and the command line.
+    notes: list[Note] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # The paper's consistency report (segment.consistency_report): numbers found, gaps, duplicates,
     # questions per section against the heading's count, text that went to no question.
@@ -80,6 +85,11 @@ class ImportSummary:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def say(self, said: Note) -> None:
+        if said not in self.notes:
+            self.notes.append(said)
+            self.warnings.append(english(said))
 
 
 # --- upload -----------------------------------------------------------------------
@@ -206,10 +216,14 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
     except OCRServiceError:
         raise  # retried by the job
     except Exception as exc:
-        # A crash: the document says why; a retry continues it (pages and questions saved are reused).
-        message = f"The import stopped ({type(exc).__name__}: {exc}); run it again to continue."[:2000]
-        SourceDocument.objects.filter(pk=document.pk).update(error=message)
-        document.error = message
+        # A crash: the document says why, worded for its reader from the note kept on the report (the
+        # English copy in ``error``); a retry continues it (pages and questions saved are reused).
+        stopped = note("import_stopped", error=f"{type(exc).__name__}: {exc}"[:1000])
+        message = english(stopped)[:2000]
+        kept = SourceDocument.objects.filter(pk=document.pk).values_list("import_report", flat=True).first()
+        report = {**(kept if isinstance(kept, dict) else {}), "error": stopped}
+        SourceDocument.objects.filter(pk=document.pk).update(error=message, import_report=report)
+        document.error, document.import_report = message, report
         raise
     SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="",
                                                          import_report=summary.as_dict())  # fmt: skip
@@ -226,9 +240,9 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
             pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=lambda n: report(n, steps))
         with _timed(summary, "segment"):
             analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
-        summary.warnings += analysis.parsed.warnings
         summary.report = analysis.parsed.report
-        summary.warnings += [w for w in summary.report.get("warnings", []) if w not in summary.warnings]
+        for said in analysis.parsed.notes:
+            summary.say(said)
         # Kept on the document before any question is saved: a crash while saving leaves the report.
         SourceDocument.objects.filter(pk=document.pk).update(import_report=summary.as_dict())
         with _timed(summary, "questions"):
@@ -270,11 +284,10 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
                 "error": exc,
             }
             raise PdfImportError(message) from exc
-        except (RuntimeError, ValueError) as exc:
-            # MuPDF raises RuntimeError subclasses for broken page content.
-            raise PdfImportError(
-                _("Page %(n)d is damaged and cannot be read (%(error)s).") % {"n": number, "error": exc}
-            ) from exc
+        except (RuntimeError, ValueError, ArithmeticError, IndexError, TypeError) as exc:
+            # MuPDF raises RuntimeError subclasses for broken page content. One page that cannot be read
+            # is said, and the rest of the paper goes on.
+            summary.say(note("page_unreadable", page=number, error=f"{type(exc).__name__}: {exc}"[:300]))
         progress(number)
     return imported
 
@@ -302,8 +315,14 @@ class Analysis:
 
 def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
     """Reading order, questions and each question's figures: the import without the database."""
-    lines, layouts = reading_order(texts)
+    problems: list[tuple[int, str]] = []
+    lines, layouts = reading_order(texts, problems)
     parsed = segment(lines)
+    for page, error in problems:
+        said = note("page_layout", page=page, error=error[:300])
+        parsed.report.setdefault("notes", []).insert(0, said)
+        parsed.report.setdefault("warnings", []).insert(0, english(said))
+        parsed.warnings.insert(0, english(said))
     keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions if not r.is_formula]
     formulas = {r.token: r for r in regions if r.is_formula}
     return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key), formulas)
@@ -420,15 +439,41 @@ def _figure_key(layout: PageLayout, box: tuple) -> tuple:
 
 def assign_figures(parsed: list[ParsedQuestion], regions: list[tuple[tuple, figures.FigureRegion]],
                    answers_key: tuple | None) -> dict[int, list[figures.FigureRegion]]:  # fmt: skip
-    """Each figure goes to the question being read where it stands; none in the answer section."""
+    """Each figure goes to the question its caption names (第5题图) or the one question whose text refers
+    to its label (如图1所示 for 图1), else to the question being read where it stands; none in the answer
+    section."""
     starts = [(q.lines[0].key, i) for i, q in enumerate(parsed) if q.lines]  # in reading order already
     start_keys = [key for key, _ in starts]
     assigned: dict[int, list[figures.FigureRegion]] = {}
     for key, region in sorted(regions, key=lambda item: item[0]):
+        if answers_key is not None and key >= answers_key:
+            continue
         at = bisect.bisect_right(start_keys, key)
-        if at and (answers_key is None or key < answers_key):
+        named = _named_by_caption(parsed, region)
+        if named is not None:
+            assigned.setdefault(named, []).append(region)
+        elif at:
             assigned.setdefault(starts[at - 1][1], []).append(region)
     return assigned
+
+
+QUESTION_FIGURE = re.compile(r"^第\s*(\d{1,3})\s*(?:小)?题\s*图")
+FIGURE_LABEL = re.compile(r"^图\s*([0-9０-９]+(?:\s*[-－]\s*[0-9]+)?|[一二三四五六七八九十甲乙丙丁])")
+
+
+def _named_by_caption(parsed: list[ParsedQuestion], region: figures.FigureRegion) -> int | None:
+    """The question a figure's caption links it to, or None: a caption that names no question, or a label
+    that no question or several refer to (a paper that calls each question's figure 图1)."""
+    near = [i for i, q in enumerate(parsed) if q.lines and any(abs(ln.page - region.page) <= 1 for ln in q.lines)]
+    if found := QUESTION_FIGURE.match(region.caption):
+        numbered = [i for i in near if parsed[i].number == int(found.group(1)) and not parsed[i].name]
+        return numbered[0] if len(numbered) == 1 else None
+    if found := FIGURE_LABEL.match(region.caption):
+        label = re.sub(r"\s", "", found.group(1))
+        refers = re.compile(rf"图\s*{re.escape(label)}(?![0-9０-９])")
+        referring = [i for i in near if refers.search(parsed[i].text)]
+        return referring[0] if len(referring) == 1 else None
+    return None
 
 
 def question_boxes(lines: list[Line], regions: list[figures.FigureRegion]) -> list[list[float]]:
@@ -470,8 +515,9 @@ def _save_questions(*, document: SourceDocument, pdf: pymupdf.Document, pages: l
     todo = [(i, q) for i, q in enumerate(parsed) if q.lines and question_hash(document, q) not in existing]
     # A question read where a person repaired the cut (annotation.segmentation) is theirs: not read again.
     repaired = segmentation.repaired_boxes(document)
-    summary.warnings += [f"question {q.label} lies where a person repaired the cut; it was left as they cut it"
-                         for _i, q in todo if segmentation.covered(q.lines, repaired)]  # fmt: skip
+    for _i, q in todo:
+        if segmentation.covered(q.lines, repaired):
+            summary.say(note("repaired_region", label=q.label))
     todo = [(i, q) for i, q in todo if not segmentation.covered(q.lines, repaired)]
     for start in range(0, len(todo), SAVE_BATCH):
         with transaction.atomic():
@@ -490,7 +536,7 @@ QUESTION_FAULTS = (QuestionDataError, BadImage, ValueError, TypeError, KeyError,
 
 def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dict[int, Page],
                    question: ParsedQuestion, subject: str, grade: int, found: list[figures.FigureRegion],
-                   summary: ImportSummary, user: Any, reasons: list[str],
+                   summary: ImportSummary, user: Any, reasons: list[Note],
                    formulas: dict[str, figures.FigureRegion]) -> None:  # fmt: skip
     """Saves one question. What fails in it is recorded on it (an ``import_error`` flag) and the paper
     goes on: a figure that cannot be cropped is left out; a question refused as read is saved again
@@ -498,13 +544,13 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
     the document's report names it."""
     hash_id = question_hash(document, question)
     page_number, bbox = _first_page_box(question.lines, found)
-    problems: list[str] = []
+    problems: list[Note] = []
     crops: list[FigureData] = []
     for region in found:
         try:
             crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
         except (RuntimeError, ValueError) as exc:  # MuPDF cannot render this part of the page
-            problems.append(f"a figure on page {region.page} could not be cropped ({type(exc).__name__}: {exc})")
+            problems.append(note("figure_uncropped", page=region.page, error=f"{type(exc).__name__}: {exc}"))
     # Formula images stand in the text as [[formula:N]], N their place after the question's figures.
     texts, inline = figures.placeholders([question.text, question.solution, *(o["text"] for o in question.options)],
                                          formulas, first=len(crops))  # fmt: skip
@@ -513,7 +559,7 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         try:
             crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
         except (RuntimeError, ValueError) as exc:
-            problems.append(f"a formula image on page {region.page} could not be cropped ({exc})")
+            problems.append(note("formula_uncropped", page=region.page, error=str(exc)))
     data = QuestionData(
         hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
         options=options, answers=question.answers, raw_solution=texts[1],
@@ -521,39 +567,44 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
         boxes=question_boxes(question.lines, found),
         figures=crops,
     )  # fmt: skip
-    note = f"imported from {document.original_name}"[:300]
+    history = f"imported from {document.original_name}"[:300]
     # create_question is atomic itself: a refused question rolls back to its own savepoint only.
     try:
-        saved = create_question(data=data, user=user, note=note)
+        saved = create_question(data=data, user=user, note=history)
     except IntegrityError:
         summary.existing += 1  # another import of the same paper saved it first
         return
     except QUESTION_FAULTS as exc:
         reason = _fault(exc)
         try:
-            saved = create_question(data=_storable(data), user=user, note=note)
+            saved = create_question(data=_storable(data), user=user, note=history)
         except IntegrityError:
             summary.existing += 1
             return
         except QUESTION_FAULTS as again:
-            message = f"question {question.label} was not imported: {reason}"
-            summary.warnings.append(message if _fault(again) == reason else f"{message}; then {_fault(again)}")
+            both = reason if _fault(again) == reason else f"{reason}; then {_fault(again)}"
+            summary.say(note("question_failed", label=question.label, reason=both))
             summary.failed.append({"question": question.label, "reason": reason})
             return
-        problems.append(f"saved without its figures and with its text cleaned: {reason}")
-        summary.warnings.append(f"question {question.label} was {problems[-1]}")
+        problems.append(note("question_cleaned", label=question.label, reason=reason))
+        summary.say(problems[-1])
         crops = []
     if problems:
-        Flag.objects.create(question=saved, code=Flag.Code.IMPORT_ERROR, message=storable("; ".join(problems)),
-                            detail={"report": "pdf import"})  # fmt: skip
-        summary.partial.append({"question": question.label, "problems": problems})
+        _flag(saved, Flag.Code.IMPORT_ERROR, problems)
+        summary.partial.append({"question": question.label, "problems": [english(p) for p in problems],
+                                "notes": problems})  # fmt: skip
     if reasons:
-        Flag.objects.create(question=saved, code=Flag.Code.IMPORT_GAP, message=storable("; ".join(reasons)),
-                            detail={"report": "pdf import"})  # fmt: skip
+        _flag(saved, Flag.Code.IMPORT_GAP, reasons)
     # How it was cut (its number, its parts' regions), for the segmentation screen.
     segmentation.record_import(question=saved, document=document, label=question.label, lines=question.lines)
     summary.questions += 1
     summary.figures += sum(1 for crop in crops if crop.kind == Figure.Kind.FIGURE)
+
+
+def _flag(question: Question, code: str, notes: list[Note]) -> None:
+    """A flag whose notes are worded for each reader (annotation.pdf.notes); its message is the English copy."""
+    Flag.objects.create(question=question, code=code, message=storable("; ".join(english(n) for n in notes)),
+                        detail={"report": "pdf import", "notes": notes})  # fmt: skip
 
 
 def _fault(exc: Exception) -> str:

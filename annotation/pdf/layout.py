@@ -10,6 +10,7 @@ top to bottom.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -159,19 +160,20 @@ def gutters_of(spans: list[tuple[int, Span]], width: float, *, step: float = 2.0
     end left of it, which tells a column from the space between two options on
     a line. Works alike on text-layer runs and OCR boxes.
     """
-    if len(spans) < 6:
+    if len(spans) < 6 or not width > 0:
         return []
     bins = int(width / step) + 2
     rows_at: list[set] = [set() for _ in range(bins)]
-    pieces = _row_pieces(spans)
+    # Runs reaching past the page's edges (a web page printed wider than A4) count up to the edge.
+    pieces = [(row, min(max(x0, 0.0), width), min(max(x1, 0.0), width)) for row, x0, x1 in _row_pieces(spans)]
     for row, x0, x1 in pieces:
-        for i in range(max(0, int(x0 / step)), min(bins, int(x1 / step) + 1)):
+        for i in range(int(x0 / step), min(bins, int(x1 / step) + 1)):
             rows_at[i].add(row)
     cover = [len(rows) for rows in rows_at]
     rows = len({row for row, _, _ in pieces})
     tolerance = max(1, rows // 30)
     first = int(min(x0 for _, x0, _ in pieces) / step) + 1
-    last = int(max(x1 for _, _, x1 in pieces) / step)
+    last = min(int(max(x1 for _, _, x1 in pieces) / step), bins - 1)
     gutters = []
     i = first
     while i < last:
@@ -260,17 +262,30 @@ def _overlap(a: Box, b: Box) -> float:
 
 
 def group_lines(spans: list[Span]) -> list[list[Span]]:
-    """Runs that share a line: they overlap vertically by at least half the smaller one."""
+    """Runs that share a line.
+
+    Runs on one baseline are one line first, whatever their boxes (a number set
+    beside a tall formula is on the formula's line, not on the row of a piecewise
+    function above it). Then lines join where they overlap vertically by at least
+    half the smaller one (exponents, subscripts).
+    """
+    rows: list[list[Span]] = []
+    for span in sorted(spans, key=lambda s: (s.baseline, s.bbox[0])):
+        if rows and abs(rows[-1][0].baseline - span.baseline) <= 0.5:
+            rows[-1].append(span)
+        else:
+            rows.append([span])
     lines: list[list[Span]] = []
-    for span in sorted(spans, key=lambda s: (s.bbox[1], s.bbox[0])):
-        height = span.bbox[3] - span.bbox[1]
+    for row in sorted(rows, key=lambda r: (min(s.bbox[1] for s in r), min(s.bbox[0] for s in r))):
+        main_row = max(row, key=lambda s: s.size)
+        height = main_row.bbox[3] - main_row.bbox[1]
         for line in reversed(lines[-4:]):
             main = max(line, key=lambda s: s.size)
-            if _overlap(main.bbox, span.bbox) >= 0.5 * min(height, main.bbox[3] - main.bbox[1]):
-                line.append(span)
+            if _overlap(main.bbox, main_row.bbox) >= 0.5 * min(height, main.bbox[3] - main.bbox[1]):
+                line += row
                 break
         else:
-            lines.append([span])
+            lines.append(list(row))
     return [sorted(line, key=lambda s: s.bbox[0]) for line in lines]
 
 
@@ -381,14 +396,64 @@ def page_lines(page: PageText, layout: PageLayout) -> list[Line]:
     return sorted(lines, key=lambda line: line.key)
 
 
-def reading_order(pages: list[PageText]) -> tuple[list[Line], dict[int, PageLayout]]:
-    """All lines of the document in reading order, and each page's layout (for placing figures)."""
-    pages = strip_running_text(pages)
-    gutters = paper_gutters(pages)
+def reading_order(pages: list[PageText], problems: list[tuple[int, str]] | None = None,
+                  ) -> tuple[list[Line], dict[int, PageLayout]]:  # fmt: skip
+    """All lines of the document in reading order, and each page's layout (for placing figures).
+
+    A page that cannot be laid out in columns is read as one column, and one that
+    cannot be read at all is left out; each is added to ``problems`` as (page,
+    error) and the other pages go on.
+    """
+    problems = [] if problems is None else problems
+    pages = strip_running_text([clip_to_page(page) for page in pages])
+    try:
+        gutters = paper_gutters(pages)
+    except (ArithmeticError, IndexError, ValueError, TypeError) as exc:
+        problems.append((0, f"{type(exc).__name__}: {exc}"))
+        gutters = {}
     lines: list[Line] = []
     layouts = {}
     for page in pages:
-        layout = page_layout(page, gutters[page.number])
+        try:
+            layout = page_layout(page, gutters.get(page.number) or [])
+            found = page_lines(page, layout)
+        except (ArithmeticError, IndexError, ValueError, TypeError) as exc:
+            problems.append((page.number, f"{type(exc).__name__}: {exc}"))
+            layout = PageLayout(page.number)
+            try:
+                found = page_lines(page, layout)
+            except (ArithmeticError, IndexError, ValueError, TypeError):
+                found = []
         layouts[page.number] = layout
-        lines += page_lines(page, layout)
+        lines += found
     return lines, layouts
+
+
+def clip_to_page(page: PageText) -> PageText:
+    """The page with every run inside it: boxes clipped to the page, runs wholly outside it, with no
+    size or with a box that is no number left out. Nothing after this has to think about geometry."""
+    width = page.width if math.isfinite(page.width) and page.width > 0 else 0.0
+    height = page.height if math.isfinite(page.height) and page.height > 0 else 0.0
+    spans = []
+    for span in page.spans:
+        x0, y0, x1, y1 = span.bbox
+        # Almost every run lies on its page already (NaN fails these comparisons, so it is looked at below).
+        if 0.0 <= x0 <= x1 <= width and 0.0 <= y0 <= y1 <= height and 0.0 < span.size < math.inf:
+            if span.text.strip() and math.isfinite(span.baseline):
+                spans.append(span)
+            continue
+        if not all(math.isfinite(v) for v in (x0, y0, x1, y1, span.baseline, span.size)):
+            continue
+        x0, x1 = sorted((x0, x1))
+        y0, y1 = sorted((y0, y1))
+        box = (max(x0, 0.0), max(y0, 0.0), min(x1, width), min(y1, height))
+        if box[2] < box[0] or box[3] < box[1] or not span.text.strip():
+            continue
+        if box == span.bbox and span.size > 0:
+            spans.append(span)
+            continue
+        # A run of no size (zero-size fonts) is given its box's height, so lines still group it.
+        size = span.size if span.size > 0 else max(box[3] - box[1], 1.0)
+        spans.append(Span(span.text, box, min(max(span.baseline, box[1]), box[3]), size, span.flags))
+    gutters = [g for g in page.gutters if 0 < g < width] if page.gutters is not None else None
+    return PageText(page.number, width, height, spans, page.ocr, gutters)

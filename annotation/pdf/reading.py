@@ -11,7 +11,7 @@ from django.conf import settings
 from PIL import Image
 
 from annotation.ocr import OCRBackend
-from annotation.pdf.layout import MARGIN, PageText, Span, normalize_text
+from annotation.pdf.layout import MARGIN, PageText, Span, clip_to_page, normalize_text
 from k12vista.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def text_layer(page: pymupdf.Page, number: int) -> PageText:
                     continue  # Word leaves formula residue as 1 pt letters: nobody reads them
                 text = normalize_text(span["text"])
                 spans.append(Span(text, _line_box(span), span["origin"][1], span["size"], span["flags"]))
-    return PageText(number, page.rect.width, page.rect.height, spans)
+    return clip_to_page(PageText(number, page.rect.width, page.rect.height, spans))
 
 
 MIN_VISIBLE_PT = 3.0
@@ -143,10 +143,24 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
             height = max(1.0, y1 - y0)
             spans.append(Span(line.text, (x0, y0, x1, y1), baseline=y1 - 0.15 * height, size=0.85 * height))
     gutters = [x * scale for x in edges[1:-1]]
-    return PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters)
+    return clip_to_page(PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters))
 
 
 def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: float = 0.22) -> list[int]:
+    """x (pixels) of the white vertical bands between the columns of a page image (see ``_image_gutters``).
+
+    Text is smeared sideways by about a character first; where that closes every
+    gap, the page is looked at again with a narrow smear: some papers set their
+    columns less than a character apart (about 8 pt), and a detector reading such
+    a page whole joins the two columns' lines into one.
+    """
+    ink = np.asarray(image.convert("L").reduce(2)) < 150
+    return _image_gutters(ink, max_ink=max_ink, min_column=min_column, reach=4) or _image_gutters(
+        ink, max_ink=max_ink, min_column=min_column, reach=1
+    )
+
+
+def _image_gutters(ink: np.ndarray, *, max_ink: float, min_column: float, reach: int) -> list[int]:
     """x (pixels) of the white vertical bands between the columns of a page image.
 
     A band is clear of ink on all but ``max_ink`` of the page height (a title or
@@ -154,12 +168,11 @@ def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: floa
     both sides; the columns it leaves are each at least ``min_column`` of the
     width, so the gap beside a figure or between options is no gutter.
     """
-    ink = np.asarray(image.convert("L").reduce(2)) < 150
     height, width = ink.shape
+    ink = ink.copy()
     # A rule drawn down the gutter is the gutter.
     ink[:, ink.sum(axis=0) > 0.5 * height] = False
     # Smeared sideways by about a character's width, a text line is solid, a gap between columns stays blank.
-    reach = 4
     sums = np.cumsum(np.pad(ink, ((0, 0), (reach + 1, reach)), constant_values=False), axis=1, dtype=np.int32)
     ink = (sums[:, 2 * reach + 1 :] - sums[:, : -2 * reach - 1]) > 0
     rows_with_ink = ink.sum(axis=0)
@@ -181,7 +194,7 @@ def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: floa
         end = x
         while end < right_edge and clear[end]:
             end += 1
-        if end - x >= 4:
+        if end - x >= (4 if reach >= 4 else 3):
             bands.append((end - x, (x + end) // 2))
         x = end
     chosen: list[int] = []

@@ -17,7 +17,35 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from annotation.pdf.answers import (
+    CHOSEN,
+    MARKER,
+    OCR_KEY,
+    SCOPED_ITEM,
+    answer_pieces,
+    item_number,
+    split_entry,
+)
+from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
+from annotation.pdf.notes import Note, english, note
+from annotation.pdf.options import (
+    BARE_A,
+    LOOKALIKE_A,
+    as_options,
+    fill_option_gaps,
+    force_a,
+    guess_type,
+    letter_row,
+    lettered_answer,
+    numbered_options,
+    option_label,
+    option_markers,
+    own_choice,
+    split_answer,
+    starts_option_b,
+    starts_options,
+)
 from k12vista.vocabulary import QuestionType
 
 CN_NUMERAL = "一二三四五六七八九十"
@@ -25,6 +53,8 @@ CN_NUMERAL = "一二三四五六七八九十"
 SECTION = re.compile(
     rf"^(?:第?([{CN_NUMERAL}]+)(?:部分|大题)\s*[、．.:：]?|([{CN_NUMERAL}]+)\s*[、．.:：])\s*[(（]?\s*(\S{{0,12}}?题)"
 )
+# A heading whose numeral was lost or never printed: "填空题（10分）（把答案…）", "选择题：本题共8小题".
+BARE_SECTION = re.compile(r"^()()((?:单项|多项|不定项)?(?:选择|填空|解答|计算|实验|简答|作图)题)\s*(?:[(（:：]|$)")
 SECTION_TYPES = [
     (("非选择", "选考", "选做"), QuestionType.FREE_RESPONSE),  # before 选择: 非选择题 is no choice section
     (("选择", "单选", "多选"), QuestionType.MULTIPLE_CHOICE),
@@ -44,19 +74,34 @@ STATED_COUNT = re.compile(r"共\s*(\d{1,2})\s*(?:小)?题|有\s*(\d{1,2})\s*个?
 SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
-# Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
-OPTION = re.compile(r"(?:(?<![A-Za-z])([A-H])\s*[.．、:：]|[(（]\s*([A-H])\s*[)）])\s*")
-POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
 SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
-MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
 CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
 # What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
 ANSWER_LIKE = re.compile(
     r"^\s*(?:[A-H]{1,4}(?:\s*(?:【|[。.．;；,，]|$)|\s+\d)|【(?:答案|解析|详解|分析|解答)】|[\[［][A-H]|见解析|略)"
 )
-MAX_SKIPPED = 2  # question numbers that may be missing (lost to a figure or OCR) before a number is ignored
-CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
+# "缺第2-4题", "（缺第5题）", "第2～4题缺": the paper says which of its questions it does not hold.
+SAID_MISSING = re.compile(
+    r"缺\s*第?\s*(\d{1,3})\s*(?:[-—–~～至到、,，]\s*(\d{1,3}))?\s*小?题"
+    r"|第\s*(\d{1,3})\s*(?:[-—–~～至到]\s*(\d{1,3}))?\s*小?题\s*[(（]?\s*缺"
+)
+# 一、已知函数… : a question numbered only by its section numeral (no 题 heading follows the numeral).
+CN_ITEM = re.compile(rf"^([{CN_NUMERAL}]{{1,3}})\s*[、．.]\s*(\S.*)$")
+BADGE = re.compile(r"^\d{1,3}$")
+LONE_NUMBER = re.compile(r"^\s*\d{1,3}\s*$")
+# An answer table's rows: "题号 13 14 15 16" (or "题号" alone, its cells on the lines after) and "答案 B B B D".
+KEY_NUMBERS = re.compile(r"^(?:题\s*号\s*[:：]?)\s*((?:\d{1,3}\s*)*)$|^((?:\d{1,3}\s+){2,}\d{1,3})$")
+KEY_LETTERS = re.compile(r"^(?:答\s*案\s*[:：]?)?\s*((?:[A-H]{1,4}\s*)*)$")
+SOLUTION_START = re.compile(r"^(?:【解】|解\s*[:：])\s*")
+MAX_JUMP = 12  # questions that may be missing from a file when the numbering goes on after the jump
+# "阅读下列材料，回答23-27题", "根据以下实验，完成第5～7题": material for the questions in that range.
+SHARED_STEM = re.compile(
+    r"(?:回答|完成|解答|作答|做|answer)\s*第?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题"
+    r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
+)
+# A paper's title ("1978年普通高等学校招生全国统一考试"): short, no heading, no question, no instruction.
+TITLE = re.compile(r"考试|试卷|试题|测试|练习|招生|高考|学年|学期")
 CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
@@ -76,6 +121,12 @@ class ParsedQuestion:
     sub_seen: bool = False  # a sub-question (1) has started in the stem
     options_in_part: bool = False  # the options belong to a sub-question: the question itself is no choice
     maybe_a: tuple[int, bool] | None = None  # where a stem line that may be option A misread starts
+    # How sure the cut is: 1 for a number that follows on; less after a jump, for a question known only
+    # by its numeral or badge; lowered again where the report flags it (consistency_report).
+    confidence: float = 1.0
+    shared: str = ""  # material it shares with the questions next to it, also at the start of its text
+    numbered_choices: bool = False  # its options were printed (1)…(4) and lettered A-D here
+    by_numeral: bool = False  # known only by its section numeral (一、已知…), in a paper numbered no other way
 
     @property
     def label(self) -> str:
@@ -98,6 +149,23 @@ class ParsedQuestion:
 
 
 @dataclass
+class SharedStem:
+    """Material that introduces the questions ``first`` to ``last`` (a passage, an experiment)."""
+
+    first: int
+    last: int
+    lines: list[Line] = field(default_factory=list)
+    open: bool = True  # still reading it: the first question it introduces has not started
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+        for line in self.lines:
+            _join(parts, line.text.strip())
+        return "".join(parts).strip()
+
+
+@dataclass
 class AnswerEntry:
     number: int
     text: list[str] = field(default_factory=list)
@@ -107,9 +175,14 @@ class AnswerEntry:
 @dataclass
 class Segmented:
     questions: list[ParsedQuestion]
-    warnings: list[str]
+    warnings: list[str]  # the notes of ``report`` in English, for logs and the command line
     answers_key: tuple | None = None  # where the answer section starts, in reading order
     report: dict = field(default_factory=dict)  # the paper's consistency report
+
+    @property
+    def notes(self) -> list[Note]:
+        """Everything the paper's reading is unsure of, as codes with parameters (annotation.pdf.notes)."""
+        return list(self.report.get("notes", []))
 
 
 def _instructed_type(heading: str) -> str | None:
@@ -148,7 +221,19 @@ class Segmenter:
     def __init__(self, *, default_type: str | None = None) -> None:
         self.questions: list[ParsedQuestion] = []
         self.entries: list[AnswerEntry] = []
-        self.warnings: list[str] = []
+        # What the reading is unsure of, with the questions next to it (they get a flag).
+        self.notes: list[tuple[Note, list[ParsedQuestion]]] = []
+        self.numbered: dict[int, int] = {}  # page -> lines starting with a number, outside notice and answers
+        self.text_chars = 0  # characters read outside the answers: a paper of text with no question is said
+        self.stated_missing: list[tuple[int, int]] = []  # "缺第2-4题": numbers the paper says it lacks
+        self.title_before = self.after_title = False
+        self.next_number: int | None = None  # the number of the next numbered line (segment() looks ahead)
+        self.following: dict[int, int | None] = {}
+        self.badge: tuple[int, Line] | None = None  # a question number printed alone, in a badge, on its line
+        self.key_numbers: list[int] | None = None  # an answer table's 题号 row, waiting for its 答案 row
+        self.key_letters: list[str] = []
+        self.jumped = False  # the question being started comes after a jump in the numbering
+        self.shared: list[SharedStem] = []  # material introducing several questions ("回答23-27题")
         self.qtype = default_type
         self.section = 0
         self.in_answers = False
@@ -167,6 +252,21 @@ class Segmenter:
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
+        if id(line) in self.following:
+            self.next_number = self.following[id(line)]
+        if self.in_answers and self._key_table(text):
+            return
+        if self.badge is not None:
+            line, text = self._after_badge(line, text)
+        if self._is_badge(line, text):
+            return
+        # Whether the line before was a paper's title: answers printed under the title again start there.
+        self.after_title, self.title_before = self.title_before, _is_title(text)
+        if said := SAID_MISSING.search(text):
+            first = int(said.group(1) or said.group(3))
+            last = int(said.group(2) or said.group(4) or first)
+            if first <= last <= first + 40 and (first, last) not in self.stated_missing:
+                self.stated_missing.append((first, last))
         if NOTICE.match(text) and not self.in_answers:
             self.in_notice, self.current, self.notice_last = True, None, 0
             return
@@ -174,7 +274,7 @@ class Segmenter:
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
-        section = SECTION.match(text)
+        section = SECTION.match(text) or (None if self.in_answers else BARE_SECTION.match(text))
         if section and self.in_answers and (section.group(1) or section.group(2)) in self._scopes():
             section = None  # "七、第1小题：…": the answers to section 七, no heading
         if section:
@@ -199,6 +299,17 @@ class Segmenter:
             self.current.lines.append(line)
             self._add(self.current, single.group(2))
             return
+        item = CN_ITEM.match(text)
+        if item and not self.in_answers and not self.in_notice and self._next_item(item.group(1)):
+            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question.
+            self.section += 1
+            last = self.questions[-1].number if self.questions else 0
+            self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
+            self.current.name, self.current.confidence, self.current.by_numeral = item.group(1), 0.8, True
+            self.questions.append(self.current)
+            self.current.lines.append(line)
+            self._add(self.current, item.group(2))
+            return
         if self.current is None and self.section and self.qtype is None and not self.in_answers:
             # The heading's instructions go on over its next lines (…每小题3分。每小 / 题选出一个正确的答案).
             self.qtype = _instructed_type(text)
@@ -207,17 +318,22 @@ class Segmenter:
             return
         if self.in_answers and self._choice_run(text):
             return
-        if self.in_answers and len(pieces := _answer_pieces(text)) > 1:
+        if self.in_answers and len(pieces := answer_pieces(text)) > 1:
             for piece in pieces:  # "14．D 15．AD 16．CD": a key on one line
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
         number = NUMBER.match(text)
+        if not number and not self.in_answers and not self.in_notice and self._opens_shared(text):
+            self.shared[-1].lines.append(line)
+            return
         if number and not self.in_answers and self._answers_begin(int(number.group(1)), text[number.end() :]):
             # No heading, but the numbering starts again with answers ("15.C【解析】…"): an answer section.
             self.in_answers, self.current, self.entry, self.in_notice = True, None, None, False
             self.answers_key = self.answers_key or line.key
             self.feed(line)
             return
+        if not self.in_answers:
+            self.text_chars += len(text)
         if self.in_notice:
             # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
             value = int(number.group(1)) if number else None
@@ -226,12 +342,18 @@ class Segmenter:
                 self.notice_last = value or self.notice_last
                 return
             self.in_notice = False
+        # Steps of a worked solution ("1." "2." after 【解析】) are not counted.
+        stepping = self.current is not None and self.current.part not in ("stem", "option")
+        if number and not self.in_answers and not self.in_notice and not stepping:
+            self.numbered[line.page] = self.numbered.get(line.page, 0) + 1
         if number and self._starts_item(int(number.group(1)), text[number.end() :]):
             text = text[number.end() :]
             self._start(int(number.group(1)), line)
         if self.in_answers:
             if self.entry is not None:
                 self._add_to_entry(self.entry, text)
+        elif self.current is None and self.shared and self.shared[-1].open and not self.in_notice:
+            self.shared[-1].lines.append(line)  # the shared material, up to its first question
         elif self.current is None and self.questions and not self.in_notice:
             where = (line.page, line.key[2] if len(line.key) > 2 else 0)
             chars, before = self.leftover.get(where, (0, self.questions[-1]))
@@ -268,8 +390,8 @@ class Segmenter:
         items = self._answer_items(text)
         if items and items[0].start() > 0 and self.entry is not None and self.entry.number:
             # "是0的正弦曲线。 (6)大于2的正整数。": the end of one answer, then the next ones.
-            following = [m for m in items if _item_number(m) > self.entry.number]
-            if following and _item_number(following[0]) == self.entry.number + 1:
+            following = [m for m in items if item_number(m) > self.entry.number]
+            if following and item_number(following[0]) == self.entry.number + 1:
                 self._add_to_entry(self.entry, text[: following[0].start()].strip())
                 text = text[following[0].start() :]
                 items = self._answer_items(text)
@@ -282,7 +404,7 @@ class Segmenter:
             return True
         ends = [m.start() for m in items[1:]] + [len(text)]
         for match, end in zip(items, ends, strict=True):
-            self.entry = AnswerEntry(_item_number(match), [text[match.end() : end].strip()], scope=self.answer_scope)
+            self.entry = AnswerEntry(item_number(match), [text[match.end() : end].strip()], scope=self.answer_scope)
             self.entries.append(self.entry)
         return True
 
@@ -310,6 +432,13 @@ class Segmenter:
             first = self.entries[0].number if self.entries else None
             return self.entry is None or number > self.entry.number or (number == first and number < self.entry.number)
         last = self.questions[-1].number if self.questions else None
+        current = self.current
+        if current is not None and current.name and number == current.number and _heading_only(current):
+            # "二、(10分)" then "6．…": the numeral headed a section whose questions are numbered on, it was
+            # no question of its own. Its type is unknown: each question's is guessed.
+            self.questions.remove(current)
+            self.current, self.qtype = None, None
+            return True
         if last is None or number == last + 1 or (self.current is None and number == 1):
             return True
         if number < last and self._repeats(number, rest):
@@ -317,7 +446,20 @@ class Segmenter:
         if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
             return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
         if last + 1 < number <= last + 1 + MAX_SKIPPED:
-            self.warnings.append(f"question {last + 1} was not found; the paper goes on with {number}")
+            self._say(note("skipped", missing=_span(last + 1, number - 1), next=number), self.questions[-1])
+            self.jumped = True
+            return True
+        if last + 1 < number and self._said_missing(last + 1, number - 1):
+            return True  # "缺第2-4题": the paper said so, 5 is the next question, not a step of 1
+        if (
+            last + 1 < number <= last + MAX_JUMP
+            and self.next_number == number + 1
+            and (self.current is None or self.current.part in ("stem", "option"))
+        ):
+            # Questions missing from the file (1, then 5, 6, 7): the numbering goes on from the new number,
+            # so it is the next question, not a step of the one before. Said, with a lower confidence.
+            self._say(note("skipped", missing=_span(last + 1, number - 1), next=number), self.questions[-1])
+            self.jumped = True
             return True
         return False
 
@@ -326,7 +468,13 @@ class Segmenter:
         if not self.questions or number >= self.questions[-1].number:
             return False
         first = next((q for q in self.questions if not q.name), None)
-        return first is not None and number == first.number and bool(ANSWER_LIKE.match(rest))
+        if first is None or number != first.number:
+            return False
+        if ANSWER_LIKE.match(rest):
+            return True
+        # Under a title again ("1978年…全国统一考试"), the numbers restart with short answers ("1. 磁通量；…"):
+        # a separate answer section whose first answer is no choice letter.
+        return self.after_title and len(rest) <= 40 and not self._repeats(number, rest)
 
     def _repeats(self, number: int, rest: str) -> bool:
         """A number seen before whose text starts as that question's did: a copy of the paper."""
@@ -340,6 +488,10 @@ class Segmenter:
             return
         self.current = ParsedQuestion(number=number, section=self.section, qtype=self.qtype or "")
         self.current.scope = self.numeral
+        if self.jumped:
+            self.current.confidence, self.jumped = 0.6, False  # a cut after numbers that are not there
+        if self.shared and self.shared[-1].open and number >= self.shared[-1].first:
+            self.shared[-1].open = False
         self.questions.append(self.current)
 
     def _add(self, question: ParsedQuestion, text: str) -> None:
@@ -360,7 +512,13 @@ class Segmenter:
             question.answer = f"{question.answer} {text}".strip()
         elif question.part == "solution":
             question.solution += text
-        elif (row := _letter_row(text, question)) is not None:
+        elif solved := SOLUTION_START.match(text):
+            # "解：…" after a question set without 【】 markers: its worked solution.
+            question.part = "solution"
+            if question.solution:
+                question.solution += "\n"
+            self._add_piece(question, text[solved.end() :] or " ")
+        elif (row := letter_row(text, question)) is not None:
             # Options that are pictures or table columns: only their letters are text ("A B", "（C） （D）").
             question.options += [{"label": label, "text": ""} for label in row]
             question.options_in_part = question.options_in_part or question.sub_seen
@@ -368,9 +526,9 @@ class Segmenter:
         elif question.part == "option" and SUB_QUESTION.match(text):
             question.part = "stem"
             self._add_piece(question, text)
-        elif question.part == "option" or _starts_options(_as_options(text)):
-            self._add_options(question, _as_options(text))
-        elif question.maybe_a is not None and not question.options and _starts_option_b(text):
+        elif question.part == "option" or starts_options(as_options(text)):
+            self._add_options(question, as_options(text))
+        elif question.maybe_a is not None and not question.options and starts_option_b(text):
             # "(4) 在质量…" then "(B) 在压强…": the line read as (4) or "A " was option A after all.
             at, question.sub_seen = question.maybe_a
             first = "".join(question.stem[at:]).strip()
@@ -378,7 +536,7 @@ class Segmenter:
             while question.stem and question.stem[-1] == "\n":
                 question.stem.pop()
             question.maybe_a = None
-            self._add_options(question, _as_options(first) if _as_options(first) != first else _force_a(first))
+            self._add_options(question, as_options(first) if as_options(first) != first else force_a(first))
             self._add_options(question, text)
         else:
             if not question.options and (LOOKALIKE_A.match(text) or BARE_A.match(text)):
@@ -394,13 +552,13 @@ class Segmenter:
 
     def _add_options(self, question: ParsedQuestion, text: str) -> None:
         last = question.options[-1]["label"] if question.options else ""
-        if question.options and _starts_options(text):
+        if question.options and starts_options(text):
             # The letters start again at A: a sub-question's own options, or a row "A. A B. B" naming the
             # cells of a table already read. The question keeps its first options; these stay in the stem.
             question.part = "stem"
             _join(question.stem, "\n" + text)
             return
-        starts = _markers(text, after=last)
+        starts = option_markers(text, after=last)
         if not starts or starts[0].start() > 0:
             # A wrapped option: the text goes on from the last option (and may hold the next ones: OCR
             # loses a line's first letter, "√2/2 G D. 1G").
@@ -411,32 +569,163 @@ class Segmenter:
             text = text[end:]
             if not starts:
                 return
-            starts = _markers(text, after=last)
+            starts = option_markers(text, after=last)
         if not question.options:
             question.options_in_part = question.sub_seen
         question.part = "option"
         for match, following in zip(starts, [*starts[1:], None], strict=True):
             end = following.start() if following else len(text)
-            question.options.append({"label": _label(match), "text": text[match.end() : end].strip()})
+            question.options.append({"label": option_label(match), "text": text[match.end() : end].strip()})
 
     def result(self) -> Segmented:
         self._merge_copies()
         self._scope_numbers()
         for question in self.questions:
-            self.warnings += fill_option_gaps(question)
+            numbered_options(question)
+            for unread in fill_option_gaps(question):
+                self._say(unread, question)
             if not question.qtype:
                 question.qtype = guess_type(question)
             elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
                 # A choice section scores its items in the heading; "（12 分）" on an item marks a lab or
                 # calculation question set after them without a heading of its own.
                 question.qtype = guess_type(question, options=False)
-        if not self.typed_sections and not _looks_like_exam(self.questions):
-            if self.questions:
-                self.warnings.append("the document does not look like an exam paper: no question was imported")
+            elif question.qtype != QuestionType.MULTIPLE_CHOICE and own_choice(question):
+                # Four options of its own, asked as a choice, in a section of another type (a 非选择题 part
+                # that holds a choice, an 实验题 with A-D): it is a choice question.
+                question.qtype = QuestionType.MULTIPLE_CHOICE
+        by_numeral = [q for q in self.questions if q.by_numeral]
+        if by_numeral and len(by_numeral) == len(self.questions):
+            # Numbered by numerals alone, a paper shows each question's 解: a syllabus or a report numbers
+            # its headings so too.
+            solved = sum(1 for q in by_numeral if q.solution or q.answer)
+            if solved < max(1, (len(by_numeral) + 1) // 2):
+                self.questions, self.entries = [], []
+                self.notes = [(note("not_exam"), [])]
+        if self.questions and not self.typed_sections and not _looks_like_exam(self.questions):
             self.questions, self.entries = [], []
+            self.notes = [(note("not_exam"), [])]
+        elif not self.questions and self.text_chars >= LEFTOVER_CHARS and not self._said("not_exam"):
+            self._say(note("no_questions", chars=self.text_chars))
         self._match_answers()
-        report = consistency_report(self.questions, self.stated, self.leftover)
-        return Segmented(self.questions, self.warnings, self.answers_key, report)
+        self._attach_shared()
+        self._uncut_pages()
+        report = consistency_report(self.questions, self.stated, self.leftover, notes=self.notes,
+                                    said_missing=self.stated_missing)  # fmt: skip
+        return Segmented(self.questions, [english(n) for n in report["notes"]], self.answers_key, report)
+
+    def _opens_shared(self, text: str) -> bool:
+        """Material several questions share ("阅读下列材料，回答23-27题"), from the next question on."""
+        intro = SHARED_STEM.search(text)
+        if not intro:
+            return False
+        first, last = int(intro.group(1) or intro.group(3)), int(intro.group(2) or intro.group(4))
+        expected = self.questions[-1].number + 1 if self.questions else first
+        if not first < last <= first + 20 or first != expected:
+            return False
+        if self.shared:
+            self.shared[-1].open = False
+        self.current = None
+        self.shared.append(SharedStem(first, last))
+        return True
+
+    def _next_item(self, numeral: str) -> bool:
+        """一、 starts a paper numbered by numerals only when nothing is numbered yet; then 二、, 三、 in turn."""
+        if any(not q.name for q in self.questions):
+            return False
+        named = [q.name for q in self.questions if q.name]
+        wanted = cn_value(named[-1]) + 1 if named else 1
+        return cn_value(numeral) == wanted
+
+    def _is_badge(self, line: Line, text: str) -> bool:
+        """A number alone on its line, where the next question's number is due, at the column's left edge:
+        the badge a question's number is printed in. The text on the next line is that question's."""
+        if not BADGE.match(text) or self.in_answers or self.in_notice:
+            return False
+        value = int(text)
+        last = self.questions[-1].number if self.questions else 0
+        if value != last + 1:
+            return False
+        current = self.current
+        if current is not None and current.lines and line.bbox[0] > min(ln.bbox[0] for ln in current.lines) + 2:
+            return False  # inside the text (a fraction's denominator on a line of its own): text
+        self.badge = (value, line)
+        return True
+
+    def _after_badge(self, line: Line, text: str) -> tuple[Line, str]:
+        assert self.badge is not None
+        value, badge = self.badge
+        self.badge = None
+        if NUMBER.match(text) or not text:
+            return line, text
+        joined = Line(f"{value}．{text}", union_box(badge.bbox, line.bbox), line.page, min(badge.key, line.key))
+        return joined, joined.text
+
+    def _key_table(self, text: str) -> bool:
+        """An answer key set as a table: a 题号 row of numbers and an 答案 row of letters, each row on one
+        line or each cell on a line of its own ("题号", "13", "14", …, "答案", "B", "B", …)."""
+        numbers = KEY_NUMBERS.match(text)
+        if numbers:
+            found = [int(n) for n in re.findall(r"\d{1,3}", numbers.group(1) or numbers.group(2) or "")]
+            if any(b <= a for a, b in zip(found, found[1:], strict=False)):
+                return False
+            self.key_numbers, self.key_letters = found, []
+            return True
+        if self.key_numbers is None:
+            return False
+        if LONE_NUMBER.match(text) and not self.key_letters:
+            value = int(text.strip())
+            if self.key_numbers and value <= self.key_numbers[-1]:
+                self.key_numbers = None
+                return False
+            self.key_numbers.append(value)
+            return True
+        letters = KEY_LETTERS.match(text)
+        if not letters:
+            self.key_numbers = None
+            return False
+        self.key_letters += re.findall(r"[A-H]{1,4}", letters.group(1) or "")
+        if len(self.key_letters) >= len(self.key_numbers):
+            for number, answer in zip(self.key_numbers, self.key_letters, strict=False):
+                self.entries.append(AnswerEntry(number, [answer]))
+            self.key_numbers, self.key_letters, self.entry = None, [], None
+        return True
+
+    def _attach_shared(self) -> None:
+        """Shared material goes with each question it introduces, before the question's own text; the
+        report says which (a person sees it repeated on each)."""
+        for shared in self.shared:
+            text = shared.text
+            members = [q for q in self.questions if shared.first <= q.number <= shared.last and not q.name]
+            if not text or not members:
+                continue
+            for question in members:
+                question.shared = text
+                question.stem[:0] = [text, "\n"]
+            self._say(note("shared_stem", first=shared.first, last=shared.last))
+
+    def _said(self, code: str) -> bool:
+        return any(said["code"] == code for said, _ in self.notes)
+
+    def _say(self, said: Note, *near: ParsedQuestion) -> None:
+        self.notes.append((said, list(near)))
+
+    def _said_missing(self, first: int, last: int) -> bool:
+        return any(a <= first and last <= b for a, b in self.stated_missing)
+
+    def _uncut_pages(self) -> None:
+        """A page with numbered lines from which no question was cut (OCR that lost the numbers' dots, a
+        layout read out of order): said, with the questions read before and after it flagged."""
+        if not self.questions:
+            return  # a paper with no question at all is said once (not_exam, no_questions), not page by page
+        cut = {q.lines[0].page for q in self.questions if q.lines}
+        for page, count in sorted(self.numbered.items()):
+            if count < 2 or page in cut:
+                continue
+            before = [q for q in self.questions if q.lines and q.lines[0].page < page]
+            after = [q for q in self.questions if q.lines and q.lines[0].page > page]
+            near = ([before[-1]] if before else []) + ([after[0]] if after else [])
+            self._say(note("page_uncut", page=page, numbers=count), *near)
 
     def _merge_copies(self) -> None:
         """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
@@ -486,7 +775,11 @@ class Segmenter:
                     continue
             candidates = open_questions.get(entry.number)
             if not candidates:
-                self.warnings.append(f"answer {entry.number} in the answer section matches no question")
+                numbers = sorted(open_questions)
+                below = [n for n in numbers if n < entry.number]
+                above = [n for n in numbers if n > entry.number]
+                near = [open_questions[n][0] for n in below[-1:] + above[:1]]
+                self._say(note("answer_unmatched", number=entry.number), *near)
                 continue
             # Numbers restarting per section: the n-th entry numbered 3 goes to the n-th question 3; a
             # second pass (a key, then worked solutions) goes to the same questions again.
@@ -504,85 +797,45 @@ class Segmenter:
             if not question.answer:
                 chosen = CHOSEN.search(question.solution)
                 question.answer = chosen.group(1) if chosen else ""
-            if question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
+            if question.numbered_choices:
+                question.answer = lettered_answer(question.answer)
+            elif question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
                 question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
 
 
-SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]")
+def cn_value(numeral: str) -> int:
+    """一 -> 1, 十二 -> 12, 二十 -> 20 (the section numerals of a paper)."""
+    digits = [CN_NUMERAL.index(c) + 1 for c in numeral if c in CN_NUMERAL]
+    if not digits:
+        return 0
+    if len(digits) == 1:
+        return digits[0]
+    if digits[0] == 10:  # 十二
+        return 10 + digits[1]
+    return digits[0] * 10 + (digits[2] if len(digits) > 2 else 0)  # 二十, 二十三
 
 
-def _item_number(match: re.Match) -> int:
-    return int(match.group(1) or match.group(2))
+def _is_title(text: str) -> bool:
+    return (
+        len(text) <= 40
+        and bool(TITLE.search(text))
+        and not NUMBER.match(text)
+        and not re.match(rf"^第?[{CN_NUMERAL}]+\s*[、．.:：部大]", text)
+        and not re.search(r"小题|每题|[,，。；;]", text)
+    )
 
 
-OCR_KEY = re.compile(r"^[\[［]?\s*[A-H4](?:\s*[;；,，、]?\s*[A-H4])*\s*[\]］]?$")
-KEY_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,3})\s*[．.、]\s*(?=[A-H])")
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
 
 
-def _answer_pieces(text: str) -> list[str]:
-    """A key line "14．D 15．AD 16．CD" in pieces, one a number, when the numbers go up one by one."""
-    starts = list(KEY_ITEM.finditer(text))
-    if len(starts) < 2 or starts[0].start() != 0:
-        return [text]
-    numbers = [int(m.group(1)) for m in starts]
-    if any(b != a + 1 for a, b in zip(numbers, numbers[1:], strict=False)):
-        return [text]
-    ends = [m.start() for m in starts[1:]] + [len(text)]
-    return [text[m.start() : end].strip() for m, end in zip(starts, ends, strict=True)]
+def _heading_only(question: ParsedQuestion) -> bool:
+    """A question known by its numeral that holds a heading's worth of text and nothing else."""
+    return len(question.text.strip()) <= 30 and not question.options and not question.solution
 
 
-LEFTOVER_CHARS = 200  # a heading's instructions are shorter; more read into no question is a lost question
-
-
-def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[str, int | None]],
-                       leftover: dict[tuple[int, int], tuple[int, ParsedQuestion]]) -> dict:  # fmt: skip
-    """What a person checks first on an import: every number found once, sections as long as they say.
-
-    ``warnings`` lists each gap, duplicate, count that differs from its heading
-    and column whose text went to no question; ``suspects`` holds the labels of
-    the questions next to each of them, which get a flag, and ``reasons`` the
-    warnings that concern each of those questions (the flag's message).
-    """
-    report: dict = {"numbers": [q.label for q in questions], "gaps": [], "duplicates": [], "sections": [],
-                    "leftover": [], "warnings": [], "suspects": [], "reasons": {}}  # fmt: skip
-
-    def warn(message: str, *near: ParsedQuestion) -> None:
-        report["warnings"].append(message)
-        for question in near:
-            report["reasons"].setdefault(question.label, [])
-            if message not in report["reasons"][question.label]:
-                report["reasons"][question.label].append(message)
-
-    by_scope: dict[str, list[ParsedQuestion]] = {}
-    for question in questions:
-        if not question.name:
-            by_scope.setdefault(question.scope, []).append(question)
-    for scope, members in by_scope.items():
-        seen: dict[int, ParsedQuestion] = {}
-        for before, after in zip(members, members[1:], strict=False):
-            for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
-                label = f"{scope}.{missing}" if scope else str(missing)
-                report["gaps"].append(label)
-                warn(f"question {label} was not found (between {before.label} and {after.label})", before, after)
-        for question in members:
-            if question.number in seen:
-                report["duplicates"].append(question.label)
-                warn(f"question number {question.label} appears twice", seen[question.number], question)
-            seen[question.number] = question
-    for section, (heading, count) in sorted(stated.items()):
-        found = [q for q in questions if q.section == section]
-        report["sections"].append({"heading": heading, "stated": count, "found": len(found)})
-        if count is not None and found and count != len(found):
-            warn(f"the section “{heading}” states {count} questions, {len(found)} were found", found[0], found[-1])
-    position = {id(q): i for i, q in enumerate(questions)}
-    for (page, column), (chars, before) in sorted(leftover.items(), key=lambda item: item[0]):
-        if chars >= LEFTOVER_CHARS:
-            report["leftover"].append({"page": page, "column": column + 1 if column >= 0 else 0, "chars": chars})
-            at = position.get(id(before))
-            near = [] if at is None else questions[at : at + 2]
-            warn(f"page {page}, column {max(column, 0) + 1}: {chars} characters went to no question", *near)
-    report["suspects"] = sorted(report["reasons"])
-    return report
+def union_box(a: tuple, b: tuple) -> tuple:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
 
 
 def _head(text: str) -> str:
@@ -590,151 +843,28 @@ def _head(text: str) -> str:
     return re.sub(r"[\s$^_{}]", "", text)[:12]
 
 
+ASKS = re.compile(
+    r"_{2,}|＿|[(（]\s*[)）]|[？?]|(?:^|[，,。；;：:\s)）])(?:求|试求|计算)|多大|多少|[(（]\s*\d{1,2}\s*分\s*[)）]"
+)
+
+
 def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
-    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks or (  )."""
+    """Numbered clauses of a regulation or a syllabus are no questions: an exam has options, blanks, (  ),
+    or questions asked (求：, (1)求…, 多大, ？) or scored ((10分)). An old paper whose blanks are spaces
+    (outlined text keeps no underline) is known by the last two."""
     if not questions:
         return False
-    marked = sum(
-        1
-        for q in questions
-        if len(q.options) >= 2 or q.answer or q.solution or re.search(r"_{2,}|＿|[(（]\s*[)）]", q.text)
-    )
+    marked = sum(1 for q in questions if len(q.options) >= 2 or q.answer or q.solution or ASKS.search(q.text))
     return marked >= max(1, (len(questions) + 1) // 2)
-
-
-def _label(match: re.Match) -> str:
-    return match.group(1) or match.group(2)
-
-
-def _starts_options(text: str) -> bool:
-    """A stem line starting "A．" starts the options; "A、B 两地" is a stem naming two points."""
-    match = OPTION.match(text)
-    return bool(match) and _label(match) == "A" and not POINT_LIST.match(text)
-
-
-def _markers(text: str, *, after: str = "") -> list[re.Match]:
-    """The option markers of a line whose letters go on in order after ``after``; "B" inside option A's
-    text ("A．B 点的电势高") is text. A letter may be skipped (OCR lost it): gaps are filled at the end."""
-    kept: list[re.Match] = []
-    last = after
-    for match in OPTION.finditer(text):
-        label = _label(match)
-        if label > last and ord(label) - ord(last or "@") <= 2:
-            kept.append(match)
-            last = label
-    return kept
-
-
-# OCR reads a line's first option letter as a look-alike: "(4)" or "4．" for (A), Greek or Cyrillic A.
-LOOKALIKE_A = re.compile(r"^(?:[(（]\s*[4ΑА]\s*[)）]|[4ΑА]\s*[.．、](?!\d))")
-# A first letter whose dot was lost ("A 可以发生水解反应 B. 所有…"): the next letter's marker shows it.
-BARE_A = re.compile(r"^A\s+(?=[^\sA-Za-z.．、:：])")
-
-
-def _as_options(text: str) -> str:
-    """A line that starts an option row written or read imperfectly, as it was printed: ``A．…``."""
-    fixed = LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else None
-    if fixed is None and BARE_A.match(text):
-        fixed = BARE_A.sub("A．", text)
-    if fixed is not None and any(_label(m) == "B" for m in OPTION.finditer(fixed)):
-        return fixed
-    return text
-
-
-def _force_a(text: str) -> str:
-    """A line taken for option A: its misread first letter as printed."""
-    return LOOKALIKE_A.sub("(A)", text) if LOOKALIKE_A.match(text) else BARE_A.sub("A．", text)
-
-
-def _starts_option_b(text: str) -> bool:
-    match = OPTION.match(text)
-    return bool(match) and _label(match) == "B"
-
-
-ROW_LETTER = r"(?:[(（]\s*[A-H]\s*[)）]|[A-H](?:\s*[.．])?)"
-LETTER_ROW = re.compile(rf"^{ROW_LETTER}(?:\s*{ROW_LETTER})*$")
-CHOICE_STEM = re.compile(r"[(（]\s*[)）]\s*$|下列|的是[:：]?\s*$|哪[个些一]|正确|错误")
-
-
-def _letter_row(text: str, question: ParsedQuestion) -> list[str] | None:
-    """Letters alone on a line that go on in order, under pictures or over table columns: "A B C D"."""
-    text = text.strip()
-    if not LETTER_ROW.match(text):
-        return None
-    letters = re.findall(r"[A-H]", text)
-    last = question.options[-1]["label"] if question.options else ""
-    # Consecutive, and following on from the options so far (one letter lost to OCR may be skipped).
-    if any(ord(b) - ord(a) != 1 for a, b in zip(letters, letters[1:], strict=False)):
-        return None
-    if ord(letters[0]) - ord(last or "@") not in (1, 2):
-        return None
-    bracketed = "(" in text or "（" in text or "." in text or "．" in text
-    if len(letters) < 2 and not (bracketed or last):
-        return None
-    # Only in a question that asks to choose: labels of a figure's points are no options.
-    choice = question.qtype == QuestionType.MULTIPLE_CHOICE or (
-        not question.qtype and bool(CHOICE_STEM.search(question.text))
-    )
-    return letters if choice or last else None
-
-
-def fill_option_gaps(question: ParsedQuestion) -> list[str]:
-    """Options A, B, D: C was printed but not read (OCR lost its letter). It is kept, empty, and said."""
-    if not question.options:
-        return []
-    labels = [o["label"] for o in question.options]
-    wanted = [chr(c) for c in range(ord("A"), ord(max(labels)) + 1)]
-    missing = [label for label in wanted if label not in labels]
-    if not missing or len(labels) != len(set(labels)):
-        return []
-    by_label = {o["label"]: o for o in question.options}
-    question.options = [by_label.get(label, {"label": label, "text": ""}) for label in wanted]
-    return [f"question {question.label}: the text of option {label} was not read" for label in missing]
-
-
-def split_entry(text: str) -> tuple[str, str]:
-    """(answer, solution) of an answer-section entry: 【答案】 and 【解析】 if marked, else all answer."""
-    pieces = MARKER.split(text)
-    answer, solution = pieces[0].strip(), []
-    for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
-        if marker == "答案":
-            answer = f"{answer} {piece.strip()}".strip()
-        else:
-            solution.append(piece.strip())
-    solution_text = "\n".join(solution)
-    if not answer:
-        chosen = CHOSEN.search(solution_text)
-        answer = chosen.group(1) if chosen else ""
-    return answer, solution_text
-
-
-def split_answer(answer: str, qtype: str) -> list[str]:
-    """Sub-answers: the letter(s) of a choice, one per blank, one per sub-question."""
-    answer = answer.strip()
-    if not answer:
-        return []
-    if qtype == QuestionType.MULTIPLE_CHOICE:
-        letters = re.match(r"^[A-H]+", answer.replace(" ", ""))
-        return [letters.group() if letters else answer]
-    flat = answer.replace("\n", " ")
-    parts = re.split(r"\s*(?:[(（]\s*\d{1,2}\s*[)）]|[①②③④⑤⑥⑦⑧⑨⑩])\s*", flat)
-    if len(parts) == 1 and qtype == QuestionType.FILL_IN_BLANK:
-        parts = re.split(r"\s*[;；]\s*|\s{2,}", flat)
-    return [p.strip(" ;；，,。．") for p in parts if p.strip(" ;；，,。．")]
-
-
-def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
-    """Type of a question outside any recognised section."""
-    if options and len(question.options) >= 2 and not question.options_in_part:
-        return QuestionType.MULTIPLE_CHOICE
-    blanks = re.search(r"_{3,}|＿{2,}", question.text)
-    if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):
-        return QuestionType.FILL_IN_BLANK
-    return QuestionType.FREE_RESPONSE
 
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
     segmenter = Segmenter(default_type=default_type)
+    following: int | None = None
+    for line in reversed(lines):  # each line's next numbered line: a jump the numbering goes on from is real
+        segmenter.following[id(line)] = following
+        if number := NUMBER.match(line.text.strip()):
+            following = int(number.group(1))
     for line in lines:
         segmenter.feed(line)
     return segmenter.result()

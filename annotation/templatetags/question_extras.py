@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 
 from annotation.checks import FORMULA_PLACEHOLDER
 from annotation.models import Assignment, Figure, Question
+from annotation.pdf.notes import note_text
 
 register = template.Library()
 
@@ -65,3 +66,33 @@ def with_formula_images(text: str, question) -> SafeString:  # noqa: ANN001
 def real_figures(question) -> list:  # noqa: ANN001
     """The question's figures, without the formula images shown in its text."""
     return [f for f in question.figures.all() if f.kind != Figure.Kind.FORMULA]
+
+
+@register.filter
+def import_note(item: object) -> str:
+    """A PDF import's note (a code with parameters) in the reader's language; an old report's text as it is."""
+    return note_text(item)
+
+
+@register.filter
+def flag_message(flag) -> str:  # noqa: ANN001
+    """A flag's message in the reader's language where it was stored as notes (the PDF import's), else as
+    written."""
+    notes = flag.detail.get("notes") if isinstance(flag.detail, dict) else None
+    if isinstance(notes, list) and notes:
+        return "; ".join(note_text(item) for item in notes)
+    return flag.message
+
+
+@register.filter
+def import_error(document) -> str:  # noqa: ANN001
+    """Why a document's import stopped, in the reader's language where the import kept it as a note."""
+    report = document.import_report if isinstance(document.import_report, dict) else {}
+    stopped = report.get("error")
+    return note_text(stopped) if isinstance(stopped, dict) and document.error else document.error
+
+
+@register.filter
+def join_notes(items: object) -> str:
+    """Notes (or old reports' texts) in the reader's language, one after another."""
+    return "; ".join(note_text(item) for item in items) if isinstance(items, list) else ""

@@ -1,0 +1,99 @@
+"""What the PDF import says about a paper, stored as a code with parameters and worded when shown.
+
+The import runs in a worker, in no reader's language; its report is read later
+by people in theirs (Chinese by default, English available). So each warning is
+kept as ``{"code": ..., "params": {...}}`` on the document's import report and
+in the flags of the questions next to it, and ``note_text`` words it in the
+active language at display time, as k12vista.job_text does for job failures.
+An English copy (``english``) is kept beside it for logs and the admin.
+
+This module imports no models: segmentation (no Django) and the importer make
+notes, templates word them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+Note = dict[str, Any]  # {"code": str, "params": dict}
+
+
+def note(code: str, **params: Any) -> Note:
+    """A note; parameters are kept JSON-plain (str, int, float, lists of those)."""
+    return {"code": code, "params": params}
+
+
+def _range(params: dict[str, Any]) -> str:
+    first, last = params["first"], params["last"]
+    return str(first) if first == last else f"{first}-{last}"
+
+
+# Each code's wording, called in the active language. Unknown codes and parameters that do not fit
+# are shown as the code itself (see note_text), never as an error page.
+WORDINGS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "page_unreadable": lambda p: _("Page %(page)s cannot be read (%(error)s); the other pages were imported.") % p,
+    "page_layout": lambda p: (
+        _("Page %(page)s could not be laid out in columns (%(error)s); it was read as one column.") % p
+    ),  # fmt: skip
+    "gap": lambda p: _("Question %(label)s was not found (between %(before)s and %(after)s).") % p,
+    "skipped": lambda p: _("Question %(missing)s was not found; the paper goes on with %(next)s.") % p,
+    "stated_missing": lambda p: _("The paper says it lacks question(s) %(range)s.") % {**p, "range": _range(p)},
+    "duplicate": lambda p: _("Question number %(label)s appears twice.") % p,
+    "section_count": lambda p: (
+        ngettext(
+            "The section “%(heading)s” states %(stated)s question; %(found)s were found.",
+            "The section “%(heading)s” states %(stated)s questions; %(found)s were found.",
+            int(p["stated"]),
+        )
+        % p
+    ),
+    "leftover": lambda p: _("Page %(page)s, column %(column)s: %(chars)s characters went to no question.") % p,
+    "answer_unmatched": lambda p: _("Answer %(number)s in the answer section matches no question.") % p,
+    "not_exam": lambda p: _("The document does not look like an exam paper: no question was imported.") % p,
+    "no_questions": lambda p: _("The document has %(chars)s characters of text but no question was found in it.") % p,
+    "page_uncut": lambda p: _("Page %(page)s has %(numbers)s numbered lines but no question was cut from it.") % p,
+    "option_unread": lambda p: _("Question %(label)s: the text of option %(option)s was not read.") % p,
+    "question_failed": lambda p: _("Question %(label)s was not imported: %(reason)s") % p,
+    "question_cleaned": lambda p: (
+        _("Question %(label)s was saved without its figures and with its text cleaned: %(reason)s") % p
+    ),  # fmt: skip
+    "figure_uncropped": lambda p: _("A figure on page %(page)s could not be cropped (%(error)s).") % p,
+    "formula_uncropped": lambda p: _("A formula image on page %(page)s could not be cropped (%(error)s).") % p,
+    "shared_stem": lambda p: (
+        _("Shared material for questions %(range)s is shown with each of them.") % {**p, "range": _range(p)}
+    ),
+    "repaired_region": lambda p: (
+        _("Question %(label)s lies where a person repaired the cut; it was left as they cut it.") % p
+    ),  # fmt: skip
+    "import_stopped": lambda p: _("The import stopped (%(error)s); run it again to continue.") % p,
+}
+
+
+def note_text(item: Any) -> str:
+    """A note in the active language; a plain string (a report written before notes) as it is."""
+    if isinstance(item, str):
+        return item
+    if not isinstance(item, dict):
+        return str(item)
+    code, params = item.get("code", ""), item.get("params") or {}
+    wording = WORDINGS.get(code)
+    if wording is None or not isinstance(params, dict):
+        return str(code)
+    try:
+        return wording(params)
+    except (KeyError, TypeError, ValueError):
+        return str(code)
+
+
+def english(item: Note) -> str:
+    with translation.override("en"):
+        return note_text(item)
+
+
+def texts(items: Iterable[Any]) -> list[str]:
+    return [note_text(item) for item in items]
