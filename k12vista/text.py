@@ -8,6 +8,7 @@ line (``parse_record_line``); messages we write ourselves go through ``storable`
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -32,8 +33,8 @@ def storable(text: str) -> str:
 
 
 def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
-    """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, or
-    nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
+    """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, a number
+    that is not finite, or nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
 
     ``strings=False`` checks the nesting alone, for JSON whose text held no escape
     that could make a NUL or a surrogate (see parse_record_line)."""
@@ -50,6 +51,10 @@ def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
                 return gettext("%(where)s: %(what)s at character %(n)d, which cannot be stored") % {
                     "where": _where(path) or gettext("the record"), "what": what, "n": found.start() + 1,
                 }  # fmt: skip
+        elif isinstance(item, float) and not math.isfinite(item):
+            return gettext("%(where)s: %(number)s is not a finite number") % {
+                "where": _where(path) or gettext("the record"), "number": item,
+            }  # fmt: skip
         elif isinstance(item, dict):
             for key, child in item.items():
                 stack.append((key, ((path, key),), depth + 1))
