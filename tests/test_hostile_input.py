@@ -188,7 +188,7 @@ def test_the_published_limits_are_the_columns_lengths():
 
 
 @pytest.mark.parametrize("key", ["math", "math/x/choice", "math/7", "planet/7/choice", "math/7/essay", "a/b/c/d"])
-def test_a_draw_with_a_malformed_cell_key_is_a_400(key, researcher, client):
+def test_a_draw_with_a_malformed_cell_key_is_a_400(key, researcher, client, english):
     client.force_login(researcher)
     response = client.post("/api/benchmark/draws/", {"targets": {"cells": {key: 2}}},
                            content_type="application/json")  # fmt: skip
