@@ -11,7 +11,7 @@ by id, visible to the roles that may read it; and each valid case addresses a re
 one (ids and versions drawn from the database at call time, so objects the fuzz itself
 created are addressed too).
 
-Bounded: FUZZ_EXAMPLES (5) examples per operation, role and mode, and FUZZ_SCENARIOS
+Bounded: FUZZ_EXAMPLES (4) examples per operation, role and mode, and FUZZ_SCENARIOS
 (10) stateful scenarios a role. Runs through the WSGI app in the test's thread and
 transaction; jobs are queued, never run."""
 
@@ -56,7 +56,7 @@ from tests.review_factories import audit_of, bulk_questions
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "5"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))
 SCENARIOS = int(os.environ.get("FUZZ_SCENARIOS", "10"))
 ROLES = ["annotator", "inspector", "researcher", "admin"]
 
