@@ -162,6 +162,7 @@ class Tally:
         self.classes: Counter = Counter()
         self.succeeded: set[str] = set()
         self.by_operation: dict[str, Counter] = defaultdict(Counter)
+        self.stateful: Counter = Counter()  # calls made by each role's scenarios
 
     def record(self, role: str, case, response) -> None:
         label = f"{case.operation.method.upper()} {case.operation.path}"
@@ -241,6 +242,7 @@ def fuzz_statefully(schema, role: str, token: str, tally: Tally) -> None:
             return {"headers": {"Authorization": f"Token {token}"}}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
+            tally.stateful[role] += 1
             tally.record(role, case, response)
 
     Scenarios.run(
@@ -377,6 +379,7 @@ def test_no_input_gives_a_server_error_and_every_operation_answers_someone(
             tally.count(role, label, client.post(label.split()[1], form, format="multipart").status_code, label)
     assert tally.server_errors == [], "\n".join(dict.fromkeys(tally.server_errors))
     assert tally.classes[2] and tally.classes[4], tally.classes
+    assert all(tally.stateful[role] > SCENARIOS for role in ROLES), tally.stateful  # scenarios of several steps
     never = sorted(set(labels) - tally.succeeded - NEEDS_A_JOB_RUN)
     assert never == [], "no 2xx from:\n" + "\n".join(f"{label}: {dict(tally.by_operation[label])}" for label in never)
     assert set(labels) >= NEEDS_A_JOB_RUN  # the list names operations that exist
