@@ -15,6 +15,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation import draw
+from annotation.models import Release
 from inference.leaderboard import formats
 from inference.leaderboard.core import Cell, Entry, Leaderboard, PublishedScore
 from inference.models import InferenceRun, ModelEndpoint, PublishedResult
@@ -54,6 +55,7 @@ def raw_post(client: APIClient, url: str, body: str | bytes):
 )
 def test_a_nul_in_a_path_is_a_404(url, researcher):
     make_question(hash_id="q1")
+    Release.objects.create(version=1, name="v1", licence="CC-BY-4.0", created_by=researcher)  # its files' kinds
     client = token_client(researcher)
     client.force_login(researcher)
     assert client.get(url).status_code == 404
