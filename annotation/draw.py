@@ -29,7 +29,8 @@ from django.utils.translation import gettext
 from annotation.models import CandidateSet, KnowledgePoint, Question
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
-from k12vista.vocabulary import Subject
+from k12vista.text import storable
+from k12vista.vocabulary import GRADES, QuestionType, Subject
 
 DEFAULT_PER_CELL = 1000  # the paper's "at least 1,000 per subject-grade-type cell where the bank allows"
 ELIGIBLE = (Question.Status.SOLUTION_CORRECTED, Question.Status.AUDITED, Question.Status.RELEASED)
@@ -59,6 +60,11 @@ class Targets:
             raise DrawError(gettext("targets must be whole numbers")) from None
         if per_cell < 0 or any(v < 0 for v in cells.values()):
             raise DrawError(gettext("a target cannot be negative"))
+        malformed = sorted(key for key in cells if not well_formed_cell(key))
+        if malformed:
+            # The draw job splits each key (cell_row): a malformed one crashed it after it was queued.
+            raise DrawError(gettext("unknown cells (subject/grade/type, such as math/7/multiple_choice): %(cells)s")
+                            % {"cells": ", ".join(storable(key)[:50] for key in malformed[:10])})  # fmt: skip
         subjects = [s for s in (data.get("subjects") or []) if s]
         unknown = set(subjects) - set(Subject.values)
         if unknown:
@@ -75,6 +81,15 @@ class Targets:
 
 def cell_key(subject: str, grade: int, qtype: str) -> str:
     return f"{subject}/{grade}/{qtype}"
+
+
+def well_formed_cell(key: str) -> bool:
+    """Whether ``key`` names a cell as cell_key writes it: a known subject, grade and type."""
+    parts = key.split("/")
+    if len(parts) != 3:
+        return False
+    subject, grade, qtype = parts
+    return subject in Subject.values and grade in {str(g) for g in GRADES} and qtype in QuestionType.values
 
 
 def eligible(targets: Targets):

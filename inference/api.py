@@ -5,6 +5,8 @@ make; querysets are scoped by the same access helpers (runs_for)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
@@ -50,6 +52,10 @@ class EndpointInput(serializers.ModelSerializer):
     class Meta:
         model = models.ModelEndpoint
         fields = ENDPOINT_FIELDS
+
+    def validate_default_params(self, value: Any) -> Any:
+        models.validate_default_params(value)  # as the form does
+        return value
 
     def validate_api_key_env(self, value: str) -> str:
         if value and not ENV_NAME.match(value):

@@ -8,8 +8,9 @@ from django.utils.translation import gettext_lazy as _
 from annotation.forms import QuestionFilterForm
 from annotation.models import Release
 from inference import client
-from inference.models import AssistRun, InferenceRun, ModelEndpoint, Protocol, ScoringRun
+from inference.models import AssistRun, InferenceRun, ModelEndpoint, Protocol, ScoringRun, validate_default_params
 from inference.reference.register import registered_sets
+from k12vista.forms import StorableJSONField
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -25,6 +26,7 @@ class EndpointForm(forms.ModelForm):
             "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
             "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
         ]  # fmt: skip
+        field_classes = {"default_params": StorableJSONField}
         help_texts = {
             "api_key_env": _("Only the variable's name, such as OPENAI_API_KEY; the key itself is never stored."),
             "default_params": _('Sampling parameters as JSON, such as {"temperature": 0}.'),
@@ -46,8 +48,7 @@ class EndpointForm(forms.ModelForm):
         value = self.cleaned_data["default_params"]
         if value in (None, ""):
             return {}
-        if not isinstance(value, dict):
-            raise forms.ValidationError(_("Sampling parameters are a JSON object."))
+        validate_default_params(value)
         return value
 
 

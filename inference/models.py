@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from inference import client
+from k12vista.text import unstorable_reason
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
 
@@ -18,6 +22,19 @@ class Protocol(models.TextChoices):
 
     STUDIO = "studio", _("Studio (structured output, every item counted)")
     REFERENCE = "reference", _("K12Vista reference code (as the paper)")
+
+
+def validate_default_params(value: Any) -> None:
+    """An endpoint's default parameters: a JSON object the database can store, whose ``engine``
+    (the offline engines' options) is an object too. The form and the API both call this: a list or
+    a string saved here broke every later run on the endpoint (``{**endpoint.default_params}``)."""
+    if not isinstance(value, dict):
+        raise ValidationError(_("Sampling parameters are a JSON object."), code="not_an_object")
+    if not isinstance(value.get("engine", {}), dict):
+        raise ValidationError(_("The engine's options are a JSON object."), code="engine")
+    reason = unstorable_reason(value)
+    if reason:
+        raise ValidationError(_("These parameters cannot be stored: %(reason)s"), params={"reason": reason})
 
 
 class ModelEndpoint(models.Model):

@@ -1,9 +1,36 @@
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
+from django.forms.fields import InvalidJSONInput, JSONString
 from django.utils.translation import gettext_lazy as _
 
 from k12vista.roles import Role
+from k12vista.text import BadLine, parse_record_line
+
+
+class StorableJSONField(forms.JSONField):
+    """A form's JSON text read as the importers read a line (k12vista.text.parse_record_line):
+    nesting too deep for Python's parser (a RecursionError, a 500, in Django's JSONField), a NUL,
+    an unpaired surrogate or a number that is not finite is a field error naming why."""
+
+    def to_python(self, value):
+        if self.disabled or value in self.empty_values or not isinstance(value, str):
+            return super().to_python(value)
+        try:
+            converted = parse_record_line(value.encode("utf-8", "surrogatepass"))
+        except BadLine as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data, initial):
+        # The form shown again with its error: a refused text is shown as it was typed (parsed
+        # and written back, a lone surrogate would break the page).
+        if self.disabled or not isinstance(data, str):
+            return super().bound_data(data, initial)
+        try:
+            return parse_record_line(data.encode("utf-8", "surrogatepass"))
+        except BadLine:
+            return InvalidJSONInput(data)
 
 
 class UserCreateForm(forms.Form):

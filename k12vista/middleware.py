@@ -1,7 +1,9 @@
 from django.conf import settings
+from django.core.exceptions import BadRequest
 from django.http import Http404
 from django.urls import Resolver404, resolve
 from django.utils import translation
+from django.utils.translation import gettext
 from django.views.defaults import page_not_found
 
 
@@ -55,3 +57,21 @@ class StudioNotFoundMiddleware:
         if self.wanted() and isinstance(exception, Http404):
             return page_not_found(request, exception)
         return None
+
+
+class NulMiddleware:
+    """A NUL character in a URL's path is a 404 and in its query a 400, before any view runs.
+
+    No id, name or search of ours holds one, and PostgreSQL refuses it in a query's text (psycopg
+    raises ValueError, a 500), so every view that looks up a path parameter or filters on a query
+    parameter would need its own check; here is the one."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in request.path_info:
+            raise Http404
+        if any("\x00" in name or any("\x00" in value for value in values) for name, values in request.GET.lists()):
+            raise BadRequest(gettext("The request's query holds a NUL character."))
+        return self.get_response(request)

@@ -7,8 +7,11 @@ line (``parse_record_line``); messages we write ourselves go through ``storable`
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.utils.translation import gettext
@@ -32,8 +35,8 @@ def storable(text: str) -> str:
 
 
 def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
-    """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, or
-    nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
+    """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, a number
+    that is not finite, or nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
 
     ``strings=False`` checks the nesting alone, for JSON whose text held no escape
     that could make a NUL or a surrogate (see parse_record_line)."""
@@ -50,6 +53,10 @@ def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
                 return gettext("%(where)s: %(what)s at character %(n)d, which cannot be stored") % {
                     "where": _where(path) or gettext("the record"), "what": what, "n": found.start() + 1,
                 }  # fmt: skip
+        elif isinstance(item, float) and not math.isfinite(item):
+            return gettext("%(where)s: %(number)s is not a finite number") % {
+                "where": _where(path) or gettext("the record"), "number": item,
+            }  # fmt: skip
         elif isinstance(item, dict):
             for key, child in item.items():
                 stack.append((key, ((path, key),), depth + 1))
@@ -75,24 +82,56 @@ def _where(path: Any) -> str:
     return f"{above}.{storable(step)[:50]}" if above else storable(step)[:50]
 
 
-def parse_record_line(line: bytes) -> Any:
-    """One JSONL line as parsed JSON, or BadLine: not UTF-8, not JSON, nested too deep,
-    or holding text the database cannot store. A record is never half-cleaned: a line
-    with a NUL is refused, not stored without it, so what was imported is what was sent."""
+class NotFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise NotFinite(gettext("%(number)s is not a finite number") % {"number": name})
+
+
+@functools.cache
+def _decoder(parse_float: Callable[[str], float]) -> json.JSONDecoder:
+    """A decoder refusing what Python's json reads as a float that is not finite (Infinity, NaN,
+    1e400) as it parses: no JSON column and no JSON writer takes one."""
+
+    def finite(text: str) -> float:
+        value = parse_float(text)
+        if not math.isfinite(value):
+            raise NotFinite(gettext("%(number)s is not a finite number") % {"number": text[:50]})
+        return value
+
+    return json.JSONDecoder(parse_float=finite, parse_constant=_refuse_constant)
+
+
+def parse_record_line(line: bytes, parse_float: Callable[[str], float] = float) -> Any:
+    """One JSONL line as parsed JSON, or BadLine: not UTF-8, not JSON, a number that is not
+    finite, nested too deep, or holding text the database cannot store. A record is never
+    half-cleaned: a line with a NUL is refused, not stored without it, so what was imported
+    is what was sent.
+
+    ``parse_float``: float, or the PEM-800K import's float subclass (which keeps how a chain
+    holding one is keyed)."""
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadLine(gettext("not valid UTF-8 (byte %(n)d of the line)") % {"n": exc.start + 1}) from None
     try:
-        record = json.loads(text)
+        record = _decoder(parse_float).decode(text)
     except RecursionError:
         raise BadLine(gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}) from None
+    except NotFinite as exc:
+        raise BadLine(str(exc)) from None
     except json.JSONDecodeError as exc:
         # Where it broke, in the reader's words; Python's own wording ("Expecting value") stays out.
         raise BadLine(gettext("not valid JSON: it breaks at character %(n)d") % {"n": exc.pos + 1}) from None
     except ValueError as exc:
         raise BadLine(gettext("not valid JSON: %(error)s") % {"error": exc}) from None
-    reason = unstorable_reason(record, strings=MAYBE_UNSTORABLE.search(text) is not None)
-    if reason:
-        raise BadLine(reason)
+    strings = MAYBE_UNSTORABLE.search(text) is not None
+    # The walk only where the text could hold what it looks for: an escape for a NUL or a
+    # surrogate, or more brackets than MAX_DEPTH (counting is a tenth of walking).
+    if strings or text.count("[") + text.count("{") > MAX_DEPTH:
+        reason = unstorable_reason(record, strings=strings)
+        if reason:
+            raise BadLine(reason)
     return record

@@ -10,7 +10,6 @@ separately, so fixing an item never makes the delivered work look better.
 
 from __future__ import annotations
 
-import csv
 import io
 from collections import defaultdict
 from typing import Any
@@ -20,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Prefetch
 from django.utils.translation import gettext as _
 
+from k12vista import csvfiles
 from k12vista.stats import proportion
 from k12vista.templatetags.text_extras import vocab
 from pem import agreement
@@ -194,7 +194,7 @@ def _fmt(value: float | None) -> str:
 def report_csv(report: dict) -> str:
     """One row per stratum (and the overall row) and dimension."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csvfiles.writer(buffer)
     writer.writerow(["stratum", "dimension", "rated", "passed", "rate", "ci95_low", "ci95_high", "decision"])
     rows = [(s["stratum"], s["rates"], (s["decision"] or {}).get("decision", "")) for s in report["strata"]]
     rows.append(("overall", report["overall"]["rates"], report["overall"]["decision"] or ""))

@@ -264,10 +264,15 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "review/report.html", context)
 
 
+REPORT_FORMATS = ("csv", "json")
+
+
 @role_required(*READERS)
 @require_GET
 def report_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     audit = get_audit_for_user(request.user, pk)
+    if fmt not in REPORT_FORMATS:  # the type goes into a header: only ours, never the URL's text
+        raise Http404
     data = reports.build_report(audit)
     if fmt == "csv":
         response = HttpResponse(reports.report_csv(data), content_type="text/csv; charset=utf-8")

@@ -118,7 +118,7 @@ def test_a_consumer_that_stops_early_stops_the_reader(tmp_path):
     assert not any(t.name == "pem800k-reader" for t in threading.enumerate())
 
 
-def test_hostile_values_fail_their_line_alone_and_the_rest_is_imported(tmp_path):
+def test_hostile_values_fail_their_line_alone_and_the_rest_is_imported(tmp_path, english):
     good = list(iter_pem(0.00002, 1))[:3]
     (text, label, why), *_ = good[0]["step_labels"]
     lines = [
@@ -314,3 +314,48 @@ def test_a_reader_process_that_cannot_start_fails_the_import_with_what_it_said(t
         importer.import_pem800k(path=path, name="pem800k")
     assert not ChainOfThought.objects.exists()
     assert not any(t.name == "pem800k-feeder" for t in threading.enumerate())
+
+
+# --- one bad line fails alone (issue 26, item 15) -----------------------------------------------
+
+
+def deep_line(record: dict) -> str:
+    """The record with a value nested 100,000 levels: Python's json recursed until RecursionError."""
+    return json.dumps(record)[:-1] + ', "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("reading", ["default", "in this process"])
+def test_a_nul_or_deep_nesting_fails_its_line_alone_and_the_rest_is_imported(tmp_path, monkeypatch, reading, english):
+    if reading != "default":
+        monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))
+    good = list(iter_pem(0.0001, 3))[:4]
+    (text, label, why), *rest = good[1]["step_labels"]
+    lines = [
+        json.dumps(good[0]),
+        json.dumps({**good[1], "question": "题\u0000目"}),
+        json.dumps({**good[1], "step_labels": [[text + "\x00", label, why], *rest]}),
+        deep_line(good[2]),
+        json.dumps(good[3], ensure_ascii=False),
+    ]
+    path = tmp_path / "pem.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    report = importer.import_pem800k(path=path, batch_size=10)
+    assert (report["created"], report["failed"]) == (2, 3), report
+    assert [row["line"] for row in report["failed_lines"]] == [2, 3, 4]
+    reasons = [row["reason"] for row in report["failed_lines"]]
+    assert "NUL" in reasons[0] and "NUL" in reasons[1] and "nested" in reasons[2]
+    assert ChainOfThought.objects.count() == 2
+
+
+@postgresql
+@pytest.mark.parametrize("reading", ["default", "in this process"])
+def test_a_line_the_database_refuses_fails_alone_and_the_batch_is_written(tmp_path, monkeypatch, reading, english):
+    if reading != "default":
+        monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))
+    good = list(iter_pem(0.0001, 3))[:4]
+    lines = [good[0], {**good[1], "model": "m" * 300}, good[2], good[3]]  # model_name holds 200 characters
+    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", lines), batch_size=10)
+    assert (report["created"], report["failed"]) == (3, 1), report
+    assert report["failed_lines"][0]["line"] == 2 and "database" in report["failed_lines"][0]["reason"]
+    assert ChainOfThought.objects.count() == 3
+    assert Step.objects.count() == sum(len(r["step_labels"]) for r in (good[0], good[2], good[3]))

@@ -27,6 +27,7 @@ from inference.leaderboard.core import (
     tag_of,
 )
 from inference.leaderboard.statistics import CI_METHOD
+from k12vista import csvfiles
 
 # One rule for time, the same for every entry: see DEFINITIONS["time_rule"].
 TIME_RULE = "snapshot"
@@ -185,7 +186,7 @@ def to_csv(leaderboard: Leaderboard) -> str:
     """
     out = io.StringIO()
     out.write(csv_preamble())
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csvfiles.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for entry in leaderboard.entries:
         run_fields = _run_fields(entry.run)
@@ -239,7 +240,8 @@ def from_csv(text: str) -> Leaderboard:
     """Read back what :func:`to_csv` wrote (the ``# `` lines are skipped)."""
     lines = [line for line in io.StringIO(text, newline="") if not line.startswith("#")]
     by_key: dict[tuple[str, str], tuple[dict, dict, dict, list]] = {}
-    for record in csv.DictReader(lines):
+    for written in csv.DictReader(lines):
+        record = {name: csvfiles.read_cell(value) for name, value in written.items()}
         cells, errors, published, runs = by_key.setdefault((record["model"], record["mode"]), ({}, {}, {}, []))
         group = record["group"]
         cells[group] = Cell(

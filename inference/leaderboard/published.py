@@ -39,6 +39,9 @@ class PublishedCSVError(ValueError):
 
 
 PUBLISHED_COLUMNS = ("model", "mode", "group", "score", "source")
+#: The lengths of inference.models.PublishedResult's columns: a longer value is its line's error, not
+#: the database's refusal of the whole file (a 500 on PostgreSQL).
+MAX_LENGTHS = {"model": 200, "source": 300}
 
 
 def read_published_csv(text: str, *, scale: str = "auto") -> list[PublishedRow]:
@@ -76,6 +79,9 @@ def read_published_csv(text: str, *, scale: str = "auto") -> list[PublishedRow]:
         if not any((value or "").strip() for value in record.values()):
             continue
         problems = [f"missing {column}" for column in ("model", "source") if not values[column]]
+        problems += [f"{column} is longer than {limit} characters" for column, limit in MAX_LENGTHS.items()
+                     if len(values[column]) > limit]  # fmt: skip
+        problems += [f"{column} holds a NUL character" for column in PUBLISHED_COLUMNS if "\x00" in values[column]]
         try:
             mode = _parse_mode(values["mode"])
         except ValueError as exc:

@@ -41,13 +41,14 @@ from typing import Any
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation.jsonl_import import MAX_LINE_BYTES, READ_CHUNK, RecordError, open_source
 from annotation.models import Question
 from k12vista import bulk
+from k12vista.text import BadLine, parse_record_line
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
@@ -62,9 +63,6 @@ LABEL_SET = frozenset(LABEL_CODES)
 class _Float(float):
     """A float as parsed from a line: orjson refuses to write it (a float subclass), so a record
     holding one gets its key from ``json.dumps``, whose float notation orjson does not share."""
-
-
-_DECODER = json.JSONDecoder(parse_float=_Float)
 
 
 def canonical_json(record: dict) -> bytes:
@@ -83,12 +81,15 @@ def canonical_json(record: dict) -> bytes:
 
 
 def parse_line(line: bytes) -> services.ChainData:
-    """One line as a chain (RecordError says what is wrong)."""
+    """One line as a chain (RecordError says what is wrong).
+
+    Read by the importers' shared line parser (k12vista.text.parse_record_line), with one decoder
+    for every line (json.loads builds one a call): bad UTF-8, deep nesting (which raised
+    RecursionError and lost the whole file), a NUL or an unpaired surrogate fail the line alone."""
     try:
-        # What json.loads does, with one decoder for every line (json.loads builds one a call).
-        record = _DECODER.decode(line.decode(json.detect_encoding(line), "surrogatepass"))
-    except ValueError as exc:
-        raise RecordError("line", gettext("not valid JSON: %(error)s") % {"error": exc}) from None
+        record = parse_record_line(line, _Float)
+    except BadLine as exc:
+        raise RecordError("line", str(exc)) from None
     if not isinstance(record, dict):
         raise RecordError("line", gettext("expected a JSON object"))
     if "step_labels" not in record:
@@ -127,6 +128,7 @@ class _Batch:
         self.made: dict[str, tuple[int, bytes, bytes]] = {}
         self.lines: dict[str, bytes] = {}
         self.known: set[str] = set()  # the keys it found stored
+        self.numbers: dict[str, int] = {}  # the line of each new chain, for a failure's report
 
     def __len__(self) -> int:
         return len(self.chains)
@@ -362,6 +364,7 @@ def _sort_out(
             report.tally(("unchanged", number, data.key, "", data.warnings))
         else:
             new[data.key] = data
+            batch.numbers[data.key] = number
             report.tally(("created", number, data.key, "", data.warnings))
     batch.chains.clear()
     return list(new.values()), missing
@@ -370,14 +373,17 @@ def _sort_out(
 def _save(
     chains: list[services.ChainData], report: services.ImportReport, import_name: str, *,
     rows: Callable[[list[services.ChainData]], _Whole] | None = None, lines_of: dict[str, bytes] | None = None,
-    checks_per_row: bool = True, look_again: bool = False,
+    checks_per_row: bool = True, look_again: bool = False, numbers: dict[str, int] | None = None,
 ) -> None:  # fmt: skip
     """Writes the batch's new chains in one transaction: by COPY when given their ``rows``
     (``lines_of``: the lines of the chains the reader process sent without their steps).
 
     ``look_again``: the chains were sorted out by the reader process's view of the stored keys,
     which may be older than a chain this import or another wrote since: on a clash the keys are
-    looked up here and the rest is written again by COPY."""
+    looked up here and the rest is written again by COPY. A batch the database refuses (a value
+    longer than its column, or a clash not looked up) is written again one chain at a time, each
+    in its own savepoint, and a chain refused then fails its line alone (``numbers``: each key's
+    line), as the question and PEBench imports do."""
     if not chains:
         return
     try:
@@ -387,20 +393,35 @@ def _save(
                 _write(chains, import_name)
             else:
                 _copy(rows(chains))  # after the checks: a question deleted meanwhile is unlinked
-    except IntegrityError:
-        if look_again:
+    except (DataError, IntegrityError) as exc:
+        if look_again and isinstance(exc, IntegrityError):
             stored = _stored_keys([data.key for data in chains])
             report.created -= len(stored)
             report.unchanged += len(stored)
             rest = [data for data in chains if data.key not in stored]
-            _save(rest, report, import_name, rows=rows, lines_of=lines_of, checks_per_row=checks_per_row)
+            _save(rest, report, import_name, rows=rows, lines_of=lines_of, checks_per_row=checks_per_row,
+                  numbers=numbers)  # fmt: skip
             return
-        # Another import wrote some of these chains meanwhile: one at a time, through the careful path.
-        report.created -= len(chains)
-        for data in _in_full(chains, lines_of or {}):
+        _save_one_at_a_time(chains, report, import_name, lines_of=lines_of or {}, numbers=numbers or {})
+
+
+def _save_one_at_a_time(
+    chains: list[services.ChainData], report: services.ImportReport, import_name: str, *,
+    lines_of: dict[str, bytes], numbers: dict[str, int],
+) -> None:  # fmt: skip
+    """The careful path (pem.services.save_chain, a savepoint each) for a batch the database
+    refused: another import wrote some of these chains meanwhile, or one holds a value the
+    database cannot keep, which fails its own line only."""
+    report.created -= len(chains)
+    for data in _in_full(chains, lines_of):
+        try:
             outcome, _detail = services.save_chain(data, import_name=import_name)
-            report.created += outcome == "created"
-            report.unchanged += outcome != "created"
+        except (DataError, IntegrityError) as exc:
+            report.fail(numbers.get(data.key, 0), data.key,
+                        gettext("the database refused the line: %(error)s") % {"error": exc})  # fmt: skip
+            continue
+        report.created += outcome == "created"
+        report.unchanged += outcome != "created"
 
 
 # --- the reader process (PostgreSQL) ------------------------------------------------
@@ -562,9 +583,9 @@ def import_pem800k(
                     new = _in_full(new, batch.lines, but=batch.made)
                     rows = partial(_whole_rows, made=batch.made, import_name=import_name)
                     _save(new, report, import_name, rows=rows, lines_of=batch.lines, checks_per_row=checks_per_row,
-                          look_again=trusted)  # fmt: skip
+                          look_again=trusted, numbers=batch.numbers)  # fmt: skip
                 else:
-                    _save(new, report, import_name)
+                    _save(new, report, import_name, numbers=batch.numbers)
                 if progress and batch.done < total:
                     progress(batch.done, total)
         if progress:
