@@ -81,8 +81,9 @@ def test_it_shows_figures_and_the_page_image_on_the_ocr_review_page(page_of, oth
     held = queues.next_assignment(annotator=other_annotator, task=Assignment.Task.OCR_REVIEW)
     client = login(other_annotator)
     body = client.get(f"/annotate/review/{held.pk}/").content.decode()
-    sources = [part.split('"')[0] for part in body.split('src="/media/')[1:]]
-    assert len(sources) == 2  # the page and the figure
+    # The figure as an <img src>, the page as the viewer's SVG <image href>.
+    sources = [part.split('"')[0] for marker in ('src="/media/', 'href="/media/') for part in body.split(marker)[1:]]
+    assert len(set(sources)) == 2  # the page and the figure
     for name in sources:
         assert_sandboxed(client.get(url_of(name)), inline=True, content_type="image/png")
 
