@@ -385,3 +385,70 @@ def test_a_report_numbered_by_numerals_without_solutions_is_said_once_as_no_exam
     headings = [f"{numeral}、关于第{numeral}部分的考试内容和要求的说明" for numeral in "一二三四"]
     parsed = segment(lines(*headings, *["本部分要求学生理解基本概念，掌握基本方法，能够运用所学知识分析问题。"] * 4))
     assert parsed.questions == [] and [n["code"] for n in parsed.notes] == ["not_exam"]
+
+
+def test_a_spaced_answer_heading_and_keys_restating_the_sections_go_to_that_sections_questions():
+    """An old scanned paper: numbers restart per section (一.1-3, 二.1-2), choices numbered (1)-(4), and
+    at the end "答 案" (spaced out), the answers by section, several to a line ("二、1. (4)。 2. (2)。")."""
+    choice = "二、（6分）本题有2个小题，每小题选出一个正确的答案，把它的号码填写在题后的方括号内。"
+    content = paper(
+        [
+            (60, "一、（12分）本题有3个小题，把答案填写在题中横线上。"),
+            (60, "1．电阻两端的电压是6伏特，通过的电流是2安培，电阻是____欧姆。"),
+            (60, "2．照明用的交流电电压为220伏特，这是指电压的____值。"),
+            (60, "3．一个质点简谐振动的振幅是0.10米，频率是____赫兹。"),
+            (60, choice),
+            (60, "1．一个小孩用10牛顿的力踢石块，使石块滑行了1米，则小孩对石块所做的功是："),
+            (60, "(1)10焦耳；(2)2焦耳；(3)12焦耳；(4)条件不足，无法确定。"),
+            (60, "2．对于一定质量的理想气体，正确的是："),
+            (60, "(1)体积减小，压强一定增大；(2)温度升高，压强一定增大；"),
+            (60, "(3)温度不变，压强一定不变；(4)密度不变，压强一定不变。"),
+        ],
+        [(60, "答 案"), (60, "一、1. 3。 2. 有效。 3. 2.5。"), (60, "二、1. (4)。 2. (2)。")],
+    )
+    parsed = analysis_of(content).parsed
+    assert [q.label for q in parsed.questions] == ["一.1", "一.2", "一.3", "二.1", "二.2"]
+    assert [q.answer for q in parsed.questions] == ["3。", "有效。", "2.5。", "D", "B"]
+    assert [q.option_count for q in parsed.questions] == [0, 0, 0, 4, 4]
+
+
+def test_a_sections_answer_with_no_question_read_goes_to_no_other_sections_question():
+    parsed = segment(
+        lines(
+            "一、（8分）本题有2个小题，把答案填写在题中横线上。",
+            "在真空中有两个点电荷，距离变为2r，则它们之间的作用力是____F。",
+            "2．照明用的交流电电压为220伏特，这是指电压的____值。",
+            "二、（6分）每小题选出一个正确的答案。",
+            "1．小孩对石块所做的功是：",
+            "(1)10焦耳；(2)2焦耳；(3)12焦耳；(4)条件不足，无法确定。",
+            "2．对于一定质量的理想气体，正确的是：",
+            "(1)甲；(2)乙；(3)丙；(4)丁。",
+            "参考答案",
+            "一、1. 1/4。 2. 有效。",
+            "二、1. (4)。 2. (2)。",
+        )
+    )
+    assert [q.label for q in parsed.questions] == ["一.2", "二.1", "二.2"]
+    assert [q.answer for q in parsed.questions] == ["有效。", "D", "B"]
+    assert "answer_unmatched" in codes(parsed.notes)
+
+
+def test_a_question_asking_which_of_a_figures_drawings_has_as_many_unlabelled_options_as_its_section():
+    parsed = segment(
+        lines(
+            "三、（9分）把每小题中所有正确的答案全部选出来，并把它们的号码填写在方括号内。",
+            "1．粗糙的水平地面上有一木箱，则：",
+            "(1)甲；(2)乙；(3)丙；(4)丁。",
+            "2．电子垂直进入匀强磁场中，则：",
+            "(1)甲；(2)乙；(3)丙；(4)丁。",
+            "3．如图3所示，盒子上有两个插孔，图4画有内部电路结构的盒子中，哪几个是可能的？",
+            "4．下列叙述中，符合物理学史事实的有：",
+            "答案",
+            "三、1. {2,3)。 2. (2,4)。 3. (1,4)。",
+        )
+    )
+    first, second, pictures, fourth = parsed.questions
+    assert [o["label"] for o in pictures.options] == list("ABCD") and {o["text"] for o in pictures.options} == {""}
+    assert [first.answer, second.answer, pictures.answer] == ["BC", "BD", "AD"]
+    assert fourth.options == []  # no figure asked of: no options made up
+    assert codes(parsed.notes).count("option_unread") == 4

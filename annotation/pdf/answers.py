@@ -9,11 +9,26 @@ from annotation.pdf.consistency import MAX_SKIPPED
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 
-SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*[．.、]")
+SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*(?:[．、]|\.(?!\d))")
+
+# "2." after a space or a full stop in the middle of a line, not a decimal ("0.75"): a next answer there.
+LATER_DOT_ITEM = re.compile(r"(?<=[\s。;；])(\d{1,2})\s*[．.、](?!\d)")
 
 
 def item_number(match: re.Match) -> int:
     return int(match.group(1) or match.group(2))
+
+
+def later_dot_items(text: str, items: list[re.Match]) -> list[re.Match]:
+    """A key on one line ("二、1. (4)。 2. (2)。 3. (4)。"): a later "n." starts an answer only where it goes on
+    from the one before, so "0.75" or a step's number inside an answer does not."""
+    kept = list(items)
+    if not kept or kept[0].start() > 0:
+        return kept
+    for match in LATER_DOT_ITEM.finditer(text, kept[-1].end()):
+        if item_number(match) == item_number(kept[-1]) + 1:
+            kept.append(match)
+    return kept
 
 
 OCR_KEY = re.compile(r"^[\[［]?\s*[A-H4](?:\s*[;；,，、]?\s*[A-H4])*\s*[\]］]?$")

@@ -144,7 +144,33 @@ def numbered_options(question: ParsedQuestion) -> None:
     question.sub_seen, question.numbered_choices = False, True
 
 
-NUMBERED_ANSWER = re.compile(r"\s*[\[［〔(（]?\s*([1-6](?:\s*[,，、]?\s*[1-6])*)\s*[\]］〕)）]?\s*[。.；;]?\s*")
+# "图4画有…的盒子中，哪几个是可能的？": the question asks which of a figure's drawings.
+ASKS_OF_FIGURE = re.compile(r"图\s*\d{1,2}[^。？?]{0,40}?(?:哪几|哪些|哪个|哪一)")
+
+
+def numbered_picture_options(questions: list[ParsedQuestion]) -> list[tuple[ParsedQuestion, Note]]:
+    """A question of a choice section printed (1)…(4) that has no options of its own and asks which of a
+    figure's drawings: its choices are the drawings, unlabelled, as many as each other question of the
+    section with options has. They are kept lettered and empty (the figure shows them), and said, one note each."""
+    said: list[tuple[ParsedQuestion, Note]] = []
+    for question in questions:
+        if question.qtype != QuestionType.MULTIPLE_CHOICE or question.options:
+            continue
+        if not ASKS_OF_FIGURE.search(question.text):
+            continue
+        others = [q for q in questions if q.section == question.section and q.options]
+        counts = {q.option_count for q in others}
+        if len(others) < 2 or not all(q.numbered_choices for q in others) or len(counts) != 1:
+            continue
+        labels = [chr(ord("A") + i) for i in range(counts.pop())]
+        question.options = [{"label": label, "text": ""} for label in labels]
+        question.numbered_choices = True
+        said += [(question, note("option_unread", label=question.label, option=label)) for label in labels]
+    return said
+
+
+# OCR reads the bracket 〔 as "{" too: "{2,3)。".
+NUMBERED_ANSWER = re.compile(r"\s*[\[［〔(（{｛]?\s*([1-6](?:\s*[,，、]?\s*[1-6])*)\s*[\]］〕)）}｝]?\s*[。.；;]?\s*")
 
 
 def lettered_answer(answer: str) -> str:

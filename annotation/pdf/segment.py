@@ -24,6 +24,7 @@ from annotation.pdf.answers import (
     SCOPED_ITEM,
     answer_pieces,
     item_number,
+    later_dot_items,
     split_entry,
 )
 from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
@@ -39,6 +40,7 @@ from annotation.pdf.options import (
     letter_row,
     lettered_answer,
     numbered_options,
+    numbered_picture_options,
     option_label,
     option_markers,
     own_choice,
@@ -270,7 +272,9 @@ class Segmenter:
         if NOTICE.match(text) and not self.in_answers:
             self.in_notice, self.current, self.notice_last = True, None, 0
             return
-        if ANSWER_SECTION.search(text) and len(text) <= 30 and not NUMBER.match(text) and not INTRODUCES.search(text):
+        # A scan's heading may be spaced out ("答 案", "参 考 答 案"): the words are read without the spaces.
+        spaced = re.sub(r"\s+", "", text)
+        if ANSWER_SECTION.search(spaced) and len(text) <= 30 and not NUMBER.match(text) and not INTRODUCES.search(text):
             self.in_answers, self.current, self.entry = True, None, None
             self.answers_key = self.answers_key or line.key
             return
@@ -414,7 +418,8 @@ class Segmenter:
         items = list(SCOPED_ITEM.finditer(text))
         if items and self.answer_style is None:
             self.answer_style = "paren" if items[0].group(1) else "dot"
-        return [m for m in items if ("paren" if m.group(1) else "dot") == self.answer_style]
+        kept = [m for m in items if ("paren" if m.group(1) else "dot") == self.answer_style]
+        return later_dot_items(text, kept) if self.answer_style == "dot" else kept
 
     def _choice_run(self, text: str) -> bool:
         run = CHOICE_RUN.match(text)
@@ -584,6 +589,9 @@ class Segmenter:
             numbered_options(question)
             for unread in fill_option_gaps(question):
                 self._say(unread, question)
+        for question, unread in numbered_picture_options(self.questions):
+            self._say(unread, question)
+        for question in self.questions:
             if not question.qtype:
                 question.qtype = guess_type(question)
             elif question.qtype == QuestionType.MULTIPLE_CHOICE and SCORE_PREFIX.match(question.text):
@@ -772,6 +780,11 @@ class Segmenter:
                     answer, solution = split_entry("".join(entry.text))
                     scoped[0].answer = scoped[0].answer or answer
                     scoped[0].solution = f"{scoped[0].solution}\n{solution}".strip() if solution else scoped[0].solution
+                    continue
+                section = [q for q in self.questions if q.scope == entry.scope]
+                if section:
+                    # 一、1. where section 一 has no question 1 read: no other section's question 1.
+                    self._say(note("answer_unmatched", number=entry.number), section[0])
                     continue
             candidates = open_questions.get(entry.number)
             if not candidates:
