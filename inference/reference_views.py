@@ -15,6 +15,8 @@ from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_sc
 from k12vista.jobs import start_job
 from k12vista.roles import require_role
 
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
 
 @require_GET
 def reference_board(request: HttpRequest) -> HttpResponse:
@@ -37,6 +39,15 @@ def reference_board_csv(request: HttpRequest) -> HttpResponse:
     mode = chosen_mode(request)
     response = HttpResponse(board.board_csv(board.reference_board(mode)), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="k12vista-reference-cells-{mode}.csv"'
+    return response
+
+
+@require_GET
+def reference_board_xlsx(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, *LEADERBOARD_READERS)
+    mode = chosen_mode(request)
+    response = HttpResponse(board.board_xlsx(board.reference_board(mode)), content_type=XLSX)
+    response["Content-Disposition"] = f'attachment; filename="k12vista-reference-cells-{mode}.xlsx"'
     return response
 
 

@@ -28,6 +28,7 @@ urlpatterns = [
     path("leaderboard/", views.leaderboard_page, name="leaderboard"),
     path("leaderboard/reference/", reference_views.reference_board, name="reference_board"),
     path("leaderboard/reference/download.csv", reference_views.reference_board_csv, name="reference_board_csv"),
+    path("leaderboard/reference/download.xlsx", reference_views.reference_board_xlsx, name="reference_board_xlsx"),
     path(
         "scoring/<int:pk>/reference-results/", reference_views.export_reference_results, name="reference_results"
     ),  # fmt: skip

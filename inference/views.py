@@ -209,8 +209,14 @@ def reference_prompts_register(request: HttpRequest) -> HttpResponse:
     """Registers the prompts of a reference checkout on the server (the command's screen)."""
     form = ReferenceCheckoutForm(request.POST)
     if form.is_valid():
+        # Only inside the reference folder: the same message for any other path, there or not.
+        path = reference_register.checkout_in_reference_folder(form.cleaned_data["path"])
         try:
-            done = reference_register.register_checkout(form.cleaned_data["path"], user=request.user)
+            if path is None:
+                raise reference_register.CheckoutError(
+                    _("Only checkouts inside the reference folder (REFERENCE_CHECKOUTS_DIR) are read from here.")
+                )
+            done = reference_register.register_checkout(path, user=request.user)
         except reference_register.CheckoutError as exc:
             messages.error(request, str(exc))
         else:

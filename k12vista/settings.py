@@ -469,6 +469,11 @@ TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
 # path only inside it (a relative model name is taken from here), so that it tells nobody
 # whether any other path exists on the server.
 MODEL_FILES_DIR = Path(env_str("MODEL_FILES_DIR") or DATA_DIR / "models")
+# The folder holding checkouts of the K12Vista reference repository. The prompts page registers
+# reference prompts only from inside it (a relative name is taken from here), so that its
+# messages tell nobody whether any other path exists on the server; the management command
+# register_reference_prompts, run on the server, reads any path.
+REFERENCE_CHECKOUTS_DIR = Path(env_str("REFERENCE_CHECKOUTS_DIR") or DATA_DIR / "reference")
 # A local folder holding a model's tokenizer.json: the token counts of the paper's Tables 2 and 3 on release
 # cards (annotation.statistics); without it a stated fallback counts.
 STATS_TOKENIZER_DIR = env_str("STATS_TOKENIZER_DIR")

@@ -4,6 +4,7 @@ gives the cells of the studio's reference leaderboard view, to 1e-9."""
 
 import ast
 import inspect
+import io
 import json
 import textwrap
 import types
@@ -11,9 +12,11 @@ import zipfile
 from pathlib import Path
 from unittest import mock
 
+import openpyxl
+import pandas  # installed with datasets
 import pytest
 
-from inference import standings
+from inference import reference_views, standings
 from inference.leaderboard import reference_cells
 from inference.models import Judgment, ScoringRun
 from inference.reference import board, results
@@ -72,7 +75,8 @@ def reference_save_result(eval_path: Path, model: str) -> dict:
     """The reference's ``Evaluation._save_result`` over ``eval_path``, called with its argument (the
     published script calls it without), its one division made safe for empty cells (its source
     parsed and each ``/`` replaced by a call: the published script divides by zero there), and its
-    table caught where it hands it to pandas."""
+    table caught where it hands it to pandas, and the rows its ``to_excel`` would write (header
+    first) from the DataFrame the script builds with pandas."""
     script = reference_code.evaluate_script()
     source = textwrap.dedent(inspect.getsource(script.Evaluation._save_result))
     tree = ast.parse(source)
@@ -87,20 +91,24 @@ def reference_save_result(eval_path: Path, model: str) -> dict:
     tree = ast.fix_missing_locations(SafeDivision().visit(tree))
     caught = {}
 
+    def to_excel(frame, path, index=True, **_options):
+        assert index is False  # the sheet the script writes has no index column
+        caught["sheet"] = [list(frame.columns), *(list(row) for row in frame.itertuples(index=False))]
+
     class Frame:
         @staticmethod
         def from_dict(table, orient):
             caught["table"] = table
-            return mock.MagicMock()
+            return pandas.DataFrame.from_dict(table, orient=orient)
 
     namespace = dict(script.__dict__)
     namespace["_safe_div"] = lambda a, b: None if b == 0 else a / b
     namespace["pd"] = types.SimpleNamespace(DataFrame=Frame)
     exec(compile(tree, str(reference_code.VISTA_CODE / "evalaute.py"), "exec"), namespace)  # noqa: S102
     evaluation = types.SimpleNamespace(out_path=str(eval_path), infer_model=model, excel_out_path="unused.xlsx")
-    with mock.patch("builtins.print"):
+    with mock.patch("builtins.print"), mock.patch.object(pandas.DataFrame, "to_excel", to_excel):
         namespace["_save_result"](evaluation, None)
-    return caught["table"]
+    return caught
 
 
 def exported(scoring: ScoringRun, tmp_path: Path) -> tuple[dict, Path, Path]:
@@ -119,9 +127,30 @@ def test_the_reference_aggregation_of_the_export_equals_the_studios_reference_vi
     entries = board.reference_board("step_by_step")
     assert [entry.model for entry in entries] == ["student-a", "student-b"]
 
+    workbook = openpyxl.load_workbook(io.BytesIO(board.board_xlsx(entries)))
+    assert workbook.sheetnames == ["student-a", "student-b", board.MODELS_SHEET]
+    assert [list(row) for row in workbook[board.MODELS_SHEET].iter_rows(values_only=True)][1:] == [
+        ["student-a", "student-a", entries[0].scoring_run.name], ["student-b", "student-b", entries[1].scoring_run.name]
+    ]  # fmt: skip
     for entry in entries:
         found, infer_path, eval_path = exported(entry.scoring_run, tmp_path)
-        table = reference_save_result(eval_path, found["model"])
+        caught = reference_save_result(eval_path, found["model"])
+        table = caught["table"]
+
+        # The studio's sheet is the reference's: the same header, row names and cells (to 1e-9);
+        # an empty cell (the reference divides by zero there) is empty.
+        ours_sheet = [list(row) for row in workbook[entry.model].iter_rows(values_only=True)]
+        theirs_sheet = caught["sheet"]
+        assert ours_sheet[0] == theirs_sheet[0] == ["类型", *reference_cells.COLUMNS]
+        assert [row[0] for row in ours_sheet[1:]] == [row[0] for row in theirs_sheet[1:]] == list(reference_cells.ROWS)
+        assert len(ours_sheet) == len(theirs_sheet) == 5
+        for ours_row, theirs_row in zip(ours_sheet[1:], theirs_sheet[1:], strict=True):
+            assert len(ours_row) == len(theirs_row)
+            for ours, theirs in zip(ours_row[1:], theirs_row[1:], strict=True):
+                assert (ours is None) == bool(pandas.isna(theirs)), (ours_row[0], ours, theirs)
+                if ours is not None:
+                    assert abs(ours - theirs) <= 1e-9
+        assert sum(cell is None for row in ours_sheet[1:] for cell in row) > 0  # some cells are empty
 
         assert list(table) == list(reference_cells.ROWS)
         for row in reference_cells.ROWS:
@@ -183,3 +212,43 @@ def test_the_scoring_page_offers_the_export(researcher, login):
     [scoring] = scored_board(researcher, models=("student-a",))
     page = login(researcher).get(f"/research/scoring/{scoring.pk}/").content.decode()
     assert f'action="/research/scoring/{scoring.pk}/reference-results/"' in page
+
+
+def test_the_xlsx_download_its_access_and_a_hostile_model_name(researcher, annotator, login, english):
+    hostile = '=HYPERLINK("http://evil.example/","open")'
+    [scoring] = scored_board(researcher, models=(hostile,))
+    url = "/research/leaderboard/reference/download.xlsx?mode=step_by_step"
+    assert login(annotator).get(url).status_code == 403
+
+    client = login(researcher)
+    page = client.get("/research/leaderboard/reference/?mode=step_by_step").content.decode()
+    assert 'href="/research/leaderboard/reference/download.xlsx?mode=step_by_step"' in page
+    response = client.get(url)
+    assert response.status_code == 200 and response["Content-Type"] == reference_views.XLSX
+    assert 'filename="k12vista-reference-cells-step_by_step.xlsx"' in response["Content-Disposition"]
+    workbook = openpyxl.load_workbook(io.BytesIO(response.content))
+
+    [entry] = board.reference_board("step_by_step")
+    assert entry.model == hostile
+    [title, _models] = workbook.sheetnames
+    assert title == '=HYPERLINK("http___evil.exa' and _models == board.MODELS_SHEET  # no / or : in a sheet name
+    assert [list(row) for row in workbook[title].iter_rows(values_only=True)][4][-1] == pytest.approx(
+        entry.cells["所有题型"]["所有(sub*grade)"].mean, abs=1e-9
+    )
+    # The model's name is text, written as the CSV writes it; no cell of the workbook is a formula.
+    cell = workbook[board.MODELS_SHEET]["B2"]
+    assert (cell.value, cell.data_type) == ("'" + hostile, "s")
+    assert scoring.name == workbook[board.MODELS_SHEET]["C2"].value
+    assert not [c for sheet in workbook for row in sheet.iter_rows() for c in row if c.data_type == "f"]
+    csv_text = client.get("/research/leaderboard/reference/download.csv?mode=step_by_step").content.decode()
+    assert csv_text.splitlines()[1].startswith("\"'=HYPERLINK(")
+
+
+def test_sheet_names_are_ones_excel_accepts_and_distinct():
+    taken = {board.MODELS_SHEET}
+    long = "org/model:" + "x" * 40
+    titles = [board.sheet_title(name, taken) for name in (long, long.upper(), "", "models", "a[b]*?'\\c")]
+    assert titles == [
+        "org_model_" + "x" * 17, "ORG_MODEL_" + "X" * 17 + " (2)", "model", "models (2)", "a_b_____c"
+    ]  # fmt: skip
+    assert all(len(title) <= 31 for title in titles)

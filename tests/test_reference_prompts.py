@@ -129,7 +129,8 @@ def test_the_command_reports_a_bad_folder(tmp_path):
 
 @needs_reference
 @pytest.mark.django_db
-def test_a_researcher_registers_them_on_the_prompts_page(client, login, researcher, annotator):
+def test_a_researcher_registers_them_on_the_prompts_page(client, login, researcher, annotator, settings):
+    settings.REFERENCE_CHECKOUTS_DIR = CHECKOUT.parent
     login(annotator)
     assert client.post(reverse("inference:reference_prompts"), {"path": str(CHECKOUT)}).status_code == 403
     assert not PromptTemplate.objects.exclude(prompt_set="").exists()
@@ -139,9 +140,64 @@ def test_a_researcher_registers_them_on_the_prompts_page(client, login, research
     name = register.latest_set()
     assert name and PromptTemplate.objects.filter(prompt_set=name, created_by=researcher).count() == 13
     assert name in response.content.decode()
-    response = client.post(reverse("inference:reference_prompts"), {"path": "/nonexistent/x"}, follow=True)
-    assert response.status_code == 200 and "/nonexistent/x" in response.content.decode()
+    missing = CHECKOUT.parent / "nonexistent"
+    response = client.post(reverse("inference:reference_prompts"), {"path": str(missing)}, follow=True)
+    assert response.status_code == 200 and str(missing) in response.content.decode()  # inside: said
     # The studio's table lists no row of the set.
     page = client.get(reverse("inference:prompts")).content.decode()
     studio_table, reference_card = page.split('id="reference-prompts"')
     assert name not in studio_table and name in reference_card
+
+
+OUTSIDE = "Only checkouts inside the reference folder (REFERENCE_CHECKOUTS_DIR) are read from here."
+
+
+def _page_messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+@needs_reference
+@pytest.mark.django_db
+def test_the_page_reads_only_inside_the_reference_folder(client, login, researcher, settings, english, tmp_path):
+    """Every path outside REFERENCE_CHECKOUTS_DIR, there or not, gets the one same message and is
+    never read; inside, a relative or an absolute name registers the checkout."""
+    folder = tmp_path / "reference"
+    folder.mkdir()
+    settings.REFERENCE_CHECKOUTS_DIR = folder
+    elsewhere = _copy_checkout(tmp_path)  # a real checkout, beside the folder
+    (folder / "link").symlink_to(elsewhere)  # a link inside leading out
+    (folder / "loop").symlink_to(folder / "loop")
+    login(researcher)
+    outside = [
+        str(elsewhere), str(CHECKOUT), "/etc", "/nonexistent/x", str(tmp_path), "../K12Vista", "link",
+        f"{folder}/../K12Vista", str(tmp_path / "ghost"), "K12Vista\x00", "", " ",
+    ]  # fmt: skip
+    for path in outside:
+        response = client.post(reverse("inference:reference_prompts"), {"path": path}, follow=True)
+        assert response.status_code == 200
+        said = _page_messages(response)
+        assert said in ([OUTSIDE], ["Give the folder of the reference checkout."]), (path, said)
+        assert path.strip() in ("", "K12Vista\x00") or said == [OUTSIDE], path  # a blank or NUL: the form's word
+    assert not PromptTemplate.objects.exclude(prompt_set="").exists()
+
+    # Inside: an absolute name, then a relative one (the same checkout: nothing new).
+    shutil.copytree(elsewhere, folder / "K12Vista")
+    response = client.post(reverse("inference:reference_prompts"), {"path": str(folder / "K12Vista")}, follow=True)
+    assert _page_messages(response) == [f"Registered {register.latest_set()}: 13 new prompt versions."]
+    response = client.post(reverse("inference:reference_prompts"), {"path": "K12Vista"}, follow=True)
+    assert _page_messages(response) == [f"Registered {register.latest_set()}: 0 new prompt versions."]
+    response = client.post(reverse("inference:reference_prompts"), {"path": "missing"}, follow=True)
+    assert "is not a folder" in _page_messages(response)[0]  # inside the folder, what is wrong is said
+    response = client.post(reverse("inference:reference_prompts"), {"path": "loop/x"}, follow=True)
+    assert response.status_code == 200 and "is not a folder" in _page_messages(response)[0]  # a link loop
+
+
+@needs_reference
+@pytest.mark.django_db
+def test_the_command_still_reads_any_path(settings, tmp_path):
+    settings.REFERENCE_CHECKOUTS_DIR = tmp_path / "reference"
+    assert register.checkout_in_reference_folder(str(CHECKOUT)) is None
+    assert register.checkout_in_reference_folder("a\x00b") is None  # no file system takes it: no error either
+    out = StringIO()
+    call_command("register_reference_prompts", str(CHECKOUT), stdout=out)
+    assert json.loads(out.getvalue())["created"] == 13

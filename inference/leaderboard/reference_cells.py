@@ -16,12 +16,12 @@ them); an empty cell is empty here, where the script divides by zero.
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from inference.leaderboard.core import GroupStats
+from k12vista import csvfiles
 from k12vista.vocabulary import QUESTION_TYPE_ZH, RELEASE_TAGS, STAGE_LAST_GRADE, QuestionType, Stage
 
 TYPE_ROWS = ("选择题", "填空题", "问答题")
@@ -92,7 +92,7 @@ def csv_text(model: str, cells: dict[str, dict[str, Cell]]) -> str:
     """The reference's table layout (its xlsx sheet: 类型, then the columns), one block per model,
     with the item count of each cell in a second block below the means."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csvfiles.writer(out)  # the model name is text from outside: never a formula
     writer.writerow(["model", FIRST_HEADER, *COLUMNS])
     for row in ROWS:
         writer.writerow([model, row, *("" if c.mean is None else repr(c.mean) for c in cells[row].values())])

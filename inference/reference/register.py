@@ -11,10 +11,12 @@ of the same commit adds a new version. Rows of a set are never
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
@@ -22,7 +24,10 @@ from inference.models import PromptTemplate
 from inference.prompts import hash_row
 from inference.reference.prompts import QUESTION_TYPES, CheckoutError, ReferencePrompts, read_checkout
 
-__all__ = ["CheckoutError", "Registered", "latest_set", "reference_prompt", "register_checkout", "register_prompts"]
+__all__ = [
+    "CheckoutError", "Registered", "checkout_in_reference_folder", "latest_set", "reference_prompt",
+    "register_checkout", "register_prompts",
+]  # fmt: skip
 
 Kind = PromptTemplate.Kind
 # (family, mode) of the reader -> the studio's prompt kind
@@ -58,6 +63,25 @@ def entries(found: ReferencePrompts) -> list[tuple[str, str, str]]:
 def register_checkout(path: str | Path, *, user: Any = None) -> Registered:
     """Reads the checkout at ``path`` (never importing it) and registers its prompts."""
     return register_prompts(read_checkout(path), user=user)
+
+
+def checkout_in_reference_folder(text: str) -> Path | None:
+    """The checkout folder ``text`` names when it lies inside REFERENCE_CHECKOUTS_DIR (a relative
+    name is taken from there), else None. The prompts page reads only there: its messages say
+    whether a path exists, and any other path would let a researcher probe the server's files.
+    Decided on the normalised text first, so that a path outside is never looked up; then again
+    after following links, so that a link inside cannot lead out. (The management command, run
+    by an operator on the server, reads any path.)"""
+    root = Path(os.path.normpath(Path(settings.REFERENCE_CHECKOUTS_DIR).expanduser().absolute()))
+    try:
+        if not text.strip():
+            return None
+        path = Path(os.path.normpath(root / text))  # an absolute ``text`` replaces ``root``
+        if not path.is_relative_to(root):
+            return None
+        return path if path.resolve().is_relative_to(root.resolve()) else None
+    except (OSError, ValueError, RuntimeError):  # a name no file system accepts (NUL, too long), a link loop
+        return None
 
 
 @transaction.atomic
