@@ -97,7 +97,7 @@ def test_the_import_page_shows_the_consistency_report_with_its_gaps(page, worker
     _import(page, gap)
     report = page.locator("#consistency-report")
     assert report.get_attribute("data-gaps") == "1" and report.locator(".gaps").inner_text() == "3"
-    assert "question 3 was not found" in page.locator("#import-report").inner_text()
+    assert "未找到第 3 题" in page.locator("#import-report").inner_text()  # worded in the reader's language
     assert page.locator(".imported-question [data-code=import_gap]").count() == 2
     assert page.problems == []
 
