@@ -61,7 +61,7 @@ class PromptForm(forms.Form):
 class ReferenceCheckoutForm(forms.Form):
     path = forms.CharField(
         max_length=1000, label=_("Folder of the reference checkout"),
-        help_text=_("On the studio's server, inside the reference folder (REFERENCE_CHECKOUTS_DIR; a relative "
+        help_text=_("On the studio's server, inside the reference folder its administrator set (a relative "
                     "name is taken from there): the folder holding K12_Vista/ and K12_PEMBench/. Its prompt files "
                     "are read, never run."),
     )  # fmt: skip

@@ -39,8 +39,8 @@ ALLOWED = {
     # the product and the benchmark, datasets and models named in the paper
     "K12Vista", "PEBench", "PEM", "Studio",
     # formats and protocols people know by these names
-    "API", "JSONL", "JSON", "CSV", "ZIP", "PDF", "PNG", "OCR", "KaTeX", "LaTeX", "TeX", "Parquet", "HTTP", "HTTPS",
-    "URL", "SHA", "UTF", "Markdown", "YAML", "LoRA", "GPU", "CPU", "vLLM", "OpenAI", "TRL", "SFT", "ECharts",
+    "API", "JSONL", "JSON", "CSV", "XLSX", "ZIP", "PDF", "PNG", "OCR", "KaTeX", "LaTeX", "TeX", "Parquet", "HTTP",
+    "HTTPS", "URL", "SHA", "UTF", "Markdown", "YAML", "LoRA", "GPU", "CPU", "vLLM", "OpenAI", "TRL", "SFT", "ECharts",
     # the step label codes (CS, CE, ...) and the paper's score names
     "CS", "CE", "ICE", "KAE", "IAE", "VAE", "LE", "OE", "DE", "CoT", "ID", "MC", "FIB", "FR",
     # units and statistics written in Latin letters in Chinese texts

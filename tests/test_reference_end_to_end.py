@@ -115,7 +115,7 @@ def test_two_models_answered_and_judged_in_the_reference_protocol_give_the_refer
         with zipfile.ZipFile(out) as archive:
             archive.extractall(tmp_path / f"r{entry.scoring_run.pk}")
         eval_path = tmp_path / f"r{entry.scoring_run.pk}" / "directly_eval" / f"{found['model']}_eval.jsonl"
-        table = reference_save_result(eval_path, found["model"])
+        table = reference_save_result(eval_path, found["model"])["table"]
         compared = 0
         for row in reference_cells.ROWS:
             for column in reference_cells.COLUMNS:
