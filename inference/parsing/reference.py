@@ -123,23 +123,31 @@ def read_direct_judgment(text: str | None, record: Mapping[str, Any] | None = No
     return ParseResult(ParseStatus.OK, value=parsed)
 
 
-def read_step_judgment(text: str | None) -> ParseResult:
-    """A step-by-step judge reply as the reference's ``step_by_step_eval`` reads it: steps
-    with label codes (``value["steps"]``), the Chinese names (``value["labels"]``) and
-    the reference's score (``value["score"]``)."""
+def _bracketed_literal(text: str | None) -> tuple[Any, ParseResult | None]:
+    """What both list readers of the reference take: the literal from the first ``[`` to the
+    last ``]``, full-width commas normalised first; (value, None) or (None, the failure)."""
     problem = _check_text(text)
     if problem:
-        return _failed(problem)
+        return None, _failed(problem)
     assert isinstance(text, str)
     # One character for another: the positions of [ and ] do not move.
     text = text.replace("，", ",")
     start, end = text.find("["), text.rfind("]")
     if start == -1 or end == -1:
-        return _failed("no [ ... ] in the reply")
+        return None, _failed("no [ ... ] in the reply")
     try:
-        value = _literal(text[start : end + 1])
+        return _literal(text[start : end + 1]), None
     except LiteralError as exc:
-        return _failed(f"the text from the first [ to the last ] is not a literal: {exc}")
+        return None, _failed(f"the text from the first [ to the last ] is not a literal: {exc}")
+
+
+def read_step_judgment(text: str | None) -> ParseResult:
+    """A step-by-step judge reply as the reference's ``step_by_step_eval`` reads it: steps
+    with label codes (``value["steps"]``), the Chinese names (``value["labels"]``) and
+    the reference's score (``value["score"]``)."""
+    value, failure = _bracketed_literal(text)
+    if failure:
+        return failure
     if type(value) is not list:
         return _failed(f"the reply holds a {type(value).__name__}, not a list")
     try:
@@ -180,18 +188,9 @@ def read_given_steps(text: str | None, n_steps: int) -> ParseResult:
     level unwrapped; as many items as the ``n_steps`` given, each ``[step, label, explanation]``
     with a text label. Labels are not checked against the nine names: a label outside them is
     kept and counts as wrong in the metric. ``value["labels"]`` holds the labels as given."""
-    problem = _check_text(text)
-    if problem:
-        return _failed(problem)
-    assert isinstance(text, str)
-    text = text.replace("，", ",")
-    start, end = text.find("["), text.rfind("]")
-    if start == -1 or end == -1:
-        return _failed("no [ ... ] in the reply")
-    try:
-        value = _literal(text[start : end + 1])
-    except LiteralError as exc:
-        return _failed(f"the text from the first [ to the last ] is not a literal: {exc}")
+    value, failure = _bracketed_literal(text)
+    if failure:
+        return failure
     try:
         if type(value[0][0]) is list:
             value = value[0]
