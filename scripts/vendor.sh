@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
 out=static/vendor
 rm -rf "$out"
-mkdir -p "$out/htmx" "$out/katex/contrib" "$out/katex/fonts" "$out/echarts" "$out/noto-sans-sc/files"
+mkdir -p "$out/htmx" "$out/katex/contrib" "$out/katex/fonts" "$out/echarts" "$out/noto-sans-sc/files" "$out/axe-core"
 cp node_modules/htmx.org/dist/htmx.min.js "$out/htmx/"
 cp node_modules/htmx.org/LICENSE "$out/htmx/LICENSE"
 cp node_modules/katex/dist/katex.min.js node_modules/katex/dist/katex.min.css "$out/katex/"
@@ -26,5 +26,8 @@ for weight in 400 700; do
     cp "$font"/files/noto-sans-sc-*-"$weight"-normal.woff2 "$out/noto-sans-sc/files/"
 done
 cp "$font/LICENSE" "$out/noto-sans-sc/LICENSE"
-node -e 'const l=require("./package-lock.json").packages;for(const k of ["node_modules/htmx.org","node_modules/katex","node_modules/echarts","node_modules/@fontsource/noto-sans-sc"])console.log(k.replace("node_modules/",""), l[k].version)' > "$out/VERSIONS"
+# axe-core runs the accessibility check in the browser tests only (injected by Playwright from this file);
+# no page of the studio loads it.
+cp node_modules/axe-core/axe.min.js node_modules/axe-core/LICENSE "$out/axe-core/"
+node -e 'const l=require("./package-lock.json").packages;for(const k of ["node_modules/htmx.org","node_modules/katex","node_modules/echarts","node_modules/@fontsource/noto-sans-sc","node_modules/axe-core"])console.log(k.replace("node_modules/",""), l[k].version)' > "$out/VERSIONS"
 cat "$out/VERSIONS"
