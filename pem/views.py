@@ -221,6 +221,10 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             messages.success(request, _("Gold labels set for %(key)s.") % {"key": cot.key})
+            # Submit and next: the next item this inspector may decide (not one they labelled themselves).
+            following = labelling.adjudication_queue().exclude(labelling_tasks__annotator=request.user).first()
+            if following is not None:
+                return redirect("pem:adjudicate", pk=following.pk)
             return redirect("pem:adjudication_queue")
     annotators, judges, rows = adjudication_table(cot, labelling.visible_labels(cot, request.user))
     for row in rows:

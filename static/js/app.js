@@ -40,16 +40,47 @@
     });
   }
 
-  // Keyboard shortcuts: buttons declare theirs with data-shortcut="ctrl+s".
+  // Keyboard shortcuts: buttons declare theirs with data-shortcut="ctrl+s"; the form being typed in goes
+  // first (Ctrl+Enter in the reason for rejecting rejects, elsewhere it accepts). Alt+key moves to the
+  // form marked data-alt-focus="key" (the reason for rejecting, with Alt+R).
   function bindShortcuts() {
     document.addEventListener("keydown", function (event) {
+      if (event.altKey && !event.ctrlKey && !event.metaKey && event.key.length === 1) {
+        var region = document.querySelector('[data-alt-focus="' + event.key.toLowerCase() + '"]');
+        var field = region && region.querySelector("textarea, input:not([type=hidden]), select");
+        if (field) { event.preventDefault(); field.focus(); }
+        return;
+      }
       if (!(event.ctrlKey || event.metaKey)) return;
       var key = event.key === "Enter" ? "enter" : event.key.toLowerCase();
-      var button = document.querySelector('[data-shortcut="ctrl+' + key + '"]');
+      var selector = '[data-shortcut="ctrl+' + key + '"]';
+      var own = event.target.closest && event.target.closest("form");
+      var button = (own && own.querySelector(selector)) || document.querySelector(selector);
       if (!button) return;
       event.preventDefault();
       button.click();
     });
+  }
+
+  function typingIn(el) {
+    return !!(el && el.matches && (el.matches("textarea, select, input:not([type=radio]):not([type=checkbox]):not([type=button]):not([type=submit])") || el.isContentEditable));
+  }
+  window.k12vistaTypingIn = typingIn;
+
+  // The keys of a task screen in a dialog: "?" outside a text box, F1 anywhere, or its button; Esc closes.
+  function bindKeysHelp() {
+    var dialog = document.getElementById("keys-help");
+    if (!dialog || !dialog.showModal) return;
+    var toggle = function () { if (dialog.open) dialog.close(); else dialog.showModal(); };
+    document.querySelectorAll("[data-keys-help-open]").forEach(function (button) { button.addEventListener("click", toggle); });
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      if (event.key === "F1" || (event.key === "?" && !typingIn(event.target))) {
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        toggle();
+      }
+    }, true);
   }
 
   // The question's box on its page image, placed from PDF points.
@@ -93,9 +124,44 @@
       var li = event.target.closest("li");
       if (li) stepPreview(li);
     });
+    // Undo (Alt+Z or the Undo button): each tool remembers the list as it was before it ran.
+    var history = [];
+    var undoButton = root.querySelector("[data-step-undo]");
+    var showUndo = function () { if (undoButton) undoButton.disabled = !history.length; };
+    var snapshot = function () {
+      var items = Array.prototype.slice.call(list.children);
+      var active = document.activeElement && document.activeElement.closest ? document.activeElement.closest("#step-list > li") : null;
+      return { texts: items.map(function (li) { return li.querySelector("textarea").value; }), focus: Math.max(0, items.indexOf(active)) };
+    };
+    var undo = function () {
+      var last = history.pop();
+      showUndo();
+      if (!last) return;
+      var template = list.querySelector("li");
+      while (list.children.length < last.texts.length) list.appendChild(template.cloneNode(true));
+      while (list.children.length > last.texts.length) list.lastElementChild.remove();
+      Array.prototype.forEach.call(list.children, function (li, i) {
+        li.querySelector("textarea").value = last.texts[i];
+        stepPreview(li);
+      });
+      renumber();
+      list.dispatchEvent(new CustomEvent("steps-changed", { bubbles: true }));
+      list.children[Math.min(last.focus, list.children.length - 1)].querySelector("textarea").focus();
+    };
+    if (undoButton) undoButton.addEventListener("click", undo);
+    document.addEventListener("keydown", function (event) {
+      if (event.altKey && !event.ctrlKey && !event.metaKey && (event.key === "z" || event.key === "Z")) {
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        undo();
+      }
+    }, true);
+    showUndo();
     list.addEventListener("click", function (event) {
       var button = event.target.closest("button[data-step]");
       if (!button) return;
+      history.push(snapshot());
+      showUndo();
       var li = button.closest("li");
       var area = li.querySelector("textarea");
       var focus = li; // where typing goes on: the new step after a split or an add
@@ -312,6 +378,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     bindShortcuts();
+    bindKeysHelp();
     bindNavToggle();
     bindHeartbeat(document);
     bindAutosave(document);
