@@ -113,10 +113,11 @@
       var option = select(row).querySelectorAll("option[value]:not([value=''])")[Number(key) - 1];
       if (!option) return;
       select(row).value = option.value;
+      var isError = (" " + (select(row).dataset.errorLabels || "") + " ").indexOf(" " + option.value + " ") >= 0;
       var box = reason(row);
       if (box && (!box.value.trim() || box.dataset.prefilled === "1")) {
         var given = "";
-        if (option.dataset.error === "1") {
+        if (isError) {
           slice(row.querySelectorAll('td[data-label="' + option.value + '"][data-reason]')).some(function (cell) {
             given = cell.dataset.reason.trim();
             return !!given;
@@ -126,7 +127,7 @@
         box.dataset.prefilled = given ? "1" : "";
       }
       select(row).dispatchEvent(new Event("change", { bubbles: true }));
-      if (option.dataset.error === "1" && box && !box.value.trim()) box.focus();
+      if (isError && box && !box.value.trim()) box.focus();
       else focusRow(nextOpen(rows.indexOf(row)));
     }
     form.addEventListener("focusin", function (event) {
