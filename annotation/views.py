@@ -176,7 +176,7 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
     services.reject(question=assignment.question, reason=form.cleaned_data["reason"], user=request.user)
     assignment.complete()
     messages.success(request, _("Rejected %(id)s.") % {"id": assignment.question.hash_id})
-    return redirect("annotation:queue")
+    return open_next(request, assignment.task)  # reject and next, as accepting and submitting are
 
 
 # --- solution steps ---------------------------------------------------------------

@@ -137,16 +137,23 @@ def test_a_two_step_disagreement_is_adjudicated_in_three_keys_and_the_next_item_
 
 def test_every_step_tool_is_undone_and_the_screens_keys_are_listed(browser, live_server):
     make_person("wang", Role.ANNOTATOR)
-    question = make_question()
+    question, following = make_question(), make_question()
     original = list(question.solution_steps)
     page = signed_in(browser, live_server, "wang")
 
-    # OCR review: its keys, and Alt+R goes to the reason for rejecting.
+    # OCR review: its keys; Alt+R goes to the reason for rejecting, Ctrl+Enter there rejects and opens the next.
     page.click("button[value=ocr_review]")
     page.wait_for_url("**/annotate/review/*/")
     keys_help_opens_and_closes(page, "ocr")
     page.keyboard.press("Alt+r")
     page.wait_for_selector("form.reject textarea:focus")
+    page.keyboard.type("题干缺了一半")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    page.wait_for_url("**/annotate/review/*/")
+    rejected = Question.objects.get(status=Question.Status.REJECTED)
+    assert rejected.pk in (question.pk, following.pk)
+    question = following if rejected.pk == question.pk else question
 
     Question.objects.filter(pk=question.pk).update(status=Question.Status.OCR_REVIEWED)
     annotation_services.add_step_proposal(question=question, steps=original)
