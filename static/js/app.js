@@ -62,8 +62,9 @@
     });
   }
 
+  // A text box takes the keys typed into it ("?" included); a select, a radio or a button does not.
   function typingIn(el) {
-    return !!(el && el.matches && (el.matches("textarea, select, input:not([type=radio]):not([type=checkbox]):not([type=button]):not([type=submit])") || el.isContentEditable));
+    return !!(el && el.matches && (el.matches("textarea, input:not([type=radio]):not([type=checkbox]):not([type=button]):not([type=submit])") || el.isContentEditable));
   }
   window.k12vistaTypingIn = typingIn;
 

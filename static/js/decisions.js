@@ -138,8 +138,7 @@
     document.addEventListener("keydown", function (event) {
       if (event.ctrlKey || event.metaKey || event.altKey || dialogOpen()) return;
       var target = event.target;
-      var inSelect = target.matches && target.matches("#adjudication-form select");
-      if (typing(target) && !inSelect) {
+      if (typing(target)) {
         if (event.key === "Escape" && target.closest("tr[data-position]")) {
           event.preventDefault();
           focusRow(nextOpen(rows.indexOf(target.closest("tr[data-position]"))));
