@@ -32,6 +32,8 @@ from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from k12vista import guidelines
+
 # People who see every label of every item (the annotators see only what visible_labels allows).
 from k12vista.roles import READERS_OF_ALL_LABELS as READERS_OF_ALL_LABELS
 from k12vista.roles import has_role
@@ -229,7 +231,9 @@ def clean_draft(cot: ChainOfThought, draft: Any) -> dict[str, dict[str, str]]:
     return cleaned
 
 
-def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer: str = "") -> LabellingTask:
+def save_draft(
+    *, task: LabellingTask, draft: Any, expected_version: int, writer: str = "", active_seconds: Any = None
+) -> LabellingTask:
     """Saves the labels so far if nobody saved since ``expected_version``; returns the task at its new version.
 
     The version check and the write are one conditional UPDATE, so of two
@@ -237,6 +241,7 @@ def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer
     ``writer`` names the browser tab: when the last save came from the same
     tab the draft on screen is that tab's latest, so a stale version is no
     conflict (a save sent just before a reload lands after the page is drawn).
+    ``active_seconds`` is the page's active time since its last accepted save; it counts once the save wins.
     """
     cleaned = clean_draft(task.cot, draft)
     writer = writer[:64]
@@ -249,6 +254,7 @@ def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer
         if task.submitted is not None:
             raise LabellingError(_("These labels were already submitted."))
         raise DraftConflict(task)
+    task.add_active_seconds(guidelines.active_seconds(active_seconds))
     return task
 
 
@@ -265,7 +271,7 @@ def problems_in(cot: ChainOfThought, draft: dict) -> dict[int, str]:
     return problems
 
 
-def submit(task: LabellingTask) -> LabellingTask:
+def submit(task: LabellingTask, *, active_seconds: Any = None) -> LabellingTask:
     """Turns the saved draft into the annotator's StepLabel rows; decides the item after the K-th submission.
 
     The item's row is locked first, so when the last two annotators submit at
@@ -280,6 +286,8 @@ def submit(task: LabellingTask) -> LabellingTask:
         if problems:
             raise IncompleteLabels(problems)
         annotator = task.annotator
+        task.add_active_seconds(guidelines.active_seconds(active_seconds))
+        task.guideline_version = guidelines.current_version_name(guidelines.Kind.STEP_LABELS)
         for step in cot.steps.all():
             entry = task.draft[str(step.position)]
             StepLabel.objects.update_or_create(
@@ -290,14 +298,15 @@ def submit(task: LabellingTask) -> LabellingTask:
                     "user": annotator,
                     "label": entry["label"],
                     "explanation": entry.get("reason", ""),
-                    "guideline_version": settings.PEM_GUIDELINE_VERSION,
+                    "guideline_version": task.guideline_version,
+                    "active_seconds": task.active_seconds,
                     "created": timezone.now(),
                 },
             )
         task.submitted = timezone.now()
         task.rework_note = ""
         task.version += 1
-        task.save(update_fields=["submitted", "rework_note", "version"])
+        task.save(update_fields=["submitted", "rework_note", "version", "guideline_version"])
         _decide_if_complete(cot)
     refresh_agreement()
     return task
@@ -354,7 +363,7 @@ def _gold_label(step: Step, label: str, reason: str, *, rater: str, user: Any) -
         user=user,
         label=label,
         explanation=reason,
-        guideline_version=settings.PEM_GUIDELINE_VERSION,
+        guideline_version=guidelines.current_version_name(guidelines.Kind.STEP_LABELS),
     )
 
 
@@ -365,7 +374,9 @@ def adjudication_queue() -> QuerySet[ChainOfThought]:
     return ChainOfThought.objects.filter(status=ChainOfThought.Status.ADJUDICATION).order_by("id")
 
 
-def adjudicate(*, cot: ChainOfThought, gold_by_position: dict, by: Any, note: str = "") -> Adjudication:
+def adjudicate(
+    *, cot: ChainOfThought, gold_by_position: dict, by: Any, note: str = "", active_seconds: Any = None
+) -> Adjudication:
     """Sets the gold label of every step of an item the annotators disagreed on.
 
     ``gold_by_position`` maps each step position to {"label": code, "reason": text};
@@ -392,7 +403,9 @@ def adjudicate(*, cot: ChainOfThought, gold_by_position: dict, by: Any, note: st
         adjudication.decided = timezone.now()
         adjudication.decided_by = by
         adjudication.note = note.strip()
+        adjudication.guideline_version = guidelines.current_version_name(guidelines.Kind.STEP_LABELS)
         adjudication.save()
+        adjudication.add_active_seconds(guidelines.active_seconds(active_seconds))
         cot.status = ChainOfThought.Status.GOLD
         cot.save(update_fields=["status"])
     refresh_agreement()

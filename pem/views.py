@@ -134,6 +134,7 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
                 draft=draft,
                 expected_version=int(request.POST.get("version", -1)),
                 writer=request.POST.get("writer", ""),
+                active_seconds=request.POST.get("active_seconds"),
             )
             if request.POST.get("action") == "submit":
                 labelling.submit(task)
@@ -212,7 +213,8 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
         gold = {p: {"label": request.POST.get(f"gold-{p}", ""), "reason": request.POST.get(f"reason-{p}", "")}
                 for p in cot.steps.values_list("position", flat=True)}  # fmt: skip
         try:
-            labelling.adjudicate(cot=cot, gold_by_position=gold, by=request.user, note=request.POST.get("note", ""))
+            labelling.adjudicate(cot=cot, gold_by_position=gold, by=request.user, note=request.POST.get("note", ""),
+                                 active_seconds=request.POST.get("active_seconds"))  # fmt: skip
         except labelling.IncompleteLabels as exc:
             problems, status = exc.problems, 400
             messages.error(request, str(exc))

@@ -223,7 +223,8 @@ def rate(request: HttpRequest, item_pk: int) -> HttpResponse:
     form = RatingForm.for_rating(rating, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            services.submit_rating(rating=rating, verdicts=form.verdicts(), notes=form.notes(), by=request.user)
+            services.submit_rating(rating=rating, verdicts=form.verdicts(), notes=form.notes(), by=request.user,
+                                   active_seconds=request.POST.get("active_seconds"))  # fmt: skip
         except services.AuditError as exc:
             form.add_error(None, str(exc))
         else:
