@@ -92,17 +92,29 @@ def open_labelling(cot: ChainOfThought) -> bool:
     return bool(opened)
 
 
-def waiting_for(annotator: Any) -> QuerySet[ChainOfThought]:
+# What a person may narrow the labelling and adjudication queues to (ChainOfThought fields).
+ITEM_FILTERS = ("subject", "stage", "qtype")
+
+
+def item_filter(choices: dict | None) -> Q:
+    """The items a person's queue choices allow; unknown keys, empty and non-text values are ignored."""
+    choices = choices or {}
+    return Q(**{name: choices[name] for name in ITEM_FILTERS if isinstance(choices.get(name), str) and choices[name]})
+
+
+def waiting_for(annotator: Any, choices: dict | None = None) -> QuerySet[ChainOfThought]:
     """Items in the pool this annotator could take: not theirs yet, fewer than K people on them.
 
     Items someone already started come first, so items get finished (and
     reach the gold labels) instead of every item being half done. Ordering
     reads the whole pool anyway, and a join grouped by item does that fastest.
     """
-    return _waiting(annotator, Count("labelling_tasks")).order_by(F("n_tasks").desc(), "id")
+    return _waiting(annotator, Count("labelling_tasks"), within=item_filter(choices)).order_by(
+        F("n_tasks").desc(), "id"
+    )
 
 
-def count_waiting(annotator: Any, cap: int) -> int:
+def count_waiting(annotator: Any, cap: int, choices: dict | None = None) -> int:
     """How many items ``waiting_for`` the annotator holds, counted up to ``cap + 1`` (more than cap).
 
     People on an item are counted per item here, on the task table's cot index: the count then
@@ -114,14 +126,14 @@ def count_waiting(annotator: Any, cap: int) -> int:
         .annotate(n=Func(template="COUNT(*)", output_field=IntegerField()))
         .values("n")
     )
-    return _waiting(annotator, on_item).order_by()[: cap + 1].count()
+    return _waiting(annotator, on_item, within=item_filter(choices)).order_by()[: cap + 1].count()
 
 
-def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True) -> QuerySet[ChainOfThought]:
+def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True, within: Q | None = None) -> QuerySet[ChainOfThought]:
     """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``
     (``blind=False``: without the blind rule, to tell people what it keeps from them)."""
     theirs = LabellingTask.objects.filter(annotator=annotator).values("cot_id")
-    items = ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
+    items = ChainOfThought.objects.filter(within or Q(), status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
     if blind and reads_all_labels(annotator):
         # Someone who also reads every label (a researcher, say) may have read this item's
         # labels already; they are handed only items that have none yet (the blind rule).
@@ -145,8 +157,9 @@ def count_kept_from(annotator: Any, cap: int) -> int:
     return _waiting(annotator, on_item, blind=False).filter(labelled).order_by()[: cap + 1].count()
 
 
-def next_task(annotator: Any) -> LabellingTask | None:
-    """The annotator's open task (work sent back for rework first), else a newly claimed item."""
+def next_task(annotator: Any, choices: dict | None = None) -> LabellingTask | None:
+    """The annotator's open task (work sent back for rework first, whatever the choices: taken work is
+    finished first), else a newly claimed item within their queue choices."""
     held = (
         LabellingTask.objects.for_annotator(annotator)
         .open()
@@ -159,7 +172,7 @@ def next_task(annotator: Any) -> LabellingTask | None:
     # Each lost race means someone else filled that item, so the loop ends;
     # the bound only guards against a pool that keeps changing under us.
     for _attempt in range(50):
-        candidate = waiting_for(annotator).values_list("pk", flat=True).first()
+        candidate = waiting_for(annotator, choices).values_list("pk", flat=True).first()
         if candidate is None:
             return None
         task = _claim(cot_pk=candidate, annotator=annotator)
@@ -370,8 +383,13 @@ def _gold_label(step: Step, label: str, reason: str, *, rater: str, user: Any) -
 # --- adjudication and rework ------------------------------------------------------------
 
 
-def adjudication_queue() -> QuerySet[ChainOfThought]:
-    return ChainOfThought.objects.filter(status=ChainOfThought.Status.ADJUDICATION).order_by("id")
+def adjudication_queue(choices: dict | None = None) -> QuerySet[ChainOfThought]:
+    return ChainOfThought.objects.filter(item_filter(choices), status=ChainOfThought.Status.ADJUDICATION).order_by("id")
+
+
+def next_to_adjudicate(inspector: Any, choices: dict | None = None) -> ChainOfThought | None:
+    """The first item within the choices this inspector may decide (not one they labelled)."""
+    return adjudication_queue(choices).exclude(labelling_tasks__annotator=inspector).first()
 
 
 def adjudicate(
