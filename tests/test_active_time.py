@@ -112,3 +112,22 @@ def test_the_team_page_shows_done_today_and_the_median_time_per_person(annotator
     page = login(inspector).get(reverse("annotation:team")).content.decode()
     assert 'data-person="amy" data-kind="pebench_labels"' in page
     assert 'data-median-seconds="30">0:30<' in page and 'data-median-seconds="95">1:35<' in page
+
+
+def test_the_audit_report_exports_the_rating_time_and_criteria_versions(inspector, administrator, login):
+    guidelines.publish(kind="audit", text="criteria", by=administrator)
+    Question.objects.filter(pk=make_question(subject="math").pk).update(status=Question.Status.SOLUTION_CORRECTED)
+    bulk_questions(2, subjects=["math"])
+    audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=3)
+    client = login(inspector)
+    for rating, seconds in zip(
+        Rating.objects.filter(item__audit=audit, inspector=inspector), (10, 20, 60), strict=True
+    ):
+        form = {"question": "pass", "answer": "pass", "solution": "pass", "active_seconds": str(seconds)}
+        client.post(reverse("review:rate", args=[rating.item_id]), form)
+    report = client.get(reverse("review:report_export", args=[audit.pk, "json"])).json()
+    assert report["active_time"] == {
+        "median_seconds": 20,
+        "by_inspector": {inspector.username: {"ratings_timed": 3, "median_seconds": 20}},
+        "guideline_versions": ["audit.v1"],
+    }
