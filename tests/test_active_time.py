@@ -5,6 +5,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from annotation import export as question_export
 from annotation import queues
 from annotation.models import Assignment, Question
 from k12vista import guidelines, work
@@ -131,3 +132,15 @@ def test_the_audit_report_exports_the_rating_time_and_criteria_versions(inspecto
         "by_inspector": {inspector.username: {"ratings_timed": 3, "median_seconds": 20}},
         "guideline_versions": ["audit.v1"],
     }
+
+
+def test_the_question_export_carries_who_reviewed_it_for_how_long_under_which_rules(annotator, administrator):
+    guidelines.publish(kind="ocr_review", text="rules", by=administrator)
+    make_question()
+    held = queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
+    held.renew(active_seconds=42)
+    held.complete()
+    (question,) = question_export.streamed(Question.objects.filter(pk=held.question_id))
+    work = question_export.studio_record(question, [])["work"]
+    assert work == [{"task": "ocr_review", "by": "alice", "done": held.done_at.isoformat(), "active_seconds": 42,
+                     "guideline_version": "ocr_review.v1"}]  # fmt: skip
