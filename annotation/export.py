@@ -160,10 +160,16 @@ def studio_record(question: Question, figure_names: list[str]) -> dict:
         "grade_known": question.grade_known,
         # Who reviewed and corrected it, how long they worked on it (active seconds) and under which rules.
         "work": [
-            {"task": a.task, "by": a.annotator.get_username(), "done": a.done_at.isoformat(),
-             "active_seconds": a.active_seconds, "guideline_version": a.guideline_version}
-            for a in question.assignments.all() if a.done_at is not None
-        ],  # fmt: skip
+            {
+                "task": a.task,
+                "by": a.annotator.get_username(),
+                "done": a.done_at.isoformat(),
+                "active_seconds": a.active_seconds,
+                "guideline_version": a.guideline_version,
+            }
+            for a in question.assignments.all()
+            if a.done_at is not None
+        ],
     }
 
 
