@@ -7,8 +7,10 @@ from django.urls import reverse
 from k12vista.roles import Role
 from pem import labelling
 from pem.models import ChainOfThought, LabellingTask
+from review.models import Rating
 from tests.conftest import make_person
 from tests.pem_factories import make_cot
+from tests.review_factories import audit_of, bulk_questions, three_inspectors
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
@@ -89,3 +91,24 @@ def test_the_adjudication_queue_narrows_and_deciding_opens_the_next_within_it(in
     last = client.post(reverse("pem:adjudicate", args=[second_math.pk]) + "?subject=math", gold)
     assert last.url == reverse("pem:adjudication_queue") + "?subject=math"
     assert ChainOfThought.objects.get(pk=physics.pk).status == ChainOfThought.Status.ADJUDICATION
+
+
+def test_an_inspector_narrows_the_audit_queue_to_one_lot_and_rating_opens_the_next_in_it(inspector, login):
+    bulk_questions(2, subjects=["math", "physics"])
+    audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
+    mine = Rating.objects.filter(item__audit=audit, inspector=inspector).select_related("item")
+    physics = sorted((r for r in mine if r.item.stratum == "physics"), key=lambda r: (r.item.position, r.item_id))
+    assert len(physics) == 2 and mine.count() == 4
+    client = login(inspector)
+    page = client.get(reverse("review:audit", args=[audit.pk]), {"lot": "physics"}).content.decode()
+    assert f'href="{reverse("review:rate", args=[physics[0].item_id])}?lot=physics"' in page
+    assert '<option value="physics" selected>' in page
+    url = reverse("review:rate", args=[physics[0].item_id]) + "?lot=physics"
+    saved = client.post(url, {"question": "pass", "answer": "pass", "solution": "pass"})
+    assert saved.url == reverse("review:rate", args=[physics[1].item_id]) + "?lot=physics"
+    url = reverse("review:rate", args=[physics[1].item_id]) + "?lot=physics"
+    last = client.post(url, {"question": "pass", "answer": "pass", "solution": "pass"})
+    assert last.url == reverse("review:audit", args=[audit.pk]) + "?lot=physics"  # the math lot is left alone
+    assert mine.filter(submitted__isnull=True).count() == 2
+    # A lot that is not the audit's is no filter at all.
+    assert client.get(reverse("review:audit", args=[audit.pk]), {"lot": "<x>"}).status_code == 200
