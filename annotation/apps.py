@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class AnnotationConfig(AppConfig):
     name = "annotation"
+
+    def ready(self) -> None:
+        from annotation.models import Assignment
+        from k12vista.work import WorkKind, model_rows, register
+
+        for task in (Assignment.Task.OCR_REVIEW, Assignment.Task.STEP_CORRECTION):
+            register(WorkKind(task.value, task.label, model_rows(Assignment, task=task), "annotator", "done_at"))

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from PIL import Image
 
-from annotation.models import Figure, Question
+from annotation.models import Assignment, Figure, Question
 from annotation.reference_format import put_placeholders, take_placeholders
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
@@ -158,6 +158,18 @@ def studio_record(question: Question, figure_names: list[str]) -> dict:
         "figures": [{"path": name} for name in figure_names],
         "figure_positions": question.figure_positions,
         "grade_known": question.grade_known,
+        # Who reviewed and corrected it, how long they worked on it (active seconds) and under which rules.
+        "work": [
+            {
+                "task": a.task,
+                "by": a.annotator.get_username(),
+                "done": a.done_at.isoformat(),
+                "active_seconds": a.active_seconds,
+                "guideline_version": a.guideline_version,
+            }
+            for a in question.assignments.all()
+            if a.done_at is not None
+        ],
     }
 
 
@@ -169,7 +181,8 @@ def json_line(record: dict) -> bytes:
 
 
 def streamed(queryset: QuerySet[Question]) -> Any:
-    return queryset.prefetch_related("figures", "knowledge_points").iterator(chunk_size=CHUNK_SIZE)
+    work = Prefetch("assignments", queryset=Assignment.objects.select_related("annotator").order_by("done_at", "id"))
+    return queryset.prefetch_related("figures", "knowledge_points", work).iterator(chunk_size=CHUNK_SIZE)
 
 
 def write_reference(queryset: QuerySet[Question], out: Any, tick: Callable[[], None]) -> int:

@@ -12,7 +12,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from k12vista import guidelines
 from k12vista.files import extension_of, stored_name
+from k12vista.models import TimedWork
 from k12vista.vocabulary import QuestionType, Stage, Subject
 
 
@@ -422,7 +424,7 @@ class AssignmentQuerySet(models.QuerySet["Assignment"]):
         return self.filter(done_at__isnull=True)
 
 
-class Assignment(models.Model):
+class Assignment(TimedWork):
     """A question held by one annotator for one stage of work, under a lock that expires."""
 
     class Task(models.TextChoices):
@@ -456,14 +458,21 @@ class Assignment(models.Model):
     def lock_expiry():
         return timezone.now() + timedelta(minutes=settings.ASSIGNMENT_LOCK_MINUTES)
 
-    def renew(self) -> None:
-        """Extends the holder's lock while they keep working (autosave, reload)."""
+    def renew(self, *, active_seconds: Any = None) -> None:
+        """Extends the holder's lock while they keep working (autosave, reload), and counts the
+        active time the page sent with the save (a number from the page, clamped)."""
         self.locked_until = self.lock_expiry()
         Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(locked_until=self.locked_until)
+        if self.done_at is None:
+            self.add_active_seconds(guidelines.active_seconds(active_seconds))
 
     def complete(self) -> None:
+        """Done, under the guideline of its task as it reads now (the task names are the guideline kinds)."""
         self.done_at = timezone.now()
-        Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(done_at=self.done_at)
+        self.guideline_version = guidelines.current_version_name(self.task)
+        Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(
+            done_at=self.done_at, guideline_version=self.guideline_version
+        )
 
 
 # --- the benchmark: candidate sets and releases ---------------------------------------

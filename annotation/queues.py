@@ -10,11 +10,10 @@ hold the same question, even when they press "next" at the same moment.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Assignment, Question
@@ -116,21 +115,6 @@ def reassign(*, assignment: Assignment, to: Any) -> Assignment:
     )
     assignment.refresh_from_db()
     return assignment
-
-
-def progress_by_annotator(*, since=None) -> list[dict]:
-    """Open and finished assignments per annotator, for inspectors and admins."""
-    since = since or timezone.now() - timedelta(days=7)
-    rows = (
-        Assignment.objects.values("annotator__username", "task")
-        .annotate(
-            open=Count("id", filter=Q(done_at__isnull=True)),
-            done=Count("id", filter=Q(done_at__isnull=False)),
-            done_recently=Count("id", filter=Q(done_at__gte=since)),
-        )
-        .order_by("annotator__username", "task")
-    )
-    return list(rows)
 
 
 def annotators():

@@ -20,6 +20,7 @@ from annotation.forms import (
     filter_controls,
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
+from k12vista import work
 from k12vista.jobs import start_job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
@@ -106,7 +107,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404
     question = assignment.question
     if request.method == "POST":
-        assignment.renew()
+        assignment.renew(active_seconds=request.POST.get("active_seconds"))
     form = QuestionForm.for_question(question, request.POST or None)
     conflict = None
     if request.method == "POST" and form.is_valid():
@@ -189,7 +190,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404
     question = assignment.question
     if request.method == "POST":
-        assignment.renew()
+        assignment.renew(active_seconds=request.POST.get("active_seconds"))
     proposal = question.step_proposals.filter(status=StepProposal.Status.PENDING).first()
     initial_steps = question.solution_steps or (proposal.steps if proposal else [])
     form = StepsForm(request.POST or None, steps=initial_steps, initial={"version": question.version})
@@ -267,11 +268,11 @@ def question_detail(request: HttpRequest, hash_id: str) -> HttpResponse:
 
 @login_required
 def team(request: HttpRequest) -> HttpResponse:
-    """Progress per annotator for inspectors and admins; admins also reassign."""
+    """Progress per person over every kind of work, for inspectors and admins; admins also reassign."""
     require_role(request.user, Role.INSPECTOR, Role.ADMIN)
     held = Assignment.objects.open().select_related("question", "annotator").order_by("locked_until")[:200]
     ctx = {
-        "progress": queues.progress_by_annotator(),
+        "progress": work.progress_by_person(),
         "held": held,
         "can_reassign": has_role(request.user, Role.ADMIN),
         "annotators": queues.annotators(),

@@ -7,7 +7,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authtoken.models import TokenProxy
 
-from k12vista.models import Job, Profile
+from k12vista.models import Guideline, Job, Profile
 
 User = get_user_model()
 
@@ -68,3 +68,18 @@ admin.site.unregister(User)
 admin.site.register(User, StudioUserAdmin)
 if admin.site.is_registered(TokenProxy):
     admin.site.unregister(TokenProxy)
+
+
+@admin.register(Guideline)
+class GuidelineAdmin(admin.ModelAdmin):
+    """Read-only here: an edit is a new version, written on the studio's Guidelines page
+    (k12vista.guidelines.publish), so no label ever points at text that changed under it."""
+
+    list_display = ["kind", "version", "updated_by", "created"]
+    list_filter = ["kind"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

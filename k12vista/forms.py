@@ -4,6 +4,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.forms.fields import InvalidJSONInput, JSONString
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.models import Guideline
 from k12vista.roles import Role
 from k12vista.text import BadLine, parse_record_line
 
@@ -72,3 +73,8 @@ class UserRolesForm(forms.Form):
         choices=Role.choices, widget=forms.CheckboxSelectMultiple, required=False, label=_("Roles")
     )
     is_active = forms.BooleanField(required=False, label=_("Active"))
+
+
+class GuidelineForm(forms.Form):
+    kind = forms.ChoiceField(choices=Guideline.Kind.choices)
+    text = forms.CharField(label=_("Guideline text"), max_length=20000, widget=forms.Textarea(attrs={"rows": 12}))

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -236,3 +237,72 @@ class Job(models.Model):
             status=self.Status.CANCELLED, finished_at=now, claim_token=None
         )
         self.refresh_from_db()
+
+
+# --- guidelines and timed work ------------------------------------------------------------------
+
+
+class GuidelineQuerySet(models.QuerySet["Guideline"]):
+    def of_kind(self, kind: str) -> GuidelineQuerySet:
+        return self.filter(kind=kind).order_by("-version")
+
+
+class Guideline(models.Model):
+    """One version of the written rules for one kind of work. Never edited in place: every
+    edit is a new row with the next version, so a label keeps pointing at the text it was made under."""
+
+    class Kind(models.TextChoices):
+        STEP_LABELS = "step_labels", _("Step labelling guideline")
+        OCR_REVIEW = "ocr_review", _("OCR review rules")
+        STEP_CORRECTION = "step_correction", _("Step correction rules")
+        AUDIT = "audit", _("Audit criteria")
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    version = models.PositiveIntegerField()
+    text = models.TextField()
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+
+    objects = GuidelineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["kind", "-version"]
+        constraints = [models.UniqueConstraint(fields=["kind", "version"], name="guideline_kind_version_unique")]
+
+    def __str__(self) -> str:
+        return self.version_name
+
+    @property
+    def version_name(self) -> str:
+        # Step labels keep the name PEM_GUIDELINE_VERSION has always stored ("guideline.v1"),
+        # so labels made before the guideline lived in the database read the same way.
+        prefix = "guideline" if self.kind == self.Kind.STEP_LABELS else self.kind
+        return f"{prefix}.v{self.version}"
+
+
+# Active time is what a person's tab measured; the bounds keep a hostile or broken client
+# (a negative number, a week left open) out of the medians on the team page.
+MAX_ACTIVE_SECONDS = 4 * 60 * 60
+
+
+class TimedWork(models.Model):
+    """What every label, rating and review records besides its content: the active seconds the
+    person spent on it (only while the tab was visible and they were at work) and the version of
+    the guideline it was made under."""
+
+    active_seconds = models.PositiveIntegerField(null=True, blank=True)
+    guideline_version = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        abstract = True
+
+    def add_active_seconds(self, seconds: int | None) -> None:
+        """Adds the active seconds a save brought, in one UPDATE (two tabs saving at once both
+        count), the total kept under MAX_ACTIVE_SECONDS."""
+        if not seconds:
+            return
+        total = Least(Coalesce(F("active_seconds"), 0) + seconds, MAX_ACTIVE_SECONDS)
+        type(self)._default_manager.filter(pk=self.pk).update(active_seconds=total)
+        self.refresh_from_db(fields=["active_seconds"])

@@ -19,6 +19,7 @@ studio_patterns = [
     path("manage/users/<int:pk>/", views.user_edit, name="user_edit"),
     path("manage/users/<int:pk>/invite/", views.user_invite, name="user_invite"),
     path("manage/settings/", views.studio_settings, name="settings"),
+    path("manage/guidelines/", views.guideline_list, name="guidelines"),
 ]
 
 api_patterns = [

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from k12vista import files, jobs, services
-from k12vista.forms import UserCreateForm, UserRolesForm
-from k12vista.models import Job
+from k12vista import files, guidelines, jobs, services
+from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
+from k12vista.models import Guideline, Job
 from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
@@ -203,6 +203,23 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
         "recent_jobs": Job.objects.all()[:10],
     }
     return render(request, "k12vista/settings.html", ctx)
+
+
+@role_required(Role.ADMIN)
+def guideline_list(request: HttpRequest) -> HttpResponse:
+    """Every kind's guideline as it reads now, with its versions; an edit saves a new version."""
+    form = GuidelineForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        saved = guidelines.publish(kind=form.cleaned_data["kind"], text=form.cleaned_data["text"], by=request.user)
+        messages.success(request, _("Saved %(version)s.") % {"version": saved.version_name})
+        return redirect("k12vista:guidelines")
+    kinds = [
+        {"kind": kind, "current": guidelines.current(kind),
+         "history": Guideline.objects.of_kind(kind).select_related("updated_by")[:20]}
+        for kind in Guideline.Kind
+    ]  # fmt: skip
+    return render(request, "k12vista/guidelines.html", {"kinds": kinds, "form": form},
+                  status=400 if form.errors else 200)  # fmt: skip
 
 
 @login_required

@@ -59,7 +59,8 @@ class TaskOutput(serializers.ModelSerializer):
 
     class Meta:
         model = LabellingTask
-        fields = ["id", "item", "key", "version", "draft", "created", "submitted", "rework_note"]
+        fields = ["id", "item", "key", "version", "draft", "created", "submitted", "rework_note", "active_seconds",
+                  "guideline_version"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -79,11 +80,16 @@ class DraftInput(serializers.Serializer):
         max_length=64, required=False, default="", allow_blank=True,
         help_text="an id of the saving tab, kept across its reloads: its own stale version is no conflict",
     )  # fmt: skip
+    active_seconds = serializers.FloatField(
+        required=False, allow_null=True, default=None,
+        help_text="active seconds spent on the item since the last accepted save (clamped to 0..4 h)",
+    )  # fmt: skip
 
 
 class SubmitInput(serializers.Serializer):
     version = serializers.IntegerField(min_value=0, required=False)
     draft = serializers.DictField(child=DraftEntry(), required=False)
+    active_seconds = serializers.FloatField(required=False, allow_null=True, default=None)
 
 
 class LabelOutput(serializers.ModelSerializer):
@@ -92,7 +98,7 @@ class LabelOutput(serializers.ModelSerializer):
     class Meta:
         model = StepLabel
         fields = ["position", "source", "rater", "label", "explanation", "taxonomy_version", "guideline_version",
-                  "created"]  # fmt: skip
+                  "active_seconds", "created"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -172,6 +178,7 @@ def task_draft(request: Request, pk: int) -> Response:
             draft=given.validated_data["draft"],
             expected_version=given.validated_data["version"],
             writer=given.validated_data["writer"],
+            active_seconds=given.validated_data["active_seconds"],
         )
     except labelling.LabellingError as exc:
         return refusal(exc)
@@ -192,7 +199,7 @@ def task_submit(request: Request, pk: int) -> Response:
             if "version" not in data:
                 return Response({"detail": "a draft needs the version it was based on"}, status=400)
             task = labelling.save_draft(task=task, draft=data["draft"], expected_version=data["version"])
-        task = labelling.submit(task)
+        task = labelling.submit(task, active_seconds=data["active_seconds"])
     except labelling.LabellingError as exc:
         return refusal(exc)
     return Response(TaskOutput(task).data)

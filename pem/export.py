@@ -30,12 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
 from annotation.export import jpeg_base64, sha256_of
 from annotation.models import Figure
+from k12vista import guidelines
 from k12vista.vocabulary import (
     QUESTION_TYPE_ZH,
     STAGE_LAST_GRADE,
@@ -151,6 +151,7 @@ def label_record(label: StepLabel) -> dict:
         "explanation": label.explanation,
         "taxonomy_version": label.taxonomy_version,
         "guideline_version": label.guideline_version,
+        "active_seconds": label.active_seconds,
         "scoring_run": label.scoring_run_id,
         "created": _iso(label.created),
     }
@@ -192,6 +193,8 @@ def studio_record(cot: ChainOfThought) -> dict:
             "decided_by": adjudication.decided_by.get_username() if adjudication.decided_by else None,
             "decided": _iso(adjudication.decided),
             "note": adjudication.note,
+            "guideline_version": adjudication.guideline_version,
+            "active_seconds": adjudication.active_seconds,
         }
         if adjudication is not None
         else None,
@@ -242,7 +245,7 @@ def manifest(chains: QuerySet[ChainOfThought], counts: dict, files: dict[str, st
             }
             for label in STEP_LABELS
         ],  # fmt: skip
-        "guideline_version": settings.PEM_GUIDELINE_VERSION,
+        "guideline_version": guidelines.current_version_name(guidelines.Kind.STEP_LABELS),
         "taxonomy_versions_used": sorted(set(labels.values_list("taxonomy_version", flat=True))),
         "guideline_versions_used": sorted(
             set(labels.exclude(guideline_version="").values_list("guideline_version", flat=True))

@@ -32,6 +32,8 @@ from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from k12vista import guidelines
+
 # People who see every label of every item (the annotators see only what visible_labels allows).
 from k12vista.roles import READERS_OF_ALL_LABELS as READERS_OF_ALL_LABELS
 from k12vista.roles import has_role
@@ -90,17 +92,29 @@ def open_labelling(cot: ChainOfThought) -> bool:
     return bool(opened)
 
 
-def waiting_for(annotator: Any) -> QuerySet[ChainOfThought]:
+# What a person may narrow the labelling and adjudication queues to (ChainOfThought fields).
+ITEM_FILTERS = ("subject", "stage", "qtype")
+
+
+def item_filter(choices: dict | None) -> Q:
+    """The items a person's queue choices allow; unknown keys, empty and non-text values are ignored."""
+    choices = choices or {}
+    return Q(**{name: choices[name] for name in ITEM_FILTERS if isinstance(choices.get(name), str) and choices[name]})
+
+
+def waiting_for(annotator: Any, choices: dict | None = None) -> QuerySet[ChainOfThought]:
     """Items in the pool this annotator could take: not theirs yet, fewer than K people on them.
 
     Items someone already started come first, so items get finished (and
     reach the gold labels) instead of every item being half done. Ordering
     reads the whole pool anyway, and a join grouped by item does that fastest.
     """
-    return _waiting(annotator, Count("labelling_tasks")).order_by(F("n_tasks").desc(), "id")
+    return _waiting(annotator, Count("labelling_tasks"), within=item_filter(choices)).order_by(
+        F("n_tasks").desc(), "id"
+    )
 
 
-def count_waiting(annotator: Any, cap: int) -> int:
+def count_waiting(annotator: Any, cap: int, choices: dict | None = None) -> int:
     """How many items ``waiting_for`` the annotator holds, counted up to ``cap + 1`` (more than cap).
 
     People on an item are counted per item here, on the task table's cot index: the count then
@@ -112,14 +126,14 @@ def count_waiting(annotator: Any, cap: int) -> int:
         .annotate(n=Func(template="COUNT(*)", output_field=IntegerField()))
         .values("n")
     )
-    return _waiting(annotator, on_item).order_by()[: cap + 1].count()
+    return _waiting(annotator, on_item, within=item_filter(choices)).order_by()[: cap + 1].count()
 
 
-def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True) -> QuerySet[ChainOfThought]:
+def _waiting(annotator: Any, n_tasks: Any, *, blind: bool = True, within: Q | None = None) -> QuerySet[ChainOfThought]:
     """The rule of ``waiting_for`` in one place, with people on each item counted by ``n_tasks``
     (``blind=False``: without the blind rule, to tell people what it keeps from them)."""
     theirs = LabellingTask.objects.filter(annotator=annotator).values("cot_id")
-    items = ChainOfThought.objects.filter(status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
+    items = ChainOfThought.objects.filter(within or Q(), status=ChainOfThought.Status.LABELLING).exclude(pk__in=theirs)
     if blind and reads_all_labels(annotator):
         # Someone who also reads every label (a researcher, say) may have read this item's
         # labels already; they are handed only items that have none yet (the blind rule).
@@ -143,8 +157,9 @@ def count_kept_from(annotator: Any, cap: int) -> int:
     return _waiting(annotator, on_item, blind=False).filter(labelled).order_by()[: cap + 1].count()
 
 
-def next_task(annotator: Any) -> LabellingTask | None:
-    """The annotator's open task (work sent back for rework first), else a newly claimed item."""
+def next_task(annotator: Any, choices: dict | None = None) -> LabellingTask | None:
+    """The annotator's open task (work sent back for rework first, whatever the choices: taken work is
+    finished first), else a newly claimed item within their queue choices."""
     held = (
         LabellingTask.objects.for_annotator(annotator)
         .open()
@@ -157,7 +172,7 @@ def next_task(annotator: Any) -> LabellingTask | None:
     # Each lost race means someone else filled that item, so the loop ends;
     # the bound only guards against a pool that keeps changing under us.
     for _attempt in range(50):
-        candidate = waiting_for(annotator).values_list("pk", flat=True).first()
+        candidate = waiting_for(annotator, choices).values_list("pk", flat=True).first()
         if candidate is None:
             return None
         task = _claim(cot_pk=candidate, annotator=annotator)
@@ -229,7 +244,9 @@ def clean_draft(cot: ChainOfThought, draft: Any) -> dict[str, dict[str, str]]:
     return cleaned
 
 
-def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer: str = "") -> LabellingTask:
+def save_draft(
+    *, task: LabellingTask, draft: Any, expected_version: int, writer: str = "", active_seconds: Any = None
+) -> LabellingTask:
     """Saves the labels so far if nobody saved since ``expected_version``; returns the task at its new version.
 
     The version check and the write are one conditional UPDATE, so of two
@@ -237,6 +254,7 @@ def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer
     ``writer`` names the browser tab: when the last save came from the same
     tab the draft on screen is that tab's latest, so a stale version is no
     conflict (a save sent just before a reload lands after the page is drawn).
+    ``active_seconds`` is the page's active time since its last accepted save; it counts once the save wins.
     """
     cleaned = clean_draft(task.cot, draft)
     writer = writer[:64]
@@ -249,6 +267,7 @@ def save_draft(*, task: LabellingTask, draft: Any, expected_version: int, writer
         if task.submitted is not None:
             raise LabellingError(_("These labels were already submitted."))
         raise DraftConflict(task)
+    task.add_active_seconds(guidelines.active_seconds(active_seconds))
     return task
 
 
@@ -265,7 +284,7 @@ def problems_in(cot: ChainOfThought, draft: dict) -> dict[int, str]:
     return problems
 
 
-def submit(task: LabellingTask) -> LabellingTask:
+def submit(task: LabellingTask, *, active_seconds: Any = None) -> LabellingTask:
     """Turns the saved draft into the annotator's StepLabel rows; decides the item after the K-th submission.
 
     The item's row is locked first, so when the last two annotators submit at
@@ -280,6 +299,8 @@ def submit(task: LabellingTask) -> LabellingTask:
         if problems:
             raise IncompleteLabels(problems)
         annotator = task.annotator
+        task.add_active_seconds(guidelines.active_seconds(active_seconds))
+        task.guideline_version = guidelines.current_version_name(guidelines.Kind.STEP_LABELS)
         for step in cot.steps.all():
             entry = task.draft[str(step.position)]
             StepLabel.objects.update_or_create(
@@ -290,14 +311,15 @@ def submit(task: LabellingTask) -> LabellingTask:
                     "user": annotator,
                     "label": entry["label"],
                     "explanation": entry.get("reason", ""),
-                    "guideline_version": settings.PEM_GUIDELINE_VERSION,
+                    "guideline_version": task.guideline_version,
+                    "active_seconds": task.active_seconds,
                     "created": timezone.now(),
                 },
             )
         task.submitted = timezone.now()
         task.rework_note = ""
         task.version += 1
-        task.save(update_fields=["submitted", "rework_note", "version"])
+        task.save(update_fields=["submitted", "rework_note", "version", "guideline_version"])
         _decide_if_complete(cot)
     refresh_agreement()
     return task
@@ -354,18 +376,25 @@ def _gold_label(step: Step, label: str, reason: str, *, rater: str, user: Any) -
         user=user,
         label=label,
         explanation=reason,
-        guideline_version=settings.PEM_GUIDELINE_VERSION,
+        guideline_version=guidelines.current_version_name(guidelines.Kind.STEP_LABELS),
     )
 
 
 # --- adjudication and rework ------------------------------------------------------------
 
 
-def adjudication_queue() -> QuerySet[ChainOfThought]:
-    return ChainOfThought.objects.filter(status=ChainOfThought.Status.ADJUDICATION).order_by("id")
+def adjudication_queue(choices: dict | None = None) -> QuerySet[ChainOfThought]:
+    return ChainOfThought.objects.filter(item_filter(choices), status=ChainOfThought.Status.ADJUDICATION).order_by("id")
 
 
-def adjudicate(*, cot: ChainOfThought, gold_by_position: dict, by: Any, note: str = "") -> Adjudication:
+def next_to_adjudicate(inspector: Any, choices: dict | None = None) -> ChainOfThought | None:
+    """The first item within the choices this inspector may decide (not one they labelled)."""
+    return adjudication_queue(choices).exclude(labelling_tasks__annotator=inspector).first()
+
+
+def adjudicate(
+    *, cot: ChainOfThought, gold_by_position: dict, by: Any, note: str = "", active_seconds: Any = None
+) -> Adjudication:
     """Sets the gold label of every step of an item the annotators disagreed on.
 
     ``gold_by_position`` maps each step position to {"label": code, "reason": text};
@@ -392,7 +421,9 @@ def adjudicate(*, cot: ChainOfThought, gold_by_position: dict, by: Any, note: st
         adjudication.decided = timezone.now()
         adjudication.decided_by = by
         adjudication.note = note.strip()
+        adjudication.guideline_version = guidelines.current_version_name(guidelines.Kind.STEP_LABELS)
         adjudication.save()
+        adjudication.add_active_seconds(guidelines.active_seconds(active_seconds))
         cot.status = ChainOfThought.Status.GOLD
         cot.save(update_fields=["status"])
     refresh_agreement()

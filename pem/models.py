@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.models import TimedWork
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
 
 
@@ -179,6 +180,8 @@ class StepLabel(models.Model):
     explanation = models.TextField(blank=True)
     taxonomy_version = models.CharField(max_length=40, default=TAXONOMY_VERSION)
     guideline_version = models.CharField(max_length=40, blank=True)
+    # A person's label: the active seconds they spent on the whole item (PRM800K's total_time, per item).
+    active_seconds = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     objects = StepLabelQuerySet.as_manager()
@@ -252,7 +255,7 @@ class LabellingTaskQuerySet(models.QuerySet["LabellingTask"]):
         return self.filter(submitted__isnull=False)
 
 
-class LabellingTask(models.Model):
+class LabellingTask(TimedWork):
     """One annotator's labelling of one chain of thought. The draft holds
     autosaved labels; they become StepLabel rows only on submit, which is what
     keeps everyone blind until then."""
@@ -287,7 +290,7 @@ class LabellingTask(models.Model):
         return f"labelling of {self.cot} by {self.annotator}"
 
 
-class Adjudication(models.Model):
+class Adjudication(TimedWork):
     """An inspector's decision on an item the annotators disagreed about."""
 
     cot = models.OneToOneField(ChainOfThought, on_delete=models.CASCADE, related_name="adjudication")

@@ -24,6 +24,7 @@ from inference.models import InferenceRun, Response
 from k12vista.roles import Role, require_role, role_required
 from k12vista.vocabulary import STEP_LABELS
 from pem import labelling, services
+from pem.forms import ItemChoiceForm
 from pem.models import ChainOfThought, LabellingTask, StepLabel
 
 EXPERTS = (Role.INSPECTOR, Role.RESEARCHER)
@@ -84,8 +85,10 @@ def label_queue(request: HttpRequest) -> HttpResponse:
     submissions and how many items wait (counted up to a cap)."""
     tasks = LabellingTask.objects.for_annotator(request.user)
     open_tasks, next_after = open_tasks_page(tasks, request.GET.get("after", ""))
-    waiting = labelling.count_waiting(request.user, WAITING_CAP)
+    form = choice_form(request, request.session.get(LABEL_CHOICES))
+    waiting = labelling.count_waiting(request.user, WAITING_CAP, form.choices())
     ctx = {
+        "choice_form": form,
         "open_tasks": open_tasks,
         "next_query": urlencode({"after": next_after}) if next_after else None,
         "paged": bool(request.GET.get("after")),
@@ -97,15 +100,30 @@ def label_queue(request: HttpRequest) -> HttpResponse:
     return render(request, "pem/label_queue.html", ctx)
 
 
+LABEL_CHOICES = "pem_label_choices"  # the session key: what the annotator narrowed the labelling queue to
+
+
+def choice_form(request: HttpRequest, kept: dict | None) -> ItemChoiceForm:
+    """The queue choices in the query (chosen just now), else those kept from before."""
+    chosen = any(name in request.GET for name in labelling.ITEM_FILTERS)
+    return ItemChoiceForm(request.GET if chosen else kept or None)
+
+
 @role_required(Role.ANNOTATOR)
 @require_POST
 def label_next(request: HttpRequest) -> HttpResponse:
+    request.session[LABEL_CHOICES] = ItemChoiceForm(request.POST).choices()
     return open_next_task(request)
 
 
 def open_next_task(request: HttpRequest) -> HttpResponse:
-    """The annotator's next item (claimed: called from POSTs only), or the queue when none is waiting."""
-    task = labelling.next_task(request.user)
+    """The annotator's next item within their queue choices (claimed: called from POSTs only), or the
+    queue when none is waiting."""
+    choices = request.session.get(LABEL_CHOICES)
+    task = labelling.next_task(request.user, choices)
+    if task is not None and not ChainOfThought.objects.filter(labelling.item_filter(choices), pk=task.cot_id).exists():
+        messages.info(request, _("You still hold %(key)s, which is outside your choices: it opens first, "
+                                 "and the items after it follow your choices.") % {"key": task.cot.key})  # fmt: skip
     if task is None:
         if labelling.count_kept_from(request.user, 0):
             messages.info(request, _("No chain of thought you may label is waiting; see below why."))
@@ -134,6 +152,7 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
                 draft=draft,
                 expected_version=int(request.POST.get("version", -1)),
                 writer=request.POST.get("writer", ""),
+                active_seconds=request.POST.get("active_seconds"),
             )
             if request.POST.get("action") == "submit":
                 labelling.submit(task)
@@ -171,8 +190,23 @@ def labels_by_step(labels) -> dict[int, list[StepLabel]]:
 
 @role_required(Role.INSPECTOR)
 def adjudication_queue(request: HttpRequest) -> HttpResponse:
-    items = labelling.adjudication_queue().select_related("adjudication").annotate(n_steps=Count("steps"))
-    return render(request, "pem/adjudication_queue.html", {"items": items, "progress": services.status_counts()})
+    form = choice_form(request, None)
+    choices = form.choices()
+    items = labelling.adjudication_queue(choices).select_related("adjudication").annotate(n_steps=Count("steps"))
+    ctx = {"items": items, "progress": services.status_counts(), "choice_form": form, "query": urlencode(choices)}
+    return render(request, "pem/adjudication_queue.html", ctx)
+
+
+def open_next_adjudication(request: HttpRequest) -> HttpResponse:
+    """Submit and next: the next item within the choices the queue was narrowed to (kept in the
+    page's query), or the queue when none is left."""
+    choices = ItemChoiceForm(request.GET).choices()
+    query = f"?{urlencode(choices)}" if choices else ""
+    following = labelling.next_to_adjudicate(request.user, choices)
+    if following is None:
+        messages.info(request, _("No other item is waiting for a decision."))
+        return redirect(reverse("pem:adjudication_queue") + query)
+    return redirect(reverse("pem:adjudicate", args=[following.pk]) + query)
 
 
 def adjudication_table(cot: ChainOfThought, labels) -> tuple[list[str], list[str], list[dict]]:
@@ -212,7 +246,8 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
         gold = {p: {"label": request.POST.get(f"gold-{p}", ""), "reason": request.POST.get(f"reason-{p}", "")}
                 for p in cot.steps.values_list("position", flat=True)}  # fmt: skip
         try:
-            labelling.adjudicate(cot=cot, gold_by_position=gold, by=request.user, note=request.POST.get("note", ""))
+            labelling.adjudicate(cot=cot, gold_by_position=gold, by=request.user, note=request.POST.get("note", ""),
+                                 active_seconds=request.POST.get("active_seconds"))  # fmt: skip
         except labelling.IncompleteLabels as exc:
             problems, status = exc.problems, 400
             messages.error(request, str(exc))
@@ -221,11 +256,7 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             messages.success(request, _("Gold labels set for %(key)s.") % {"key": cot.key})
-            # Submit and next: the next item this inspector may decide (not one they labelled themselves).
-            following = labelling.adjudication_queue().exclude(labelling_tasks__annotator=request.user).first()
-            if following is not None:
-                return redirect("pem:adjudicate", pk=following.pk)
-            return redirect("pem:adjudication_queue")
+            return open_next_adjudication(request)
     annotators, judges, rows = adjudication_table(cot, labelling.visible_labels(cot, request.user))
     for row in rows:
         row["problem"] = problems.get(row["step"].position)

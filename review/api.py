@@ -62,6 +62,8 @@ class RatingInput(serializers.Serializer):
     verdicts = serializers.DictField(child=serializers.BooleanField())
     notes = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4000), required=False,
                                   default=dict)  # fmt: skip
+    active_seconds = serializers.FloatField(required=False, allow_null=True, default=None,
+                                            help_text="active seconds spent rating (clamped to 0..4 h)")  # fmt: skip
 
 
 class RatingOutput(serializers.Serializer):
@@ -71,6 +73,8 @@ class RatingOutput(serializers.Serializer):
     notes = serializers.DictField()
     submitted = serializers.DateTimeField()
     updated = serializers.DateTimeField()
+    active_seconds = serializers.IntegerField(allow_null=True)
+    guideline_version = serializers.CharField()
 
 
 class AuditList(generics.ListAPIView):

@@ -1,5 +1,12 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ReviewConfig(AppConfig):
     name = "review"
+
+    def ready(self) -> None:
+        from k12vista.work import WorkKind, model_rows, register
+        from review.models import Rating
+
+        register(WorkKind("audit_rating", _("Audit ratings"), model_rows(Rating), "inspector", "submitted"))

@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.models import TimedWork
+
 
 class Kind(models.TextChoices):
     QUESTION = "question", _("Question")
@@ -159,7 +161,7 @@ class RatingQuerySet(models.QuerySet["Rating"]):
         return self.filter(submitted__isnull=False)
 
 
-class Rating(models.Model):
+class Rating(TimedWork):
     """One inspector's verdict on one item. The row exists from the moment the
     item is put in the inspector's queue (submitted is null until rated), so
     "is this item in my audit" is "do I have a row", and a second submit edits

@@ -11,6 +11,7 @@ separately, so fixing an item never makes the delivered work look better.
 from __future__ import annotations
 
 import io
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -33,7 +34,9 @@ PENDING = "pending"
 def rated_items(audit: Audit, round: int = 1) -> list[dict]:
     """Each item of a round with its submitted ratings and verdict."""
     names = dimension_names(audit.kind)
-    ratings = Rating.objects.only("item_id", "verdicts", "submitted")
+    ratings = Rating.objects.select_related("inspector").only(
+        "item_id", "verdicts", "submitted", "active_seconds", "guideline_version", "inspector__username"
+    )
     items = (
         AuditItem.objects.filter(audit=audit, round=round)
         .select_related("question", "cot")
@@ -50,6 +53,25 @@ def rated_items(audit: Audit, round: int = 1) -> list[dict]:
             "verdict": item_verdict(done, names),
         })  # fmt: skip
     return out
+
+
+def active_time(rows: list[dict]) -> dict:
+    """The active seconds the submitted ratings took: the median per rating, overall and per inspector,
+    and the audit-criteria versions they were made under."""
+    by_inspector: dict[str, list[int]] = defaultdict(list)
+    versions: set[str] = set()
+    for row in rows:
+        for rating in row["ratings"]:
+            versions.add(rating.guideline_version)
+            if rating.active_seconds is not None:
+                by_inspector[rating.inspector.username].append(rating.active_seconds)
+    every = [s for seconds in by_inspector.values() for s in seconds]
+    return {
+        "median_seconds": statistics.median(every) if every else None,
+        "by_inspector": {name: {"ratings_timed": len(s), "median_seconds": statistics.median(s)}
+                         for name, s in sorted(by_inspector.items())},
+        "guideline_versions": sorted(v for v in versions if v),
+    }  # fmt: skip
 
 
 def rates(rows: list[dict], names: list[str]) -> dict[str, dict]:
@@ -181,6 +203,7 @@ def build_report(audit: Audit) -> dict:
         "strata": strata,
         "overall": {"rates": rates(rows, names), "decision": overall_decision},
         "agreement": agreement_of(rows, names),
+        "active_time": active_time(rows),
         "annotators": defects_by_annotator(audit, rows, names),
         "rework": rework_summary(audit),
         "population_change": population_change(audit),

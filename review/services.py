@@ -32,6 +32,7 @@ from django.utils.translation import gettext
 
 from annotation import services as bank
 from annotation.models import Assignment, Question, QuestionEdit
+from k12vista import guidelines
 from k12vista.jobs import start_job
 from k12vista.models import Job
 from k12vista.vocabulary import QuestionType, Subject
@@ -401,7 +402,9 @@ def dimension_names(kind: str) -> list[str]:
 
 
 @transaction.atomic
-def submit_rating(*, rating: Rating, verdicts: dict[str, bool], notes: dict[str, str], by: Any) -> Rating:
+def submit_rating(
+    *, rating: Rating, verdicts: dict[str, bool], notes: dict[str, str], by: Any, active_seconds: Any = None
+) -> Rating:
     """Saves an inspector's rating of an item. Rating again edits the same row.
 
     The row is locked while it is written, so two saves of the same rating
@@ -426,7 +429,9 @@ def submit_rating(*, rating: Rating, verdicts: dict[str, bool], notes: dict[str,
     current.notes = {name: text for name, text in notes.items() if text}
     current.submitted = current.submitted or now
     current.updated = now
-    current.save(update_fields=["verdicts", "notes", "submitted", "updated"])
+    current.guideline_version = guidelines.current_version_name(guidelines.Kind.AUDIT)
+    current.save(update_fields=["verdicts", "notes", "submitted", "updated", "guideline_version"])
+    current.add_active_seconds(guidelines.active_seconds(active_seconds))
     return current
 
 

@@ -8,11 +8,13 @@ rating is only ever reached through the inspector's own row (404 otherwise).
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.db.models import Count, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -49,10 +51,13 @@ def get_rating_for_user(user, item_pk: int) -> Rating:
     )
 
 
-def next_pending(user, audit: Audit | None = None) -> Rating | None:
+def next_pending(user, audit: Audit | None = None, lot: str = "") -> Rating | None:
+    """The inspector's next unrated item, in the audit and the lot (stratum) they narrowed their queue to."""
     pending = Rating.objects.for_inspector(user).pending().filter(item__audit__closed__isnull=True)
     if audit is not None:
         pending = pending.filter(item__audit=audit)
+    if lot:
+        pending = pending.filter(item__stratum=lot)
     return pending.order_by("item__audit_id", "item__round", "item__position", "item_id").first()
 
 
@@ -116,10 +121,22 @@ def audit_creating(request: HttpRequest, job_pk: int) -> HttpResponse:
     return render(request, "review/audit_creating.html", {"job": job, "audit": audit})
 
 
+def chosen_lot(request: HttpRequest, audit: Audit) -> str:
+    """The lot the inspector narrowed their queue to (in the query); anything but one of the audit's lots is none."""
+    lot = request.GET.get("lot", "")
+    return lot if lot in audit.strata_counts else ""
+
+
+def lot_query(lot: str) -> str:
+    return f"?{urlencode({'lot': lot})}" if lot else ""
+
+
 @role_required(*READERS)
 @require_GET
 def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
     audit = get_audit_for_user(request.user, pk)
+    lot = chosen_lot(request, audit)
+    mine_pending = Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit)
     rows = reports.rated_items(audit)
     later = AuditItem.objects.filter(audit=audit, round__gt=1).select_related("question", "cot")
     ctx = {
@@ -128,12 +145,14 @@ def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "later_rounds": later,
         "strata": sorted(audit.strata_counts.items()),
         "change": services.population_change(audit),
-        "next": next_pending(request.user, audit),
+        "next": next_pending(request.user, audit, lot),
+        "lot": lot,
+        "lot_query": lot_query(lot),
         "inspectors": audit.inspectors.order_by("username"),
         "lot_decisions": audit.lot_decisions.select_related("reaudit"),
         "decided": set(audit.lot_decisions.values_list("stratum", flat=True)),
         "pending_ratings": Rating.objects.filter(item__audit=audit).pending().count(),
-        "mine_pending": Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit).count(),
+        "mine_pending": (mine_pending.filter(item__stratum=lot) if lot else mine_pending).count(),
     }
     return render(request, "review/audit_detail.html", ctx)
 
@@ -223,15 +242,17 @@ def rate(request: HttpRequest, item_pk: int) -> HttpResponse:
     form = RatingForm.for_rating(rating, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            services.submit_rating(rating=rating, verdicts=form.verdicts(), notes=form.notes(), by=request.user)
+            services.submit_rating(rating=rating, verdicts=form.verdicts(), notes=form.notes(), by=request.user,
+                                   active_seconds=request.POST.get("active_seconds"))  # fmt: skip
         except services.AuditError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, _("Saved your rating of %(item)s.") % {"item": item.label})
-            following = next_pending(request.user, item.audit)
+            lot = chosen_lot(request, item.audit)  # save and next stays in the lot the queue was narrowed to
+            following = next_pending(request.user, item.audit, lot)
             if following is None:
-                return redirect("review:audit", pk=item.audit_id)
-            return redirect("review:rate", item_pk=following.item_id)
+                return redirect(reverse("review:audit", args=[item.audit_id]) + lot_query(lot))
+            return redirect(reverse("review:rate", args=[following.item_id]) + lot_query(lot))
     ctx = {"rating": rating, "item": item, "form": form, "audit": item.audit, **item_context(item, request.user)}
     return render(request, "review/rate.html", ctx, status=400 if form.errors else 200)
 

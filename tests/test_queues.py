@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from annotation import queues, services
 from annotation.models import Assignment, Question
+from k12vista import work
 from tests.annotation_factories import make_question
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +69,6 @@ def test_it_reports_progress_per_annotator(annotator, other_annotator):
     make_question(), make_question()
     queues.next_assignment(annotator=annotator, task=OCR).complete()
     queues.next_assignment(annotator=other_annotator, task=OCR)
-    rows = {row["annotator__username"]: row for row in queues.progress_by_annotator()}
-    assert (rows["alice"]["done"], rows["alice"]["open"]) == (1, 0)
-    assert (rows["amy"]["done"], rows["amy"]["open"]) == (0, 1)
+    rows = {row["person"]: row for row in work.progress_by_person() if row["kind"] == OCR}
+    assert (rows["alice"]["done"], rows["alice"]["held"], rows["alice"]["done_today"]) == (1, 0, 1)
+    assert (rows["amy"]["done"], rows["amy"]["held"], rows["amy"]["done_today"]) == (0, 1, 0)

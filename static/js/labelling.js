@@ -251,12 +251,21 @@
     function refreshToken() { return window.k12vistaRefreshCsrf(form.dataset.csrfUrl); }
 
     function put(keepalive) {
+      // The active seconds since the last save go with this one; refused or unsent, they are kept for the next.
+      var clock = window.k12vistaActiveTime;
+      var seconds = clock ? clock.take() : null;
       return fetch(form.dataset.draftUrl, {
         method: "PUT",
         credentials: "same-origin",
         keepalive: !!keepalive,
         headers: { "Content-Type": "application/json", "X-CSRFToken": token ? token.content : "" },
-        body: JSON.stringify({ version: Number(version.value), draft: draft(), writer: writer }),
+        body: JSON.stringify({ version: Number(version.value), draft: draft(), writer: writer, active_seconds: seconds }),
+      }).then(function (response) {
+        if (!response.ok && clock) clock.giveBack(seconds);
+        return response;
+      }, function (error) {
+        if (clock) clock.giveBack(seconds);
+        throw error;
       });
     }
 
