@@ -556,7 +556,8 @@ REFERENCE_REQUIRED = ("hash_id", "question", "type", "subject")
 def from_reference(record: dict, source: ImportSource) -> QuestionData:
     missing = [name for name in REFERENCE_REQUIRED if record.get(name) in (None, "")]
     if missing:
-        raise RecordError("", gettext("missing %(fields)s") % {"fields": ", ".join(missing)})
+        # Quoted as the file spells them, like RecordError's field names.
+        raise RecordError("", gettext("missing %(fields)s") % {"fields": "、".join(f"“{name}”" for name in missing)})
     subject, grade, grade_known = grade_in_stage(record.get("grade"), record.get("subject"))
     qtype = question_type(record.get("type"))
     answer = record.get("format_answer") or {}

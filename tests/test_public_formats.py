@@ -117,5 +117,5 @@ def test_the_report_states_the_release_format_as_mapped(researcher, tmp_path):
             "format_answer": {"ground_truth": ["1"], "format_solution": "步骤1：$x=1$。"}}  # fmt: skip
     path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     summary = import_questions_file(path=path, user=researcher).as_dict()
-    assert summary["formats"] == {"K12Vista release": 1}
+    assert summary["formats"] == {"K12Vista release": 1} and summary["mapped"] == {}
     assert summary["guessed"] == {"grade": 1}

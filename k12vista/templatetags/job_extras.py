@@ -35,6 +35,7 @@ KEY_NAMES |= {
     "conflict_lines": _("Lines in conflict"), "failed_lines_truncated": _("Failed lines not all listed"),
     "conflict_lines_truncated": _("Lines in conflict not all listed"),
     "formats": _("Formats read"), "mapped": _("Fields mapped"), "guessed": _("Fields guessed"),
+    "type": _("Question type"), "grade": _("Grade"), "subject_grade_tag": _("Subject-grade tag"),
 }  # fmt: skip
 LIST_SHOWN = 12
 TEXT_SHOWN = 300
