@@ -7,37 +7,105 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0011_reference_figure_positions_grade_known'),
+        ("annotation", "0011_reference_figure_positions_grade_known"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Correction',
+            name="Correction",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('open', 'Open'), ('fixed', 'Fixed, waiting for a check'), ('accepted', 'Accepted'), ('returned', 'Sent back to the annotator')], default='open', max_length=10, verbose_name='state')),
-                ('problem', models.TextField(verbose_name='what is wrong')),
-                ('proposal', models.TextField(blank=True, verbose_name='proposed fix')),
-                ('opened', models.DateTimeField(default=django.utils.timezone.now)),
-                ('changes', models.JSONField(blank=True, default=dict)),
-                ('base_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('fixed', models.DateTimeField(blank=True, null=True)),
-                ('checked', models.DateTimeField(blank=True, null=True)),
-                ('check_note', models.TextField(blank=True, verbose_name="inspector's note")),
-                ('checked_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('fixed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('found_in', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='annotation.release')),
-                ('opened_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('question', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='corrections', to='annotation.question')),
-                ('released_in', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='corrections', to='annotation.release')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("fixed", "Fixed, waiting for a check"),
+                            ("accepted", "Accepted"),
+                            ("returned", "Sent back to the annotator"),
+                        ],
+                        default="open",
+                        max_length=10,
+                        verbose_name="state",
+                    ),
+                ),
+                ("problem", models.TextField(verbose_name="what is wrong")),
+                ("proposal", models.TextField(blank=True, verbose_name="proposed fix")),
+                ("opened", models.DateTimeField(default=django.utils.timezone.now)),
+                ("changes", models.JSONField(blank=True, default=dict)),
+                ("base_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("fixed", models.DateTimeField(blank=True, null=True)),
+                ("checked", models.DateTimeField(blank=True, null=True)),
+                ("check_note", models.TextField(blank=True, verbose_name="inspector's note")),
+                (
+                    "checked_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "fixed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "found_in",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="annotation.release",
+                    ),
+                ),
+                (
+                    "opened_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "question",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="corrections",
+                        to="annotation.question",
+                    ),
+                ),
+                (
+                    "released_in",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="corrections",
+                        to="annotation.release",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-opened', '-id'],
-                'indexes': [models.Index(fields=['state', 'id'], name='correction_state_id')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('state__in', ['open', 'fixed', 'returned'])), fields=('question',), name='correction_one_open')],
+                "ordering": ["-opened", "-id"],
+                "indexes": [models.Index(fields=["state", "id"], name="correction_state_id")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("state__in", ["open", "fixed", "returned"])),
+                        fields=("question",),
+                        name="correction_one_open",
+                    )
+                ],
             },
         ),
     ]
