@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import api, benchmark_api
+from annotation import api, benchmark_api, correction_api
 
 app_name = "annotation_api"
 urlpatterns = [
@@ -16,4 +16,13 @@ urlpatterns = [
     path("benchmark/releases/v<int:version>/items/", benchmark_api.ReleaseItems.as_view(), name="release_items"),
     path("benchmark/releases/v<int:version>/publish/", benchmark_api.release_publish, name="release_publish"),
     path("benchmark/clustering/", benchmark_api.cluster, name="cluster"),
+    path(
+        "benchmark/releases/v<int:version>/corrections/",
+        correction_api.ReleaseCorrections.as_view(),
+        name="release_corrections",
+    ),  # fmt: skip
+    path("corrections/", correction_api.CorrectionList.as_view(), name="corrections"),
+    path("corrections/<int:pk>/", correction_api.CorrectionDetail.as_view(), name="correction"),
+    path("corrections/<int:pk>/fix/", correction_api.CorrectionFix.as_view(), name="correction_fix"),
+    path("corrections/<int:pk>/check/", correction_api.CorrectionCheck.as_view(), name="correction_check"),
 ]

@@ -71,6 +71,8 @@ class Prepared:
     figures: list[dict] = field(default_factory=list)  # stored files and their measures
     findings: list[tuple[str, str, dict]] = field(default_factory=list)
     line: bytes | None = None  # kept for "known" ones, in case the question is gone at write time
+    fmt: str = ""  # the format the record was read in, for the report
+    guessed: list[str] = field(default_factory=list)  # the fields guessed for it, for the report
 
 
 # --- stage 1: preparing ------------------------------------------------------------
@@ -78,7 +80,7 @@ class Prepared:
 
 def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source: Any = None) -> list[Prepared]:
     """Prepares a chunk of lines; never raises for a bad line."""
-    from annotation.jsonl_import import MAX_LINE_BYTES, RecordError, record_to_data
+    from annotation.jsonl_import import MAX_LINE_BYTES, RecordError, read_record
 
     source = source if source is not None else _worker["source"]
     out: list[Prepared] = []
@@ -104,10 +106,11 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
         found_id = record.get("hash_id") if isinstance(record, dict) else None
         found_id = found_id if isinstance(found_id, str) else ""
         try:
-            data = record_to_data(record, source)
+            data, fmt, guessed = read_record(record, source)
             validate(data)
             content = content_of(data)
-            prepared = Prepared(number, "known", data.hash_id, content=content, content_hash=hash_content(content))
+            prepared = Prepared(number, "known", data.hash_id, content=content, content_hash=hash_content(content),
+                                fmt=fmt, guessed=guessed)  # fmt: skip
             if data.hash_id in known:
                 prepared.line = line
                 out.append(prepared)
@@ -385,13 +388,15 @@ class Writer:
 
 def import_lines(
     source: Any, *, path: str | Path, user: Any, source_document: SourceDocument | None, workers: int, total: int,
-    tally: Callable[[Outcome], None],
+    tally: Callable[[Outcome], None], read_as: Callable[[str, list[str]], None] | None = None,
 ) -> int:  # fmt: skip
     """Prepares and writes every line of ``source``; returns how many were created."""
     writer = Writer(source=source, user=user, source_document=source_document)
     batch: list[Prepared] = []
     created = 0
     for prepared in prepared_lines(source, path=path, workers=workers, total=total):
+        if read_as and prepared.kind in ("new", "known"):
+            read_as(prepared.fmt, prepared.guessed)
         batch.append(prepared)
         if len(batch) >= WRITE_BATCH:
             for outcome in writer.write(batch):

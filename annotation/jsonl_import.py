@@ -44,6 +44,7 @@ import base64
 import binascii
 import hashlib
 import io
+import json
 import re
 import threading
 import zipfile
@@ -106,8 +107,26 @@ class RecordError(ValueError):
 # --- the report -----------------------------------------------------------------
 
 
+@dataclass
 class ImportReport(LineReport):
     key_name = "hash_id"
+
+    formats: dict[str, int] = field(default_factory=dict)  # records read in each format, by the format's name
+    guessed: dict[str, int] = field(default_factory=dict)  # records with a field guessed, by the field
+
+    def read_as(self, fmt: str, guessed: list[str]) -> None:
+        if fmt:
+            self.formats[fmt] = self.formats.get(fmt, 0) + 1
+        for name in guessed:
+            self.guessed[name] = self.guessed.get(name, 0) + 1
+
+    def as_dict(self) -> dict:
+        from annotation.public_formats import MAPPED_OF
+
+        return {
+            **super().as_dict(), "formats": self.formats, "guessed": self.guessed,
+            "mapped": {fmt: MAPPED_OF[fmt] for fmt in self.formats if fmt in MAPPED_OF},
+        }  # fmt: skip
 
     def conflict(self, line: int, hash_id: str, fields: list[str]) -> None:
         reason = f"a question with this hash_id has different {', '.join(fields)}; it was not overwritten"
@@ -203,20 +222,57 @@ def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> zipfile.Zip
             )
     if total >= RATIO_CHECK_MIN_BYTES and total > ratio * max(archive_size, 1):
         raise ImportFileError(f"The archive is compressed over {ratio}:1 as a whole (a zip bomb?).")
-    return jsonl_member(infos)
+    return question_members(infos)
 
 
-def jsonl_member(infos: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
+def question_members(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """The JSONL entry to import or, in an archive without one, the ``.json`` files of a published
+    set (GAOKAO-Bench, GAOKAO-MM: one wrapper file per subject, beside their picture folders)."""
     # macOS adds "__MACOSX/._name.jsonl" resource forks beside every file it zips.
-    candidates = [
-        i for i in infos
-        if not i.is_dir() and i.filename.lower().endswith(".jsonl") and not i.filename.startswith("__MACOSX/")
-    ]  # fmt: skip
+    files = [i for i in infos if not i.is_dir() and not i.filename.startswith("__MACOSX/")]
+    candidates = [i for i in files if i.filename.lower().endswith(".jsonl")]
     if len(candidates) > 1:
         candidates = [i for i in candidates if i.filename.rsplit("/", 1)[-1] == "questions.jsonl"]
-    if len(candidates) != 1:
-        raise ImportFileError("The archive must hold one .jsonl file (or one named questions.jsonl).")
-    return candidates[0]
+    if len(candidates) == 1:
+        return candidates
+    wrappers = [i for i in files if i.filename.lower().endswith(".json")]
+    if not candidates and wrappers:
+        return sorted(wrappers, key=lambda i: i.filename)
+    raise ImportFileError(
+        "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a published set."
+    )
+
+
+def wrapper_lines_of(content: bytes, name: str) -> list[bytes] | None:
+    """A published set's file (a wrapper, or a JSON list of records) as one line a record; None
+    when the content is not one (a JSONL file, whose lines are read one by one)."""
+    from annotation.public_formats import is_wrapper, wrapper_lines
+
+    try:
+        value = json.loads(content.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if is_wrapper(value):
+        return wrapper_lines(value, name)
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return [json.dumps(item, ensure_ascii=False).encode() for item in value]
+    return None
+
+
+def first_line_is_record(stream: IO[bytes]) -> bool:
+    """Whether a file's first non-blank line is a JSON value by itself (JSONL), not the start of one."""
+    for _index in range(1000):
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if len(line) > MAX_LINE_BYTES:
+            return True  # an overlong line: the line reader reports it
+        line = line.removeprefix(b"\xef\xbb\xbf").strip()
+        if line:
+            try:
+                value = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                return False
+            return isinstance(value, dict) and not isinstance(value.get("example"), list)  # not a wrapper
+    return True
 
 
 @dataclass
@@ -262,20 +318,44 @@ class ImportSource:
 def open_source(path: str | Path) -> Iterator[ImportSource]:
     with open(path, "rb") as handle:
         kind = sniff_kind(handle.read(SNIFF_BYTES))
+        handle.seek(0)
+        # A published set's file is one JSON document: small enough to read whole, one line a record.
+        lines = None if first_line_is_record(handle) else wrapper_lines_of(_read_whole(handle), Path(path).name)
     if kind == SourceDocument.Kind.JSONL:
-        yield ImportSource(open_lines=lambda: open(path, "rb"))  # noqa: SIM115 (closed by lines())
+        if lines is not None:
+            yield ImportSource(open_lines=lambda: io.BytesIO(b"\n".join(lines)))
+        else:
+            yield ImportSource(open_lines=lambda: open(path, "rb"))  # noqa: SIM115 (closed by lines())
         return
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise ImportFileError(f"The zip archive cannot be read: {exc}") from None
     with archive:
-        member = check_archive(archive, archive_size=Path(path).stat().st_size)
+        members = check_archive(archive, archive_size=Path(path).stat().st_size)
+        if members[0].filename.lower().endswith(".jsonl"):
+            open_lines: Callable[[], Any] = lambda: open_member(archive, members[0])  # noqa: E731
+        else:
+            read: list[bytes] = []
+            for info in members:
+                with open_member(archive, info) as stream:
+                    found = wrapper_lines_of(stream.read(), info.filename)
+                if found is None:
+                    raise ImportFileError(
+                        f"{info.filename} in the archive is not a published set's file (keywords and example)."
+                    )
+                read += found
+            open_lines = lambda: io.BytesIO(b"\n".join(read))  # noqa: E731
         yield ImportSource(
-            open_lines=lambda: open_member(archive, member),
-            archive=archive,
-            members={info.filename: info for info in archive.infolist()},
+            open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()}
         )
+
+
+def _read_whole(handle: IO[bytes]) -> bytes:
+    """The whole file, or nothing for one past MAX_LINE_BYTES: that is read as JSONL, line by line."""
+    handle.seek(0)
+    content = handle.read(MAX_LINE_BYTES + 1)
+    return b"" if len(content) > MAX_LINE_BYTES else content
 
 
 # --- records to QuestionData -------------------------------------------------------
@@ -445,8 +525,9 @@ def hash_id(record: dict) -> str:
 def grade_in_stage(value: Any, tag: str) -> tuple[str, int, bool]:
     """The subject and grade of a release tag, and whether the grade is known: an explicit grade
     wins when it lies in the tag's stage, otherwise the grade is the stage's last, not known."""
+    named = string(tag, "subject", required=True)  # its RecordError already names the field
     try:
-        subject, stage = parse_release_tag(string(tag, "subject", required=True))
+        subject, stage = parse_release_tag(named)
     except ValueError as exc:
         raise RecordError("subject", str(exc)) from None
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 12 and stage_of_grade(value) == stage:
@@ -469,7 +550,14 @@ def options_without_placeholders(found: list[dict]) -> tuple[list[dict], bool]:
     return cleaned, had
 
 
+REFERENCE_REQUIRED = ("hash_id", "question", "type", "subject")
+
+
 def from_reference(record: dict, source: ImportSource) -> QuestionData:
+    missing = [name for name in REFERENCE_REQUIRED if record.get(name) in (None, "")]
+    if missing:
+        # Quoted as the file spells them, like RecordError's field names.
+        raise RecordError("", gettext("missing %(fields)s") % {"fields": "、".join(f"“{name}”" for name in missing)})
     subject, grade, grade_known = grade_in_stage(record.get("grade"), record.get("subject"))
     qtype = question_type(record.get("type"))
     answer = record.get("format_answer") or {}
@@ -554,10 +642,25 @@ def is_reference(record: dict) -> bool:
     return "question" in record or "format_answer" in record
 
 
+REFERENCE, STUDIO = "K12Vista release", "studio"
+
+
 def record_to_data(record: Any, source: ImportSource) -> QuestionData:
+    return read_record(record, source)[0]
+
+
+def read_record(record: Any, source: ImportSource) -> tuple[QuestionData, str, list[str]]:
+    """The question, the name of the format it was read in, and the fields guessed for it."""
+    from annotation.public_formats import from_gaokao, is_gaokao
+
     if not isinstance(record, dict):
         raise RecordError("", gettext("the line is not a JSON object"))
-    return from_reference(record, source) if is_reference(record) else from_studio(record, source)
+    if is_gaokao(record):
+        return from_gaokao(record, source)
+    if is_reference(record):
+        data = from_reference(record, source)
+        return data, REFERENCE, [] if data.grade_known else ["grade"]
+    return from_studio(record, source), STUDIO, []
 
 
 # --- saving -------------------------------------------------------------------------
@@ -606,7 +709,7 @@ def import_questions_file(
                 progress(done, total)
 
         created = import_lines(source, path=path, user=user, source_document=source_document, workers=workers,
-                               total=total, tally=count)  # fmt: skip
+                               total=total, tally=count, read_as=report.read_as)  # fmt: skip
         if progress:
             progress(total, total)
     if created:

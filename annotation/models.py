@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from k12vista import guidelines
 from k12vista.files import extension_of, stored_name
@@ -572,3 +573,56 @@ class ReleaseFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.form} of {self.release}"
+
+
+class Correction(models.Model):
+    """A fix to one released question, on a path of its own beside the audits (which sample whole lots):
+    a researcher or inspector opens it (what is wrong, the fix proposed), an annotator makes the fix, one
+    inspector checks it. An accepted fix is written to the bank and goes into the next release with its
+    diff; the published release never changes (annotation.corrections)."""
+
+    class State(models.TextChoices):
+        OPEN = "open", pgettext_lazy("correction", "Open")
+        FIXED = "fixed", _("Fixed, waiting for a check")
+        ACCEPTED = "accepted", _("Accepted")
+        RETURNED = "returned", _("Sent back to the annotator")
+
+    UNFINISHED = (State.OPEN, State.FIXED, State.RETURNED)
+
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="corrections")
+    # The published release the problem was found in (the newest holding the question when it was opened).
+    found_in = models.ForeignKey(Release, null=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(_("state"), max_length=10, choices=State.choices, default=State.OPEN)
+    problem = models.TextField(_("what is wrong"))
+    proposal = models.TextField(_("proposed fix"), blank=True)
+    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    opened = models.DateTimeField(default=timezone.now)
+    # The annotator's fix: {field: {"before": …, "after": …}}, made against the question's ``base_version``.
+    changes = models.JSONField(default=dict, blank=True)
+    base_version = models.PositiveIntegerField(null=True, blank=True)
+    fixed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    fixed = models.DateTimeField(null=True, blank=True)
+    checked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    checked = models.DateTimeField(null=True, blank=True)
+    check_note = models.TextField(_("inspector's note"), blank=True)
+    # The release that carries the accepted fix (a draft until it is published).
+    released_in = models.ForeignKey(
+        Release, null=True, blank=True, on_delete=models.SET_NULL, related_name="corrections"
+    )
+
+    class Meta:
+        ordering = ["-opened", "-id"]
+        constraints = [
+            # One correction at a time per question: a second would fix against a stale version.
+            models.UniqueConstraint(
+                fields=["question"], condition=Q(state__in=["open", "fixed", "returned"]), name="correction_one_open"
+            )
+        ]
+        indexes = [models.Index(fields=["state", "id"], name="correction_state_id")]
+
+    def __str__(self) -> str:
+        return f"correction #{self.pk} of {self.question}"

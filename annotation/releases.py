@@ -36,7 +36,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
-from annotation import services, statistics
+from annotation import corrections, services, statistics
 from annotation.models import (
     CandidateSet,
     Figure,
@@ -311,7 +311,8 @@ def build_release_job(job: Job, progress: Progress) -> dict:
         return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo
     try:
         count = snapshot(release, progress)
-        release.summary = summarize(release)
+        # The accepted corrections it carries, with their diffs: the release's corrections notes.
+        release.summary = {**summarize(release), "corrections": corrections.carry(release)}
         release.save(update_fields=["summary"])
         release_files.write_all(release, progress=lambda done: progress(count + done, count * 2))
         stale = changed_since_snapshot(release).count()

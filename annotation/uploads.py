@@ -16,7 +16,14 @@ from typing import IO
 
 from django.utils.translation import gettext as _
 
-from annotation.jsonl_import import MAX_LINE_BYTES, SNIFF_BYTES, ImportFileError, check_archive, sniff_kind
+from annotation.jsonl_import import (
+    MAX_LINE_BYTES,
+    SNIFF_BYTES,
+    ImportFileError,
+    check_archive,
+    sniff_kind,
+    wrapper_lines_of,
+)
 from annotation.models import SourceDocument
 
 # Blank lines read before giving up on finding the first record.
@@ -66,8 +73,17 @@ def _check_first_line(handle: IO[bytes]) -> None:
         except UnicodeDecodeError:
             raise ImportFileError(_("The file is not UTF-8 text, so it is not JSONL.")) from None
         except (ValueError, RecursionError):
+            if _is_published_set(handle):
+                return
             raise ImportFileError(_("The first line of the file is not JSON, so the file is not JSONL.")) from None
         if not isinstance(record, dict):
             raise ImportFileError(_("The first line of the file is not a JSON object, so the file is not JSONL."))
         return
     raise ImportFileError(_("The file holds no JSON line."))
+
+
+def _is_published_set(handle: IO[bytes]) -> bool:
+    """A GAOKAO-Bench / GAOKAO-MM file: one JSON document, a wrapper or a list of records."""
+    handle.seek(0)
+    content = handle.read(MAX_LINE_BYTES + 1)
+    return len(content) <= MAX_LINE_BYTES and wrapper_lines_of(content, "") is not None

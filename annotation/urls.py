@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation import benchmark_views as benchmark
+from annotation import correction_views as correction
 from annotation import segmentation_views as segmentation
 from annotation import views
 
@@ -26,6 +27,11 @@ urlpatterns = [
     path("questions/", views.question_list, name="questions"),
     path("questions/export/", views.export, name="export"),
     path("questions/<str:hash_id>/", views.question_detail, name="question_detail"),
+    path("questions/<str:hash_id>/corrections/", correction.open_correction, name="correction_open"),
+    path("corrections/", correction.correction_list, name="corrections"),
+    path("corrections/<int:pk>/", correction.correction_detail, name="correction"),
+    path("corrections/<int:pk>/fix/", correction.correction_fix, name="correction_fix"),
+    path("corrections/<int:pk>/check/", correction.correction_check, name="correction_check"),
     path("benchmark/", benchmark.home, name="benchmark"),
     path("benchmark/draws/", benchmark.draw_create, name="draw_create"),
     path("benchmark/draws/<int:pk>/", benchmark.candidate_set, name="candidate_set"),
@@ -34,6 +40,9 @@ urlpatterns = [
     path("benchmark/releases/v<int:version>/", benchmark.release_detail, name="release"),
     path("benchmark/releases/v<int:version>/publish/", benchmark.release_publish, name="release_publish"),
     path("benchmark/releases/v<int:version>/files/<str:form>/", benchmark.release_file, name="release_file"),
+    path(
+        "benchmark/releases/v<int:version>/corrections.json", correction.release_corrections, name="release_corrections"
+    ),  # fmt: skip
     path("benchmark/units/", benchmark.units, name="units"),
     path("benchmark/units/cluster/", benchmark.cluster, name="cluster"),
     path("benchmark/units/<int:pk>/", benchmark.unit_action, name="unit_action"),

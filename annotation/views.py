@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from annotation import jsonl_import, pdf, queues, segmentation, services
+from annotation import corrections, jsonl_import, pdf, queues, segmentation, services
 from annotation.forms import (
     PdfUploadForm,
     QuestionFileForm,
@@ -259,6 +259,10 @@ def question_detail(request: HttpRequest, hash_id: str) -> HttpResponse:
         "edits": question.edits.select_related("user").order_by("-version", "-id")[:200],
         "proposals": question.step_proposals.all()[:5],
         "can_reassign": has_role(request.user, Role.ADMIN),
+        # A released question is corrected on a path of its own (annotation.corrections).
+        "released_in": corrections.published_release_of(question),
+        "corrections": question.corrections.select_related("opened_by", "fixed_by", "checked_by", "released_in"),
+        "may_open_correction": corrections.may_open(request.user),
     }
     return render(request, "annotation/question_detail.html", ctx)
 

@@ -34,6 +34,8 @@ KEY_NAMES |= {
     "hash_id": _("Hash id"), "reason": _("Reason"), "number": _("Line"), "failed_lines": _("Failed lines"),
     "conflict_lines": _("Lines in conflict"), "failed_lines_truncated": _("Failed lines not all listed"),
     "conflict_lines_truncated": _("Lines in conflict not all listed"),
+    "formats": _("Formats read"), "mapped": _("Fields mapped"), "guessed": _("Fields guessed"),
+    "type": _("Question type"), "grade": _("Grade"), "subject_grade_tag": _("Subject-grade tag"),
 }  # fmt: skip
 LIST_SHOWN = 12
 TEXT_SHOWN = 300
