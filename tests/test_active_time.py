@@ -160,3 +160,13 @@ def test_step_correction_records_its_time_and_rules_on_submit(annotator, adminis
     assert done.status_code == 302
     held.refresh_from_db()
     assert (held.done_at is not None, held.active_seconds, held.guideline_version) == (True, 40, "step_correction.v1")
+
+
+def test_the_team_page_shows_where_pebench_stands(annotator, inspector, login):
+    labelled, waiting = make_cot(), make_cot()
+    make_cot()  # not in PEBench: not counted
+    add_to_pebench(labelled, waiting)
+    labelling.open_labelling(labelled)
+    page = login(inspector).get(reverse("annotation:team")).content.decode()
+    assert 'id="overall-pebench"' in page
+    assert "New: <strong data-count>1</strong>" in page and "Being labelled: <strong data-count>1</strong>" in page
