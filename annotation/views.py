@@ -277,6 +277,7 @@ def team(request: HttpRequest) -> HttpResponse:
     held = Assignment.objects.open().select_related("question", "annotator").order_by("locked_until")[:200]
     ctx = {
         "progress": work.progress_by_person(),
+        "overall": work.overall_progress(),
         "held": held,
         "can_reassign": has_role(request.user, Role.ADMIN),
         "annotators": queues.annotators(),

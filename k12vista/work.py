@@ -27,11 +27,28 @@ class WorkKind:
     held: bool = True  # whether a row exists before it is done (then "held" counts those rows)
 
 
+@dataclass(frozen=True)
+class Overall:
+    """Where a whole body of work stands (items per stage), beside the per-person rows."""
+
+    code: str
+    label: Any
+    counts: Callable[[], list[tuple[Any, int]]]  # (stage in words, items) in order
+
+
 KINDS: dict[str, WorkKind] = {}
+OVERALL: dict[str, Overall] = {}
 
 
-def register(kind: WorkKind) -> None:
-    KINDS[kind.code] = kind
+def register(kind: WorkKind | Overall) -> None:
+    if isinstance(kind, Overall):
+        OVERALL[kind.code] = kind
+    else:
+        KINDS[kind.code] = kind
+
+
+def overall_progress() -> list[dict]:
+    return [{"code": o.code, "label": o.label, "counts": o.counts()} for o in OVERALL.values()]
 
 
 def start_of_today() -> datetime:

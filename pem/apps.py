@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
@@ -6,8 +8,16 @@ class PemConfig(AppConfig):
     name = "pem"
 
     def ready(self) -> None:
-        from k12vista.work import WorkKind, model_rows, register
-        from pem.models import Adjudication, LabellingTask
+        from k12vista.work import Overall, WorkKind, model_rows, register
+        from pem.models import Adjudication, ChainOfThought, LabellingTask
+
+        def pebench_progress() -> list[tuple[Any, int]]:
+            from pem.services import status_counts  # read when the team page asks, not at start-up
+
+            counts = status_counts(ChainOfThought.objects.filter(pebench_item__isnull=False))
+            return [(ChainOfThought.Status(status).label, n) for status, n in counts.items()]
+
+        register(Overall("pebench", _("PEBench items by stage"), pebench_progress))
 
         register(
             WorkKind("pebench_labels", _("PEBench step labels"), model_rows(LabellingTask), "annotator", "submitted")

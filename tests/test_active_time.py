@@ -144,3 +144,29 @@ def test_the_question_export_carries_who_reviewed_it_for_how_long_under_which_ru
     work = question_export.studio_record(question, [])["work"]
     assert work == [{"task": "ocr_review", "by": "alice", "done": held.done_at.isoformat(), "active_seconds": 42,
                      "guideline_version": "ocr_review.v1"}]  # fmt: skip
+
+
+def test_step_correction_records_its_time_and_rules_on_submit(annotator, administrator, login):
+    guidelines.publish(kind="step_correction", text="one idea per step", by=administrator)
+    Question.objects.filter(pk=make_question().pk).update(status=Question.Status.OCR_REVIEWED)
+    held = queues.next_assignment(annotator=annotator, task=Assignment.Task.STEP_CORRECTION)
+    client = login(annotator)
+    url = reverse("annotation:steps", args=[held.pk])
+    version = Question.objects.get(pk=held.question_id).version
+    client.post(url, {"version": version, "step": ["第一步"], "action": "autosave", "active_seconds": "33"},
+                HTTP_HX_REQUEST="true")  # fmt: skip
+    version = Question.objects.get(pk=held.question_id).version
+    done = client.post(url, {"version": version, "step": ["第一步"], "action": "submit", "active_seconds": "7"})
+    assert done.status_code == 302
+    held.refresh_from_db()
+    assert (held.done_at is not None, held.active_seconds, held.guideline_version) == (True, 40, "step_correction.v1")
+
+
+def test_the_team_page_shows_where_pebench_stands(annotator, inspector, login):
+    labelled, waiting = make_cot(), make_cot()
+    make_cot()  # not in PEBench: not counted
+    add_to_pebench(labelled, waiting)
+    labelling.open_labelling(labelled)
+    page = login(inspector).get(reverse("annotation:team")).content.decode()
+    assert 'id="overall-pebench"' in page
+    assert "New: <strong data-count>1</strong>" in page and "Being labelled: <strong data-count>1</strong>" in page
