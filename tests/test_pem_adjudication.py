@@ -76,6 +76,25 @@ def test_the_inspector_sets_the_gold_labels(disputed, login, inspector):
     assert StepLabel.objects.by_people().filter(step__cot=disputed).count() == 6
 
 
+def test_deciding_opens_the_next_item_the_inspector_may_decide(disputed, login, annotator, other_annotator):
+    # Another inspector who also labels: the item they labelled is not theirs to decide, so it is skipped.
+    ines = make_person("ines", Role.INSPECTOR, Role.ANNOTATOR)
+    theirs, following = make_cot(), make_cot()
+    for cot, pair in ((theirs, (ines, annotator)), (following, (annotator, other_annotator))):
+        labelling.open_labelling(cot)
+        for user, draft in zip(pair, (ALICE, AMY), strict=True):
+            task = labelling.next_task(user)
+            assert task.cot_id == cot.pk
+            labelling.submit(labelling.save_draft(task=task, draft=draft, expected_version=0))
+    client = login(ines)
+    decided = client.post(reverse("pem:adjudicate", args=[disputed.pk]),
+                          gold_form({1: ("CS", ""), 2: ("CS", ""), 3: ("CS", "")}))  # fmt: skip
+    assert decided.status_code == 302 and decided.url == reverse("pem:adjudicate", args=[following.pk])
+    last = client.post(reverse("pem:adjudicate", args=[following.pk]),
+                       gold_form({1: ("CS", ""), 2: ("CS", ""), 3: ("CS", "")}))  # fmt: skip
+    assert last.url == reverse("pem:adjudication_queue")  # only their own item is left
+
+
 def test_it_refuses_an_incomplete_decision_and_writes_nothing(disputed, login, inspector):
     response = login(inspector).post(
         reverse("pem:adjudicate", args=[disputed.pk]), gold_form({1: ("CS", ""), 2: ("KAE", " "), 3: ("", "")})

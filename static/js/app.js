@@ -375,6 +375,24 @@
     update();
   }
 
+  // A box that scrolls sideways (a wide table on a phone) takes the focus, so that the arrow keys can scroll
+  // what a mouse or a finger would; checked again when the window's width changes.
+  function focusableScrollers() {
+    document.querySelectorAll("main .card, main [style*='overflow']").forEach(function (box) {
+      var scrolls = box.scrollWidth > box.clientWidth + 1 && /auto|scroll/.test(getComputedStyle(box).overflowX);
+      if (scrolls && !box.hasAttribute("tabindex")) {
+        box.setAttribute("tabindex", "0");
+        box.dataset.scrollFocus = "1";
+      } else if (!scrolls && box.dataset.scrollFocus) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrollFocus;
+      }
+    });
+  }
+  var resizeTimer = null;
+  window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(focusableScrollers, 200); });
+  window.addEventListener("load", focusableScrollers);
+
   document.documentElement.classList.add("js");
 
   document.addEventListener("DOMContentLoaded", function () {
