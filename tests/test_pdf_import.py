@@ -157,7 +157,7 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
         "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "notes": [],
         "seconds": {}, "report": {}, "failed": [], "partial": [],
     }  # fmt: skip
-    assert set(job.result["seconds"]) == {"pages", "segment", "questions"}
+    assert set(job.result["seconds"]) == {"pages", "segment", "vision", "questions"}
     assert (job.done, job.total) == (3, 3)  # a step per page and one for the questions
     assert set(Question.objects.values_list("subject", "grade")) == {("physics", 8)}
     again = start_pdf_import(document=document, user=annotator, subject="physics", grade=8)
