@@ -49,12 +49,12 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
     skipped_numbers: set[int] = set()
     for said, near in notes or []:
         if said.get("code") == "skipped":
-            missing = _numbers(said["params"].get("missing", ""))
-            if missing and missing <= gap_numbers:
+            jump = _numbers(said["params"].get("missing", ""))
+            if jump and jump <= gap_numbers:
                 continue
-            skipped_numbers |= missing
-            after = [q for q in questions if not q.name and q.number == said["params"].get("next")]
-            warn(said, *near, *after[:1])
+            skipped_numbers |= jump
+            resumed = [q for q in questions if not q.name and q.number == said["params"].get("next")]
+            warn(said, *near, *resumed[:1])
             continue
         warn(said, *near)
     for first, last in said_missing:
