@@ -66,7 +66,7 @@ def gap_paper() -> bytes:
     doc = pymupdf.open()
     page = doc.new_page(width=A4[0], height=A4[1])
     lines = [
-        "三、解答题",
+        "三、解答题（共4小题）",
         "1．计算：$2+3$ 的值是多少？",
         "2．求方程 $x+1=3$ 的解。",
         THIRD,
@@ -165,6 +165,23 @@ def test_the_backend_says_what_is_not_set_up(settings):
         VisionSegmentBackend().read_page(image=b"", text="", page=1)
 
 
+def test_the_pages_the_rules_are_unsure_of():
+    from annotation.pdf.layout import Line
+    from annotation.pdf.segment import segment
+
+    def lines(*texts, page=1):
+        return [Line(t, (40, i * 20, 300, i * 20 + 12), page, (page, 0, 0, i * 20)) for i, t in enumerate(texts)]
+
+    sure = segment(lines("一、解答题", "1．求甲的速度。", "2．求乙的速度。") + lines("3．求丙的速度。", page=2))
+    assert vision.unsure_pages(sure, [1, 2]) == []
+    uncut = segment(lines("一、解答题", "1．求甲的速度。", "2．求乙的速度。") + lines("9．丙？", "12．丁？", page=2)
+                    + lines("3．求戊的加速度。", page=3))  # fmt: skip
+    assert 2 in vision.unsure_pages(uncut, [1, 2, 3])
+    report = "某同学用如图所示的装置研究小车的运动，打点计时器的频率为 50 Hz。" * 8
+    prose = segment(lines("物理实验报告", report, page=1) + lines("实验结论写在这里。" * 30, page=2))
+    assert vision.unsure_pages(prose, [1, 2]) == [1, 2]
+
+
 def test_a_backend_setting_that_is_no_backend_is_refused():
     assert vision.get_segmentation_backend("") is None
     with pytest.raises(vision.VisionUnavailable, match="not a subclass"):
@@ -178,7 +195,7 @@ def test_without_a_model_the_rules_cut_the_paper_and_say_the_gap(settings, tmp_p
     settings.SEGMENTATION_BACKEND, settings.MEDIA_ROOT = "", tmp_path / "media"
     document, summary = imported(gap_paper())
     assert [n["code"] for n in summary.notes if n["code"].startswith("vision")] == []
-    assert "3" in summary.report["gaps"]
+    assert "3" in summary.report["gaps"] and {"gap", "section_count"} <= set(codes(summary.notes))
     assert sorted(Question.objects.filter(source_document=document).values_list("text", flat=True))[0]
 
 
@@ -192,7 +209,9 @@ def test_a_page_the_rules_are_unsure_of_is_read_by_the_model(vision_model):
     document, summary = imported(gap_paper())
     assert len(vision_model.seen) == 1  # the one unsure page
     assert summary.report["gaps"] == [] and summary.report["vision_pages"] == [1]
-    assert "vision_read" in codes(summary.notes) and "gap" not in codes(summary.notes)
+    assert "vision_read" in codes(summary.notes)
+    assert "gap" not in codes(summary.notes) and "section_count" not in codes(summary.notes)  # worked out again
+    assert summary.report["sections"] == [{"heading": "三、解答题（共4小题）", "stated": 4, "found": 4}]
     saved = {q.text: q for q in Question.objects.filter(source_document=document)}
     assert set(saved) == {"计算：$2+3$ 的值是多少？", "求方程 $x+1=3$ 的解。", THIRD, "化简 $2a+3a$ 的结果是___"}
     assert saved["求方程 $x+1=3$ 的解。"].answers == ["$x=2$"]

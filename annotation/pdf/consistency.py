@@ -91,6 +91,9 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             near = [] if at is None else questions[at : at + 2]
             warn(note("leftover", page=page, column=max(column, 0) + 1, chars=chars), *near)
     report["suspects"] = sorted(report["reasons"])
+    # The headings' counts by section, so that a later reading of some pages (annotation.pdf.vision)
+    # works the report out again with them.
+    report["stated"] = {str(section): [heading, count] for section, (heading, count) in sorted(stated.items())}
     # How sure each cut is: the segmenter's own evidence, and at most 0.5 next to anything said above.
     report["confidence"] = {
         q.label: round(min(q.confidence, 0.5 if q.label in report["reasons"] else 1.0), 2) for q in questions

@@ -47,7 +47,7 @@ SCALE = 1000  # boxes are asked for in thousandths of the page's width and heigh
 SLACK = 5  # thousandths a box may stick out past the page's edge before it is said to be off the page
 VISION_CONFIDENCE = 0.9  # a cut read by the model: not the rules' 1.0 for a numbering that follows on
 # Notes the merge works out again over the questions as merged; the others are kept as the rules said them.
-RECOMPUTED = {"gap", "duplicate", "skipped"}
+RECOMPUTED = {"gap", "duplicate", "skipped", "section_count"}
 
 
 class VisionUnavailable(ImproperlyConfigured):
@@ -240,9 +240,11 @@ def merge(parsed: Segmented, readings: list[PageReading], layouts: dict[int, Pag
     replaced = {q.label for q in parsed.questions} - {q.label for q in kept}
     new = [q for r in read.values() for q in as_parsed(r, layouts.get(r.page))]
     questions = sorted(kept + new, key=lambda q: q.lines[0].key if q.lines else (0,))
-    for question in new:  # the section of the rule-read question before it (its heading's count)
-        before = [q for q in kept if q.lines and question.lines and q.lines[0].key < question.lines[0].key]
-        question.section = before[-1].section if before else 0
+    read_by_rules = [q for q in parsed.questions if q.lines]
+    for question in new:  # the section of the rules' question at or before it, else after it: its heading's count
+        before = [q for q in read_by_rules if q.lines[0].key <= question.lines[0].key]
+        after = [q for q in read_by_rules if q.lines[0].key > question.lines[0].key]
+        question.section = before[-1].section if before else after[0].section if after else 0
 
     def near(page: int) -> list[ParsedQuestion]:
         on = [q for q in questions if q.lines and q.lines[0].page == page]
@@ -250,8 +252,13 @@ def merge(parsed: Segmented, readings: list[PageReading], layouts: dict[int, Pag
 
     notes = [(said_note, near(page)) for said_note, page in said]
     notes += [(note("vision_read", page=page, count=len(read[page].questions)), []) for page in sorted(read)]
-    report = consistency_report(questions, {}, {}, notes=notes)
     old = parsed.report
+    stated = {}
+    for section, value in (old.get("stated") or {}).items():
+        if isinstance(value, list) and len(value) == 2 and str(section).isdigit():
+            stated[int(section)] = (str(value[0]), value[1] if isinstance(value[1], int) else None)
+    skips = [(n, [q for q in kept if q.label in labels]) for n, labels in _skips(old, replaced)]
+    report = consistency_report(questions, stated, {}, notes=notes + skips)
     resolved = {"page_uncut", "no_questions", "not_exam", "leftover"}
     carried = [n for n in old.get("notes", []) if n["code"] not in RECOMPUTED
                and not (n["code"] in resolved and int(n["params"].get("page", 0) or 0) in set(read) | {0})]  # fmt: skip
@@ -263,10 +270,22 @@ def merge(parsed: Segmented, readings: list[PageReading], layouts: dict[int, Pag
         reasons[label] += [n for n in got if n not in reasons[label]]
     reasons = {label: got for label, got in reasons.items() if got}
     confidence = {q.label: round(min(q.confidence, 0.5 if q.label in reasons else 1.0), 2) for q in questions}
-    final = {**old, **{k: report[k] for k in ("numbers", "gaps", "duplicates")}, "notes": merged_notes,
+    final = {**old, **{k: report[k] for k in ("numbers", "gaps", "duplicates", "sections")}, "notes": merged_notes,
              "warnings": [english(n) for n in merged_notes], "reasons": reasons, "suspects": sorted(reasons),
              "confidence": confidence, "vision_pages": sorted(read)}  # fmt: skip
     return Segmented(questions, final["warnings"], parsed.answers_key, final)
+
+
+def _skips(report: dict, replaced: set[str]) -> list[tuple[Note, set[str]]]:
+    """The rules' skipped notes (a jump in the numbering) away from the pages read again, with the labels
+    of the questions they flagged: given back to the report, which says each jump once."""
+    out = []
+    for said in report.get("notes", []):
+        if said.get("code") == "skipped":
+            labels = {label for label, got in report.get("reasons", {}).items() if said in got}
+            if labels and not labels & replaced:
+                out.append((said, labels))
+    return out
 
 
 def read_pages(backend: SegmentationBackend, pages: list[tuple[int, bytes, str, float, float]]
