@@ -117,21 +117,30 @@ def test_a_reply_that_is_no_page_of_questions_is_said_and_nothing_kept(reply, co
 
 
 def test_each_bad_question_is_said_and_the_sound_ones_kept():
-    reply = json.dumps({"questions": [
-        question(1),
-        {"number": "两", "box": [0, 0, 1, 1]},  # not the schema
-        question(2, type="essay"),  # a type outside the schema
-        question(3, box=(100, 100, 5000, 300)),  # off the page
-        question(4, box=(500, 500, 400, 600)),  # inside out
-        question(5, box=(-3, 700, 1003, 800)),  # a little past the edge: clipped
-        question(5, box=(0, 850, 1000, 900)),  # the same number again
-        question(41, box=(0, 900, 1000, 950)),  # a number the page does not print
-    ]})  # fmt: skip
+    reply = (
+        json.dumps(
+            {
+                "questions": [
+                    question(1),
+                    {"number": "两", "box": [0, 0, 1, 1]},  # not the schema
+                    question(2, type="essay"),  # a type outside the schema
+                    question(3, box=(100, 100, 5000, 300)),  # off the page
+                    question(4, box=(500, 500, 400, 600)),  # inside out
+                    question(5, box=(-3, 700, 1003, 800)),  # a little past the edge: clipped
+                    question(5, box=(0, 850, 1000, 900)),  # the same number again
+                    question(41, box=(0, 900, 1000, 950)),  # a number the page does not print
+                ]
+            }
+        )[:-2]
+        + ', {"number": 6, "box": [0, NaN, 10, Infinity], "type": "free_response", "text": "", "options": [],'
+    )
+    reply += ' "answer": "", "solution": ""}]}'  # fmt: skip
     found, notes = vision.read_reply(reply, page=2, printed={1, 2, 3, 4, 5})
     assert [q.number for q in found] == [1, 5, 41]
     assert found[1].box == [0.0, 700.0, 1000.0, 800.0]
     assert codes(notes) == ["vision_question_bad", "vision_question_bad", "vision_box_off", "vision_box_off",
-                            "vision_box_clipped", "vision_number_twice", "vision_number_unprinted"]  # fmt: skip
+                            "vision_box_clipped", "vision_number_twice", "vision_number_unprinted",
+                            "vision_box_off"]  # fmt: skip
     assert all(note_text(n) != n["code"] for n in notes)  # each is worded
     with translation.override("zh-hans"):
         assert all("视觉模型" in note_text(n) for n in notes)

@@ -23,6 +23,7 @@ through the same consistency report (annotation.pdf.consistency) as the rules'.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,7 +175,7 @@ def read_reply(reply: str, *, page: int, printed: set[int] | None = None) -> tup
 def _clipped(box: list[float]) -> list[float] | None:
     """The box inside the page, or None for one off it (or inside out, or of no size)."""
     x0, y0, x1, y1 = box
-    if min(box) < -SLACK or max(box) > SCALE + SLACK or x1 <= x0 or y1 <= y0:
+    if not all(math.isfinite(v) for v in box) or min(box) < -SLACK or max(box) > SCALE + SLACK or x1 <= x0 or y1 <= y0:
         return None
     clipped = [min(max(v, 0.0), float(SCALE)) for v in box]
     if clipped[2] - clipped[0] < 1 or clipped[3] - clipped[1] < 1:
@@ -301,7 +302,8 @@ def read_pages(backend: SegmentationBackend, pages: list[tuple[int, bytes, str, 
         except VisionUnavailable as exc:
             said.append((note("vision_unavailable", error=_short(exc)), number))
             break
-        except VisionServiceError as exc:
+        except (VisionServiceError, ValueError, OSError, RuntimeError) as exc:
+            # A failed call, or a backend of a lab's own that broke on this page: the page keeps the rules'.
             said.append((note("vision_failed", page=number, error=_short(exc)), number))
             continue
         printed = printed_numbers(text) if text.strip() else None
