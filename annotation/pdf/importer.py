@@ -255,7 +255,7 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any, re
         with _timed(summary, "segment"):
             analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
         with _timed(summary, "vision"):
-            analysis = _read_by_vision(analysis, pages, reader)
+            analysis = _read_by_vision(analysis, pages, reader, heartbeat=lambda: report(summary.pages, steps))
         summary.report = analysis.parsed.report
         for said in analysis.parsed.notes:
             summary.say(said)
@@ -350,7 +350,8 @@ def _figures_of(parsed: Segmented, layouts: dict[int, PageLayout],
     return assign_figures(parsed.questions, keyed, parsed.answers_key)
 
 
-def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str) -> Analysis:
+def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str,
+                    heartbeat: Callable[[], None] = lambda: None) -> Analysis:  # fmt: skip
     """The pages the reader asks for read again by the vision model, where one is set up
     (annotation.pdf.vision); its questions replace the rules' on those pages, with figures assigned anew."""
     if reader == "rules":
@@ -376,7 +377,7 @@ def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str) 
                 png = image.read()
             text = "" if page.text.ocr else reading.page_text_lines(page.text)
             inputs.append((page.row.number, png, text, page.row.width_pt, page.row.height_pt))
-    readings, said = vision.read_pages(backend, inputs)
+    readings, said = vision.read_pages(backend, inputs, heartbeat=heartbeat)
     parsed = vision.merge(analysis.parsed, readings, analysis.layouts, said)
     return replace(analysis, parsed=parsed, figures=_figures_of(parsed, analysis.layouts, analysis.regions))
 

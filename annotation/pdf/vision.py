@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -289,8 +289,12 @@ def _skips(report: dict, replaced: set[str]) -> list[tuple[Note, set[str]]]:
     return out
 
 
-def read_pages(backend: SegmentationBackend, pages: list[tuple[int, bytes, str, float, float]]
-               ) -> tuple[list[PageReading], list[tuple[Note, int]]]:  # fmt: skip
+PageInput = tuple[int, bytes, str, float, float]  # number, PNG, text layer, width and height in points
+
+
+def read_pages(
+    backend: SegmentationBackend, pages: list[PageInput], *, heartbeat: Callable[[], None] = lambda: None
+) -> tuple[list[PageReading], list[tuple[Note, int]]]:
     """Each page (number, PNG, text, width and height in points) through the backend. A failed call or
     a bad reply is a note and the page keeps the rules' reading; a backend that cannot run at all is
     said once and the rest are not tried."""
@@ -312,4 +316,5 @@ def read_pages(backend: SegmentationBackend, pages: list[tuple[int, bytes, str, 
         if not questions and not any(n["code"] == "vision_reply_bad" for n in notes):
             said.append((note("vision_nothing", page=number), number))
         readings.append(PageReading(number, questions, width, height))
+        heartbeat()  # a model call is seconds long: the job shows it is alive between pages
     return readings, said
