@@ -293,3 +293,19 @@ def test_the_import_form_offers_the_reader_only_where_a_model_is_set_up(vision_m
     assert SourceDocument.objects.latest("id").job.params["reader"] == "vision"
     settings.SEGMENTATION_BACKEND = ""
     assert 'name="pdf-reader"' not in client.get("/annotate/imports/").content.decode()
+
+
+def test_the_import_command_takes_the_reader(vision_model, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    path = tmp_path / "gap.pdf"
+    path.write_bytes(gap_paper())
+    out = StringIO()
+    call_command("import_pdf", str(path), "--reader", "rules", stdout=out)
+    assert vision_model.seen == [] and json.loads(out.getvalue())["questions"] == 3
+    vision_model.replies = [json.dumps({"questions": [question(1), question(2, box=(80, 300, 900, 400))]})]
+    path.write_bytes(gap_paper() + b"\n% a second copy\n")
+    call_command("import_pdf", str(path), "--reader", "vision", stdout=out)
+    assert len(vision_model.seen) == 1
