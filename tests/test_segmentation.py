@@ -315,7 +315,7 @@ def test_a_reimport_does_not_read_again_a_question_a_person_cut(paper, person, m
     assert any("Question 99 lies where a person repaired the cut" in w for w in summary.warnings)
 
 
-def test_redo_makes_an_undone_change_again_and_a_new_change_drops_the_redo(paper, person):
+def test_redo_makes_an_undone_change_again_and_a_new_change_drops_the_redo(paper, person, english):
     questions = numbered(paper)
     change = {"action": "merge", "question": str(questions["3"].pk), "other": str(questions["4"].pk)}
     segmentation.apply_change(document=paper, values=change, user=person)
@@ -340,7 +340,7 @@ def test_redo_makes_an_undone_change_again_and_a_new_change_drops_the_redo(paper
     assert segmentation.redoable(paper) is None
 
 
-def test_a_question_over_two_regions_splits_before_the_second(paper, person):
+def test_a_question_over_two_regions_splits_before_the_second(paper, person, english):
     questions = numbered(paper)
     merged = segmentation.merge(first=questions["3"], second=questions["4"], user=person)
     regions = list(merged.boxes)
