@@ -1,9 +1,11 @@
 import re
+from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from annotation.models import Flag, Question, SourceDocument
+from annotation.pdf import vision
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
 OPTION_LINE = re.compile(r"^\s*([A-H])\s*[.、．:：)]\s*(.*)$")
@@ -193,6 +195,20 @@ class PdfUploadForm(forms.Form):
     files = MultipleFileField(label=_("Exam PDFs"))
     subject = forms.ChoiceField(choices=Subject.choices, label=_("Subject"))
     grade = forms.TypedChoiceField(choices=[(g, g) for g in GRADES], coerce=int, initial=9, label=_("Grade"))
+    # Which pages a vision model reads (annotation.pdf.vision); shown only where one is set up.
+    reader = forms.ChoiceField(
+        choices=[("unsure", _("Pages the rules are unsure of")), ("vision", _("Every page")), ("rules", _("No page"))],
+        initial="unsure", required=False, label=_("Read by the vision model"),
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        try:
+            configured = vision.get_segmentation_backend() is not None
+        except vision.VisionUnavailable:
+            configured = False
+        if not configured:
+            del self.fields["reader"]
 
 
 class QuestionFileForm(forms.Form):

@@ -492,9 +492,11 @@ def _replace_figure_box(question: Question, old: list[float], new: list[float]) 
 
 
 @transaction.atomic
-def split(*, question: Question, index: int, y: float, user: Any, label: str = "") -> Question:
+def split(*, question: Question, index: int, y: float | str | None, user: Any, label: str = "") -> Question:
     """Two questions read as one: region ``index`` is cut at height ``y`` (points); what is above stays,
-    what is below (and every later region, and the figures there) becomes a new question."""
+    what is below (and every later region, and the figures there) becomes a new question. Without ``y``
+    (None or ""), the cut is before region ``index``: a question that runs over two columns or pages
+    whose second part is another question."""
     boxes = _text_boxes(question)
     all_boxes = services.boxes_of(question)
     if not 0 <= index < len(all_boxes) or all_boxes[index] not in boxes:
@@ -504,14 +506,19 @@ def split(*, question: Question, index: int, y: float, user: Any, label: str = "
         raise RepairError(_("That question is not from a PDF."))
     at = boxes.index(all_boxes[index])
     page_number, x0, y0, x1, y1 = all_boxes[index]
-    try:
-        y = float(y)
-    except (TypeError, ValueError):
-        raise RepairError(_("Choose the line to split at.")) from None
-    if not y0 + MIN_BOX <= y <= y1 - MIN_BOX:
-        raise RepairError(_("Split inside the region, so that both parts keep some of it."))
-    first = [*boxes[:at], [page_number, x0, y0, x1, y]]
-    second = [[page_number, x0, y, x1, y1], *boxes[at + 1 :]]
+    if y is None or y == "":
+        if at == 0:
+            raise RepairError(_("The first region starts the question: split before a later one, or at a line."))
+        first, second, y = boxes[:at], boxes[at:], y0
+    else:
+        try:
+            y = float(y)
+        except (TypeError, ValueError):
+            raise RepairError(_("Choose the line to split at.")) from None
+        if not y0 + MIN_BOX <= y <= y1 - MIN_BOX:
+            raise RepairError(_("Split inside the region, so that both parts keep some of it."))
+        first = [*boxes[:at], [page_number, x0, y0, x1, y]]
+        second = [[page_number, x0, y, x1, y1], *boxes[at + 1 :]]
     later = [f for f in question.figures.all() if (b := _figure_box(f)) and (b[0], b[2]) >= (page_number, y)]
     repair = _begin(document, user, "split", f"at {round(y, 1)} on page {int(page_number)}", questions=[question],
                     figures=later)  # fmt: skip
@@ -671,3 +678,110 @@ def page_done(*, page: Page, user: Any, done: bool = True) -> Page:
     page.save(update_fields=["done_at", "done_by"])
     _finish(repair)
     return page
+
+
+# --- one change by name, and redo -------------------------------------------------------------------------
+
+# What a change is given, by name: kept on its Repair (``after["params"]``) so that a redo replays it.
+PARAMS = ("action", "page", "x0", "y0", "x1", "y1", "question", "index", "y", "label", "other", "figure", "count",
+          "done")  # fmt: skip
+
+
+def _number(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RepairError(_("A number was expected.")) from None
+
+
+def _document_question(document: SourceDocument, value: Any) -> Question:
+    question = Question.objects.filter(pk=_number(value), source_document=document).first()
+    if question is None:
+        raise RepairError(_("That question is not from this document."))
+    return question
+
+
+def _document_page(document: SourceDocument, value: Any) -> Page:
+    page = document.pages.filter(number=_number(value)).first()
+    if page is None:
+        raise RepairError(_("That page is not in this document."))
+    return page
+
+
+@transaction.atomic
+def apply_change(*, document: SourceDocument, values: Any, user: Any) -> Repair | None:
+    """One change on the segmentation screen by name (the screen's POST, or a redo), kept on its Repair so
+    that it can be redone after an undo. ``undo`` and ``redo`` are changes too."""
+    given = {name: values.get(name) for name in PARAMS if values.get(name) is not None}
+    action = given.get("action", "")
+    if action == "undo":
+        return undo(document=document, user=user)
+    if action == "redo":
+        return redo(document=document, user=user)
+    mark_id = document.repairs.order_by("-id").values_list("id", flat=True).first() or 0
+    box = [given.get(name) for name in ("x0", "y0", "x1", "y1")]
+    if action == "add":
+        add_question(document=document, page=_document_page(document, given.get("page")), box=box, user=user,
+                     label=str(given.get("label", "")))  # fmt: skip
+    elif action == "move":
+        move_box(question=_document_question(document, given.get("question")), index=_number(given.get("index")),
+                 box=box, user=user)  # fmt: skip
+    elif action == "split":
+        split(question=_document_question(document, given.get("question")), index=_number(given.get("index")),
+              y=given.get("y"), user=user, label=str(given.get("label", "")))  # fmt: skip
+    elif action == "merge":
+        merge(first=_document_question(document, given.get("question")),
+              second=_document_question(document, given.get("other")), user=user)  # fmt: skip
+    elif action == "renumber":
+        renumber(question=_document_question(document, given.get("question")), label=str(given.get("label", "")),
+                 user=user)  # fmt: skip
+    elif action == "figure":
+        figure = Figure.objects.filter(pk=_number(given.get("figure")), question__source_document=document).first()
+        if figure is None:
+            raise RepairError(_("That figure is not from this document."))
+        move_figure(figure=figure, to=_document_question(document, given.get("other")), user=user)
+    elif action == "answer":
+        move_answer(source=_document_question(document, given.get("question")),
+                    to=_document_question(document, given.get("other")), user=user)  # fmt: skip
+    elif action in (Segment.Kind.STEM, Segment.Kind.NOT_QUESTION):
+        mark(question=_document_question(document, given.get("question")), kind=action, user=user,
+             count=_number(given.get("count") or "0"))  # fmt: skip
+    elif action == "page_done":
+        page_done(page=_document_page(document, given.get("page")), user=user, done=given.get("done", "1") == "1")
+    else:
+        raise RepairError(_("Unknown change."))
+    made = document.repairs.filter(id__gt=mark_id).order_by("-id").first()
+    if made is not None:
+        made.after = {**made.after, "params": {k: str(v) for k, v in given.items()}}
+        made.save(update_fields=["after"])
+    return made
+
+
+def redoable(document: SourceDocument) -> Repair | None:
+    """The change an undo took back most recently, while no new change was made since that undo (a redo
+    is no new change: redoing two undone changes in turn works). None where there is nothing to redo."""
+    repairs = list(document.repairs.order_by("-id")[:200])
+    undone = [r for r in repairs if r.undone_at is not None and not r.after.get("redone") and r.after.get("params")]
+    if not undone:
+        return None
+    last = max(undone, key=lambda r: (r.undone_at, r.pk))
+    assert last.undone_at is not None
+    if any(r.created > last.undone_at and not r.after.get("redo_of") for r in repairs):
+        return None
+    return last
+
+
+@transaction.atomic
+def redo(*, document: SourceDocument, user: Any) -> Repair:
+    """Makes the last undone change again, with what it was given (a question it created is created anew)."""
+    repair = redoable(document)
+    if repair is None:
+        raise RepairError(_("There is nothing to redo."))
+    made = apply_change(document=document, values=repair.after["params"], user=user)
+    if made is None:
+        raise RepairError(_("There is nothing to redo."))
+    made.after = {**made.after, "redo_of": repair.pk}
+    made.save(update_fields=["after"])
+    repair.after = {**repair.after, "redone": made.pk}
+    repair.save(update_fields=["after"])
+    return made

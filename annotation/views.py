@@ -352,8 +352,13 @@ def start_pdf_imports(request: HttpRequest, form: PdfUploadForm) -> list[SourceD
         except pdf.PdfImportError as exc:
             messages.error(request, str(exc))
             continue
-        pdf.start_pdf_import(document=document, user=request.user, subject=form.cleaned_data["subject"],
-                             grade=form.cleaned_data["grade"])  # fmt: skip
+        try:
+            pdf.start_pdf_import(document=document, user=request.user, subject=form.cleaned_data["subject"],
+                                 grade=form.cleaned_data["grade"],
+                                 reader=form.cleaned_data.get("reader") or "unsure")  # fmt: skip
+        except pdf.PdfImportError as exc:
+            messages.error(request, str(exc))
+            continue
         started.append(document)
     return started
 

@@ -34,6 +34,7 @@ class PromptKind(StrEnum):
     RESTRUCTURE_SOLUTION = "restructure_solution"
     CAPTION_IMAGE = "caption_image"
     OCR_PAGE = "ocr_page"
+    SEGMENT_PAGE = "segment_page"
     CHECK_STRUCTURE = "check_structure"
     JUDGE_STEPS_TRAINED = "judge_steps_trained"  # written by the trainer that made the judge, no default
     JUDGE_GIVEN_STEPS = "judge_given_steps"  # registered from the reference repository, no default
@@ -64,6 +65,7 @@ PLACEHOLDERS = frozenset(
         "subject",  # Chinese subject name, 数学
         "grade",  # Chinese grade or stage, 九年级 / 初中
         "raw_solution",  # a solution as imported, before restructuring
+        "page_text",  # a PDF page's text layer as extracted, "" for a scan (segment_page)
     }
 )
 
@@ -610,6 +612,59 @@ _OCR_PAGE = DefaultPrompt(
 )
 
 
+_SEGMENT_PAGE = DefaultPrompt(
+    kind=PromptKind.SEGMENT_PAGE,
+    question_type=None,
+    name="试卷页面切题",
+    system=_text(
+        """
+        你是一位试卷录入员，负责从试卷页面的图片中找出每一道题，并给出它在页面上的位置。
+        你只录入，不解题，不补充，也不修改原文。
+        """
+    ),
+    user_template="\n".join(
+        [
+            _text(
+                """
+                请找出这页试卷上的每一道题（按题号），要求如下：
+                1. number 为试卷上印的题号（整数）；只写这一页上印出的题，不要补写缺失的题号。
+                2. box 为这道题（题干、选项、图）在页面上所占区域 [x0, y0, x1, y1]，
+                   以页面宽、高的千分之一为单位（左上角为 0，右下角为 1000）。
+                3. type 为 multiple_choice（选择题）、fill_in_blank（填空题）或 free_response（解答题等）。
+                4. text 为题干原文（不含题号和选项），公式用 LaTeX 并以 $...$ 包裹，填空处写 ___。
+                5. options 为选项（label 为 A、B、C…，text 为选项内容），非选择题为空列表。
+                6. answer、solution 为页面上印出的答案和解析，没有则为空字符串，不要自己解题。
+                7. 页眉、页脚、页码、大题标题和注意事项都不是题。
+
+                下面是这页的文字层（扫描页为空），可用来核对文字，但位置以图片为准：
+                ${page_text}
+
+                【输出格式】
+                """
+            ),
+            _JSON_RULES,
+            "示例：",
+            _json_example(
+                {
+                    "questions": [
+                        {
+                            "number": 1,
+                            "box": [80, 120, 480, 260],
+                            "type": "multiple_choice",
+                            "text": "下列各数中，最大的数是（  ）",
+                            "options": [{"label": "A", "text": "$-1$"}, {"label": "B", "text": "$0$"}],
+                            "answer": "",
+                            "solution": "",
+                        }
+                    ]
+                }
+            ),
+        ]
+    ),
+    output_kind=OutputKind.JSON,
+)
+
+
 _CHECK_STRUCTURE = DefaultPrompt(
     kind=PromptKind.CHECK_STRUCTURE,
     question_type=None,
@@ -675,6 +730,7 @@ DEFAULT_PROMPTS: tuple[DefaultPrompt, ...] = (
     _RESTRUCTURE_SOLUTION,
     _CAPTION_IMAGE,
     _OCR_PAGE,
+    _SEGMENT_PAGE,
     _CHECK_STRUCTURE,
 )
 

@@ -93,6 +93,7 @@ class PromptTemplate(models.Model):
         RESTRUCTURE = "restructure_solution", _("Restructure a solution")
         CAPTION = "caption_image", _("Caption an image")
         OCR_PAGE = "ocr_page", _("OCR a page")
+        SEGMENT_PAGE = "segment_page", _("Cut a page into questions")
         CHECK_STRUCTURE = "check_structure", _("Check a question's structure")
         # A trained judge's own prompt (ModelEndpoint.judge_prompt): a kind of its own, so that no
         # version of it is ever prompts.current() of judge_steps for the other judges.

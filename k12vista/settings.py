@@ -410,6 +410,11 @@ OCR_THREADS = env_int("OCR_THREADS", 1, minimum=1)
 # With OCR_BACKEND=inference.ocr_vision.VisionOCRBackend: the name of the model
 # endpoint (a vision model such as Qwen2.5-VL behind vllm serve) that reads pages.
 OCR_VISION_ENDPOINT = env_str("OCR_VISION_ENDPOINT")
+# A vision model that cuts the pages the rules are unsure of into questions (annotation.pdf.vision);
+# empty: none, the rules alone. "inference.segment_vision.VisionSegmentBackend" calls the endpoint named
+# by SEGMENTATION_ENDPOINT (empty: OCR_VISION_ENDPOINT's).
+SEGMENTATION_BACKEND = env_str("SEGMENTATION_BACKEND")
+SEGMENTATION_ENDPOINT = env_str("SEGMENTATION_ENDPOINT")
 MATHPIX_APP_ID = env_str("MATHPIX_APP_ID")
 MATHPIX_APP_KEY = env_str("MATHPIX_APP_KEY")
 PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)

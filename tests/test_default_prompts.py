@@ -39,6 +39,7 @@ VALUES = {
     "subject": "数学",
     "grade": "九年级",
     "raw_solution": "解：$f(3)=9-6=3$，故填 $3$。另见 ${}^{14}\\mathrm{C}$ 与 $$\\sum_{i=1}^{n} i$$。",
+    "page_text": "一、选择题\n1．若 $x^{2}=4$，则 $x$ 的值是（  ）",
 }
 
 ANSWER_KINDS = {PromptKind.ANSWER_DIRECT, PromptKind.ANSWER_STEP_BY_STEP}
@@ -61,8 +62,8 @@ def test_it_has_each_kind_and_type_exactly_once():
     expected |= {(kind, None) for kind in PromptKind if kind not in ANSWER_KINDS | KINDS_WITHOUT_DEFAULT}
     assert set(keys) == expected
     assert set(keys.values()) == {1}
-    assert len(DEFAULT_PROMPTS) == 13
-    assert len({prompt.name for prompt in DEFAULT_PROMPTS}) == 13
+    assert len(DEFAULT_PROMPTS) == 14
+    assert len({prompt.name for prompt in DEFAULT_PROMPTS}) == 14
 
 
 def test_it_uses_the_kinds_the_prompt_model_stores():

@@ -157,7 +157,7 @@ def test_it_runs_as_a_job_and_a_second_run_creates_nothing(exam, annotator):
         "pages": 2, "questions": 8, "existing": 0, "figures": 2, "ocr_pages": 0, "warnings": [], "notes": [],
         "seconds": {}, "report": {}, "failed": [], "partial": [],
     }  # fmt: skip
-    assert set(job.result["seconds"]) == {"pages", "segment", "questions"}
+    assert set(job.result["seconds"]) == {"pages", "segment", "vision", "questions"}
     assert (job.done, job.total) == (3, 3)  # a step per page and one for the questions
     assert set(Question.objects.values_list("subject", "grade")) == {("physics", 8)}
     again = start_pdf_import(document=document, user=annotator, subject="physics", grade=8)
@@ -489,11 +489,9 @@ def test_a_lost_question_number_does_not_swallow_the_rest():
     parsed = segment(_lines("一、解答题", "1．甲", "2．乙", "4．丁", "5．戊", "9．这是第五题里的一行"))
     assert [q.number for q in parsed.questions] == [1, 2, 4, 5]
     assert parsed.questions[-1].text == "戊9．这是第五题里的一行"
-    assert parsed.notes == [
-        {"code": "skipped", "params": {"missing": "3", "next": 4}},
-        {"code": "gap", "params": {"label": "3", "before": "2", "after": "4"}},
-    ]
-    assert parsed.warnings[0] == "Question 3 was not found; the paper goes on with 4."
+    # Said once (the skip and the gap are the same missing number), naming the questions on both sides.
+    assert parsed.notes == [{"code": "gap", "params": {"label": "3", "before": "2", "after": "4"}}]
+    assert parsed.warnings == ["Question 3 was not found (between 2 and 4)."]
 
 
 def test_answers_split_by_blank_and_sub_question():

@@ -79,7 +79,7 @@ def test_a_stopped_import_is_continued_from_its_screen_and_reuses_the_ocr(
         response = client.post(f"/annotate/imports/{document.pk}/retry/")
     assert response.status_code == 302 and no_broker.call_count == 2
     retry = Job.objects.latest("id")
-    assert retry.params == {"source_document_id": document.pk, "subject": "math", "grade": 9}
+    assert retry.params == {"source_document_id": document.pk, "subject": "math", "grade": 9, "reader": "unsure"}
     assert execute_job(retry.pk) == Job.Status.SUCCEEDED
     document.refresh_from_db()
     assert document.error == "" and document.questions.count() == 1 and document.pages.count() == 1

@@ -313,3 +313,44 @@ def test_a_reimport_does_not_read_again_a_question_a_person_cut(paper, person, m
     assert summary.questions == 0 and Question.objects.filter(source_document=paper, text=MISSED).count() == 1
     assert any(n["code"] == "repaired_region" and str(n["params"]["label"]) == "99" for n in summary.notes)
     assert any("Question 99 lies where a person repaired the cut" in w for w in summary.warnings)
+
+
+def test_redo_makes_an_undone_change_again_and_a_new_change_drops_the_redo(paper, person, english):
+    questions = numbered(paper)
+    change = {"action": "merge", "question": str(questions["3"].pk), "other": str(questions["4"].pk)}
+    segmentation.apply_change(document=paper, values=change, user=person)
+    segmentation.apply_change(document=paper, values={"action": "renumber", "question": str(questions["1"].pk),
+                                                      "label": "一"}, user=person)  # fmt: skip
+    assert segmentation.redoable(paper) is None
+    segmentation.apply_change(document=paper, values={"action": "undo"}, user=person)
+    segmentation.apply_change(document=paper, values={"action": "undo"}, user=person)
+    assert fresh(questions["4"]).status == Question.Status.IMPORTED and "1" in numbered(paper)
+    # Redo in the order the undos took them back: the merge, then the renumbering.
+    segmentation.apply_change(document=paper, values={"action": "redo"}, user=person)
+    assert fresh(questions["4"]).status == Question.Status.REJECTED
+    assert fresh(questions["3"]).text == "解方程 x+1=4。\n写出解的过程。"
+    segmentation.redo(document=paper, user=person)
+    assert list(numbered(paper))[0] == "一"
+    with pytest.raises(RepairError, match="nothing to redo"):
+        segmentation.redo(document=paper, user=person)
+    # A redone change is undone like any other; a new change after an undo leaves nothing to redo.
+    segmentation.undo(document=paper, user=person)
+    assert list(numbered(paper))[0] == "1" and segmentation.redoable(paper) is not None
+    segmentation.page_done(page=paper.pages.get(number=1), user=person)
+    assert segmentation.redoable(paper) is None
+
+
+def test_a_question_over_two_regions_splits_before_the_second(paper, person, english):
+    questions = numbered(paper)
+    merged = segmentation.merge(first=questions["3"], second=questions["4"], user=person)
+    regions = list(merged.boxes)
+    assert len(regions) >= 2
+    with pytest.raises(RepairError, match="first region"):
+        segmentation.split(question=merged, index=0, y=None, user=person)
+    created = segmentation.split(question=fresh(merged), index=len(regions) - 1, y="", user=person, label="4")
+    # Each part is read again from its regions (the first's holds its 【答案】 line too, as a split at a line reads it).
+    assert fresh(merged).text.startswith("解方程 x+1=4。") and created.text == "写出解的过程。"
+    assert fresh(merged).boxes == regions[:-1] and created.boxes == regions[-1:]
+    segmentation.undo(document=paper, user=person)
+    assert not Question.objects.filter(pk=created.pk).exists()
+    assert fresh(merged).text == "解方程 x+1=4。\n写出解的过程。"

@@ -59,6 +59,10 @@ def test_a_repair_is_a_post_and_htmx_gets_the_workspace_back(client, paper, owne
     assert Question.objects.filter(source_document=paper, text=MISSED).exists()
     response = c.post(url, {"action": "undo"}, HTTP_HX_REQUEST="true")
     assert not Question.objects.filter(source_document=paper, text=MISSED).exists()
+    assert 'id="seg-redo" disabled' not in response.content.decode()
+    response = c.post(url, {"action": "redo"}, HTTP_HX_REQUEST="true")
+    assert Question.objects.filter(source_document=paper, text=MISSED).exists()
+    assert 'id="seg-redo" disabled' in response.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -71,6 +75,10 @@ def test_a_repair_is_a_post_and_htmx_gets_the_workspace_back(client, paper, owne
         {"action": "split", "question": "", "index": "", "y": ""},
         {"action": "stem", "question": "1", "count": "many"},
         {"action": "undo"},
+        {"action": "redo"},
+        {"action": "split", "question": "1", "index": "0", "y": ""},
+        {"action": "figure", "figure": "999999", "other": "1"},
+        {"action": "page_done", "page": "99"},
     ],
 )
 def test_hostile_posts_are_refused_without_a_server_error(client, paper, owner, data):

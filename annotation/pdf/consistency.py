@@ -42,7 +42,20 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
                 report["reasons"][question.label].append(said)
 
     said_missing = said_missing or []
+    # A jump the segmenter said ("skipped") and the gaps found here are the same missing numbers: said
+    # once. Gaps that cover the whole jump say it (naming the questions on both sides); a longer jump,
+    # of which gaps cover only the first MAX_SKIPPED numbers, is said by the skipped note alone.
+    gap_numbers = _gap_numbers(questions)
+    skipped_numbers: set[int] = set()
     for said, near in notes or []:
+        if said.get("code") == "skipped":
+            jump = _numbers(said["params"].get("missing", ""))
+            if jump and jump <= gap_numbers:
+                continue
+            skipped_numbers |= jump
+            resumed = [q for q in questions if not q.name and q.number == said["params"].get("next")]
+            warn(said, *near, *resumed[:1])
+            continue
         warn(said, *near)
     for first, last in said_missing:
         warn(note("stated_missing", first=first, last=last))
@@ -57,8 +70,8 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             for missing in range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)):
                 label = f"{scope}.{missing}" if scope else str(missing)
                 report["gaps"].append(label)
-                if any(a <= missing <= b for a, b in said_missing):
-                    continue  # the paper said it lacks it: said once, above
+                if any(a <= missing <= b for a, b in said_missing) or (not scope and missing in skipped_numbers):
+                    continue  # the paper said it lacks it, or the jump was said: said once, above
                 warn(note("gap", label=label, before=before.label, after=after.label), before, after)
         for question in members:
             if question.number in seen:
@@ -78,8 +91,30 @@ def consistency_report(questions: list[ParsedQuestion], stated: dict[int, tuple[
             near = [] if at is None else questions[at : at + 2]
             warn(note("leftover", page=page, column=max(column, 0) + 1, chars=chars), *near)
     report["suspects"] = sorted(report["reasons"])
+    # The headings' counts by section, so that a later reading of some pages (annotation.pdf.vision)
+    # works the report out again with them.
+    report["stated"] = {str(section): [heading, count] for section, (heading, count) in sorted(stated.items())}
     # How sure each cut is: the segmenter's own evidence, and at most 0.5 next to anything said above.
     report["confidence"] = {
         q.label: round(min(q.confidence, 0.5 if q.label in report["reasons"] else 1.0), 2) for q in questions
     }
     return report
+
+
+def _gap_numbers(questions: list[ParsedQuestion]) -> set[int]:
+    """The numbers the gap check below finds missing in the paper's unscoped numbering."""
+    members = [q for q in questions if not q.name and not q.scope]
+    found: set[int] = set()
+    for before, after in zip(members, members[1:], strict=False):
+        found.update(range(before.number + 1, min(after.number, before.number + 1 + MAX_SKIPPED)))
+    return found
+
+
+def _numbers(span: object) -> set[int]:
+    """ "3" or "2-5" (a skipped note's ``missing``) as numbers; nothing for anything else."""
+    first, _, last = str(span).partition("-")
+    try:
+        low, high = int(first), int(last or first)
+    except ValueError:
+        return set()
+    return set(range(low, high + 1)) if 0 < low <= high <= low + 100 else set()

@@ -30,7 +30,7 @@ from annotation import segmentation
 from annotation.images import BadImage
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
-from annotation.pdf import figures, reading
+from annotation.pdf import figures, reading, vision
 from annotation.pdf.layout import (
     QUESTION_START,
     Line,
@@ -154,12 +154,23 @@ def _register(source: IO[bytes], *, name: str, user: Any) -> SourceDocument:
 
 
 def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFAULT_SUBJECT,
-                     grade: int = DEFAULT_GRADE) -> Job:  # fmt: skip
+                     grade: int = DEFAULT_GRADE, reader: str = vision.DEFAULT_READER) -> Job:  # fmt: skip
+    """``reader``: which pages a vision model reads (annotation.pdf.vision): "unsure", "vision" (all) or
+    "rules" (none). Choosing "vision" where no backend is configured is refused here, before the job."""
+    if reader not in vision.READERS:
+        raise PdfImportError(_("Unknown reader %(reader)r.") % {"reader": reader})
+    if reader == "vision":
+        try:
+            configured = vision.get_segmentation_backend() is not None
+        except vision.VisionUnavailable:
+            configured = False
+        if not configured:
+            raise PdfImportError(_("No vision model is set up to read pages (SEGMENTATION_BACKEND)."))
     if subject not in Subject.values:
         raise PdfImportError(_("Unknown subject %(subject)r.") % {"subject": subject})
     if not 1 <= int(grade) <= 12:
         raise PdfImportError(_("Grade must be 1-12, not %(grade)r.") % {"grade": grade})
-    params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade)}
+    params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade), "reader": reader}
     job = start_job(
         kind=JOB_KIND, user=user, params=params, title=_("Import %(file)s") % {"file": document.original_name}
     )
@@ -174,7 +185,8 @@ def retry_pdf_import(*, document: SourceDocument, user: Any) -> Job:
         raise PdfImportError(_("This import is still running."))
     params = document.job.params if document.job is not None else {}
     return start_pdf_import(document=document, user=user, subject=params.get("subject", DEFAULT_SUBJECT),
-                            grade=int(params.get("grade", DEFAULT_GRADE)))  # fmt: skip
+                            grade=int(params.get("grade", DEFAULT_GRADE)),
+                            reader=params.get("reader", vision.DEFAULT_READER))  # fmt: skip
 
 
 @job_handler(JOB_KIND, queue=Job.Queue.CPU)
@@ -182,7 +194,8 @@ def import_pdf_job(job: Job, progress: Progress) -> dict:
     document = SourceDocument.objects.get(pk=job.params["source_document_id"])
     try:
         summary = import_document(document=document, subject=job.params.get("subject", DEFAULT_SUBJECT),
-                                  grade=int(job.params.get("grade", DEFAULT_GRADE)), progress=progress)  # fmt: skip
+                                  grade=int(job.params.get("grade", DEFAULT_GRADE)), progress=progress,
+                                  reader=job.params.get("reader", vision.DEFAULT_READER))  # fmt: skip
     except OCRServiceError as exc:
         raise TransientJobError(str(exc)) from exc
     return summary.as_dict()
@@ -201,13 +214,14 @@ def _read_document(document: SourceDocument) -> pymupdf.Document:
 
 
 def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT, grade: int = DEFAULT_GRADE,
-                    progress: Callable[[int, int], None] | None = None, user: Any = None) -> ImportSummary:  # fmt: skip
+                    progress: Callable[[int, int], None] | None = None, user: Any = None,
+                    reader: str = vision.DEFAULT_READER) -> ImportSummary:  # fmt: skip
     """Imports one PDF: pages, then questions with their figures. Safe to run again.
 
     A refusal (PdfImportError) is recorded on the document before it is raised.
     """
     try:
-        summary = _import(document=document, subject=subject, grade=grade, user=user,
+        summary = _import(document=document, subject=subject, grade=grade, user=user, reader=reader,
                           report=progress or (lambda done, total: None))  # fmt: skip
     except PdfImportError as exc:
         SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
@@ -231,7 +245,7 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
     return summary
 
 
-def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
+def _import(*, document: SourceDocument, subject: str, grade: int, user: Any, reader: str,
             report: Callable[[int, int], None]) -> ImportSummary:  # fmt: skip
     with _read_document(document) as pdf:
         summary = ImportSummary(pages=pdf.page_count)
@@ -240,6 +254,8 @@ def _import(*, document: SourceDocument, subject: str, grade: int, user: Any,
             pages = _import_pages(document=document, pdf=pdf, summary=summary, progress=lambda n: report(n, steps))
         with _timed(summary, "segment"):
             analysis = analyse([p.text for p in pages], [r for p in pages for r in p.regions])
+        with _timed(summary, "vision"):
+            analysis = _read_by_vision(analysis, pages, reader, heartbeat=lambda: report(summary.pages, steps))
         summary.report = analysis.parsed.report
         for said in analysis.parsed.notes:
             summary.say(said)
@@ -311,6 +327,7 @@ class Analysis:
     layouts: dict[int, PageLayout]
     figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
     formulas: dict[str, figures.FigureRegion] = field(default_factory=dict)  # formula images by placeholder
+    regions: list[figures.FigureRegion] = field(default_factory=list)  # every figure region, as read
 
 
 def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:
@@ -323,9 +340,46 @@ def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analy
         parsed.report.setdefault("notes", []).insert(0, said)
         parsed.report.setdefault("warnings", []).insert(0, english(said))
         parsed.warnings.insert(0, english(said))
-    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions if not r.is_formula]
     formulas = {r.token: r for r in regions if r.is_formula}
-    return Analysis(parsed, layouts, assign_figures(parsed.questions, keyed, parsed.answers_key), formulas)
+    return Analysis(parsed, layouts, _figures_of(parsed, layouts, regions), formulas, regions)
+
+
+def _figures_of(parsed: Segmented, layouts: dict[int, PageLayout],
+                regions: list[figures.FigureRegion]) -> dict[int, list[figures.FigureRegion]]:  # fmt: skip
+    keyed = [(_figure_key(layouts[r.page], r.bbox), r) for r in regions if not r.is_formula and r.page in layouts]
+    return assign_figures(parsed.questions, keyed, parsed.answers_key)
+
+
+def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str,
+                    heartbeat: Callable[[], None] = lambda: None) -> Analysis:  # fmt: skip
+    """The pages the reader asks for read again by the vision model, where one is set up
+    (annotation.pdf.vision); its questions replace the rules' on those pages, with figures assigned anew."""
+    if reader == "rules":
+        return analysis
+    try:
+        backend, problem = vision.get_segmentation_backend(), ""
+    except vision.VisionUnavailable as exc:
+        backend, problem = None, str(exc)
+    numbers = [p.row.number for p in pages]
+    chosen = numbers if reader == "vision" else vision.unsure_pages(analysis.parsed, numbers)
+    if not chosen:
+        return analysis
+    if backend is None:
+        if not problem and reader == "unsure":
+            return analysis  # no lab model: the rules' reading, whose report already says what is unsure
+        said = [(note("vision_unavailable", error=(problem or "SEGMENTATION_BACKEND is empty")[:200]), chosen[0])]
+        parsed = vision.merge(analysis.parsed, [], analysis.layouts, said)
+        return replace(analysis, parsed=parsed)
+    inputs = []
+    for page in pages:
+        if page.row.number in chosen:
+            with page.row.image.open("rb") as image:
+                png = image.read()
+            text = "" if page.text.ocr else reading.page_text_lines(page.text)
+            inputs.append((page.row.number, png, text, page.row.width_pt, page.row.height_pt))
+    readings, said = vision.read_pages(backend, inputs, heartbeat=heartbeat)
+    parsed = vision.merge(analysis.parsed, readings, analysis.layouts, said)
+    return replace(analysis, parsed=parsed, figures=_figures_of(parsed, analysis.layouts, analysis.regions))
 
 
 def _import_page(*, document: SourceDocument, page: pymupdf.Page, number: int, row: Page | None,

@@ -70,6 +70,32 @@ WORDINGS: dict[str, Callable[[dict[str, Any]], str]] = {
     "repaired_region": lambda p: (
         _("Question %(label)s lies where a person repaired the cut; it was left as they cut it.") % p
     ),  # fmt: skip
+    "vision_read": lambda p: _("Page %(page)s was read by the vision model: %(count)s question(s).") % p,
+    "vision_reply_bad": lambda p: (
+        _("Page %(page)s: the vision model's reply could not be read (%(error)s); the rules' reading was kept.") % p
+    ),  # fmt: skip
+    "vision_question_bad": lambda p: (
+        _("Page %(page)s: item %(position)s of the vision model's reply was left out (%(error)s).") % p
+    ),  # fmt: skip
+    "vision_box_off": lambda p: (
+        _("Page %(page)s: the vision model put question %(number)s off the page; it was left out.") % p
+    ),  # fmt: skip
+    "vision_box_clipped": lambda p: (
+        _("Page %(page)s: the vision model's box of question %(number)s reached past the page; it was clipped.") % p
+    ),  # fmt: skip
+    "vision_number_twice": lambda p: (
+        _("Page %(page)s: the vision model gave question number %(number)s twice; the second was left out.") % p
+    ),  # fmt: skip
+    "vision_number_unprinted": lambda p: (
+        _("Page %(page)s: the vision model read a question %(number)s, a number not printed on the page.") % p
+    ),  # fmt: skip
+    "vision_nothing": lambda p: (
+        _("Page %(page)s: the vision model found no question; the rules' reading was kept.") % p
+    ),  # fmt: skip
+    "vision_failed": lambda p: (
+        _("Page %(page)s could not be read by the vision model (%(error)s); the rules' reading was kept.") % p
+    ),  # fmt: skip
+    "vision_unavailable": lambda p: _("The vision model is not available (%(error)s); the rules cut the paper.") % p,
     "import_stopped": lambda p: _("The import stopped (%(error)s); run it again to continue.") % p,
 }
 

@@ -60,7 +60,9 @@
     if (state.mode === "figure") return post({ action: "figure", figure: state.figure, other: id });
     if (state.mode === "answer") return post({ action: "answer", question: state.first, other: id });
     if (state.mode === "split" && region && id === state.first && region.dataset.index !== "-1") {
-      return post({ action: "split", question: id, index: region.dataset.index, y: toPoints(svg, event).y });
+      // Shift+click: before the region clicked (a question running on into another column or page).
+      var y = event.shiftKey ? "" : toPoints(svg, event).y;
+      return post({ action: "split", question: id, index: region.dataset.index, y: y });
     }
     if (event.shiftKey && state.first && state.first !== id) {
       state.second = id;
@@ -183,6 +185,7 @@
       if (section) post({ action: "page_done", page: page, done: section.classList.contains("done") ? "0" : "1" });
     },
     z: function () { post({ action: "undo" }); },
+    y: function () { post({ action: "redo" }); },
     "+": function () { zoom = Math.min(4, zoom * 1.25); applyZoom(); },
     "-": function () { zoom = Math.max(0.5, zoom / 1.25); applyZoom(); },
     "0": function () { zoom = 1; applyZoom(); },

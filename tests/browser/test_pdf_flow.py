@@ -42,6 +42,13 @@ def test_it_takes_an_exam_pdf_to_corrected_steps(page, worker, tmp_path):
     assert page.locator(".seg-page .seg-region.kind-question.mine").count() == 1
     # the questions around it, for a wrong cut
     assert page.locator(".seg-page .seg-region.kind-question:not(.mine)").count() >= 1
+    # The segmentation screen's page viewer, not a fixed-size image: it zooms (and pans when dragged).
+    viewer = page.locator(".seg-page .seg-svg").first
+    width = viewer.bounding_box()["width"]
+    page.click('[data-seg-zoom="+"]')
+    assert viewer.evaluate("el => el.style.width") == "125%"
+    assert viewer.bounding_box()["width"] > width * 1.2
+    page.click('[data-seg-zoom="-"]')
     text = page.input_value("#id_text")
     assert "x^{2}" in text  # the superscript came back as LaTeX
     page.fill("#id_text", text.replace("则 x 的值是", "则 $x$ 的值是"))

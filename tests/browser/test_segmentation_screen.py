@@ -5,9 +5,11 @@ figure, merges two questions, undoes a wrong merge) and the export writes the re
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotation import export, segmentation
 from annotation.models import Figure, Question, SourceDocument
+from annotation.pdf import import_document, register_pdf_upload
 from k12vista.roles import Role
 from tests.browser.conftest import log_in
 from tests.conftest import PASSWORD, make_person
@@ -131,3 +133,45 @@ def test_a_wrongly_cut_paper_is_repaired_on_its_pages_and_exported_as_repaired(p
     numbers = [q.number for q in segmentation.document_questions(document)]
     assert numbers[:2] == ["1", "2"] and Figure.objects.get().question.text == "如图，求三角形的面积。"
     assert Question.objects.get(text__startswith="写出").status == Question.Status.REJECTED
+
+
+def test_redo_after_undo_and_a_split_before_a_question_s_second_region(page, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    person = make_person("lin", Role.ANNOTATOR)
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("切错的卷子.pdf", repair_paper()),
+                                   user=person)  # fmt: skip
+    import_document(document=document, user=person)
+    page.set_viewport_size({"width": 1280, "height": 1500})
+    log_in(page, "lin", PASSWORD)
+    page.wait_for_url("**/annotate/")
+    page.goto(f"/annotate/imports/{document.pk}/segmentation/")
+    page.wait_for_selector(".seg-svg image")
+    page.evaluate("window.__swaps = 0; document.body.addEventListener('htmx:afterSwap', () => window.__swaps++)")
+    assert page.locator("#seg-redo").is_disabled()
+    page.keyboard.press("?")
+    assert "y" in page.locator("#seg-help .seg-keys").inner_text().split()
+    page.keyboard.press("Escape")
+
+    # Merge 4 into 3, undo it (z), redo it (y).
+    _click(page, 100, LINES["3"] - 4)
+    _click(page, 100, LINES["4"] - 4, shift=True)
+    page.keyboard.press("m")
+    _settled(page, 1)
+    page.keyboard.press("z")
+    _settled(page, 2)
+    assert "rejected" not in page.locator('.seg-question[data-number="4"]').get_attribute("class")
+    assert page.locator("#seg-redo").inner_text() == "重做: 合并"
+    page.keyboard.press("y")
+    _settled(page, 3)
+    assert "rejected" in page.locator('.seg-question[data-number="4"]').get_attribute("class")
+    assert page.locator("#seg-redo").is_disabled()
+
+    # The merged question runs over two regions: s, then Shift+click its second region splits before it.
+    _click(page, 100, LINES["3"] - 4)
+    page.keyboard.press("s")
+    _click(page, 100, LINES["4"] - 4, shift=True)
+    _settled(page, 4)
+    assert page.locator("#seg-error").count() == 0
+    texts = page.locator(".seg-question:not(.rejected) .seg-text").all_inner_texts()
+    assert "写出解的过程。" in texts
+    assert page.problems == []
