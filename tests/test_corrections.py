@@ -194,3 +194,11 @@ def test_what_postgresql_cannot_store_is_refused_not_saved(v1, researcher, annot
     with pytest.raises(corrections.CorrectionError, match="NUL"):
         corrections.fix_correction(correction=correction, changes={"answers": ["C\x00"]}, by=annotator)
     assert Correction.objects.get().state == "open"
+
+
+def test_a_fix_of_the_wrong_kind_is_refused_before_it_reaches_the_database(v1, researcher, annotator):
+    correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
+    for changes in ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"}):
+        with pytest.raises(corrections.CorrectionError):
+            corrections.fix_correction(correction=correction, changes=changes, by=annotator)
+    assert Correction.objects.get().state == "open"
