@@ -68,11 +68,15 @@ def may_read(user: Any) -> bool:
     return any(has_role(user, role) for role in (*OPENERS, *FIXERS, Role.ADMIN))
 
 
+def waiting_for_fix() -> QuerySet[Correction]:
+    return Correction.objects.filter(state__in=[Correction.State.OPEN, Correction.State.RETURNED])
+
+
 def visible_to(user: Any) -> QuerySet[Correction]:
     """The corrections a person's list shows first: an annotator's to fix, an inspector's to check."""
     found = Correction.objects.select_related("question", "opened_by", "fixed_by", "checked_by", "released_in")
     if has_role(user, Role.ANNOTATOR) and not any(has_role(user, r) for r in (*OPENERS, Role.ADMIN)):
-        return found.filter(state__in=[Correction.State.OPEN, Correction.State.RETURNED])
+        return found.filter(pk__in=waiting_for_fix().values("pk"))
     return found
 
 
@@ -133,6 +137,11 @@ def fix_correction(*, correction: Correction, changes: dict[str, Any], by: Any) 
     unstorable = unstorable_reason(changes)
     if unstorable:  # PostgreSQL cannot hold it: refused, never cleaned
         raise CorrectionError(unstorable)
+    wrong = [name for name, value in changes.items() if not _fits(name, value)]
+    if wrong:
+        raise CorrectionError(
+            gettext("these fields have values of the wrong kind: %(fields)s") % {"fields": ", ".join(sorted(wrong))}
+        )
     question = current.question
     before = services.content_of(question)
     after = {**before, **changes}
@@ -187,6 +196,19 @@ def check_correction(*, correction: Correction, accept: bool, note: str = "", by
     current.checked_by, current.checked, current.check_note = by, timezone.now(), note
     current.save(update_fields=["state", "checked_by", "checked", "check_note"])
     return current
+
+
+# What validate() leaves to the database: text fields are text (no longer than their columns), names are text.
+TEXT_LIMITS = {"text": None, "raw_solution": None, "source": Question._meta.get_field("source").max_length}
+
+
+def _fits(name: str, value: Any) -> bool:
+    if name in TEXT_LIMITS:
+        limit = TEXT_LIMITS[name]
+        return isinstance(value, str) and (limit is None or len(value) <= limit)
+    if name in ("answers", "solution_steps", "options", "knowledge_points"):
+        return isinstance(value, list) and (name == "options" or all(isinstance(v, str) for v in value))
+    return True  # subject, grade, qtype, difficulty: validate() checks them
 
 
 # --- into the next release -------------------------------------------------------------------

@@ -47,7 +47,7 @@ TYPE_WORDS = (("mcq", QuestionType.MULTIPLE_CHOICE), ("fill", QuestionType.FILL_
               ("blank", QuestionType.FILL_IN_BLANK))  # fmt: skip
 # What each published field becomes; the report lists it beside the counts.
 MAPPED = [
-    "question → text + options", "answer → answers", "analysis → raw_solution (+ steps when numbered)",
+    "question → text + options", "answer → answers", "analysis → raw_solution, solution_steps",
     "year + category → source", "picture → figures", "keywords + index → hash_id",
 ]  # fmt: skip
 # The release's own JSONL and the studio's are the studio's formats (docs/formats.md): only the public

@@ -48,7 +48,8 @@ def queue(request: HttpRequest) -> HttpResponse:
     within = queues.queue_filter(form.choices())
     waiting = {task: f"{WAITING_CAP:,}+" if n > WAITING_CAP else str(n)
                for task, n in queues.waiting_counts(within, cap=WAITING_CAP).items()}  # fmt: skip
-    ctx = {"held": held, "waiting": waiting, "tasks": Assignment.Task, "choice_form": form}
+    ctx = {"held": held, "waiting": waiting, "tasks": Assignment.Task, "choice_form": form,
+           "corrections_waiting": corrections.waiting_for_fix().count()}  # fmt: skip
     return render(request, "annotation/queue.html", ctx)
 
 

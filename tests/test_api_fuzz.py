@@ -40,8 +40,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 
-from annotation import releases
-from annotation.models import CandidateSet, Question, Release
+from annotation import corrections, releases
+from annotation.models import CandidateSet, Correction, Question, Release
 from bench.generate import iter_pem
 from inference import assist, services
 from inference.models import AssistRun, BoardPin, BoardSnapshot, Campaign, InferenceRun, ModelEndpoint, ScoringRun
@@ -72,6 +72,7 @@ ROUTES = [
     ("/api/benchmark/draws/{id}", CandidateSet, "pk"),
     ("/api/benchmark/releases/v{version}", Release, "version"),
     ("/api/campaigns/{id}", Campaign, "pk"),
+    ("/api/corrections/{id}", Correction, "pk"),
     ("/api/endpoints/{id}", ModelEndpoint, "pk"),
     ("/api/inspect/audits/{id}", Audit, "pk"),
     ("/api/inspect/items/{item_pk}", AuditItem, "pk"),
@@ -135,6 +136,14 @@ def population(personas, settings, tmp_path, tiny_model_dir):
     candidate.questions.set(audited)
     for _version in (1, 2):  # built drafts, files written by their job: one to publish, two to compare
         ran(releases.start_release(candidate_set=candidate, by=researcher).job_id)
+    # A published release (v3) of its own, and a correction opened on one of its questions.
+    corrected = bulk_questions(2, subjects=["chemistry"], status=Question.Status.AUDITED, worker=annotator)
+    published = CandidateSet.objects.create(name="p", seed=1, bank_fingerprint="y", created_by=researcher)
+    published.questions.set(corrected)
+    v3 = releases.start_release(candidate_set=published, by=researcher)
+    ran(v3.job_id)
+    releases.publish_release(release=v3, by=researcher)
+    corrections.open_correction(question=corrected[0], problem="答案错了", by=researcher)
     audit_of(inspectors=[inspector], per_stratum=None, inspectors_per_item=1, aql=float(AQL_HEADINGS[-1]), by=inspector)
     cots = [make_cot(key=f"fuzz-{n}", question=question) for n in range(3)]
     add_to_pebench(*cots)
@@ -306,6 +315,8 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
     steps = {str(step.position): {"label": "CS", "reason": ""} for step in task.cot.steps.all()}
     run = InferenceRun.objects.filter(created_by=personas["researcher"]).order_by("pk").first()
     judge_endpoint = ModelEndpoint.objects.get(name="fuzz-judge")
+    correction = Correction.objects.get()
+    free = Question.objects.filter(status=Question.Status.RELEASED).exclude(pk=correction.question_id).first()
     return [
         # First the publishes: a draft is published only while what it holds is as it was built.
         ("researcher", "POST /api/benchmark/releases/v{version}/publish/", {"path_parameters": {"version": 1}}),
@@ -333,6 +344,11 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
             "small": [AssistRun.objects.order_by("pk").first().pk],
             "fingerprint": answers["POST /api/difficulty-filters/preview/"].json().get("fingerprint", "")}}),
         ("inspector", "POST /api/inspect/audits/{id}/decide/", {"path_parameters": {"id": item.audit_id}}),
+        ("researcher", "POST /api/corrections/", {"body": {"hash_id": free.hash_id, "problem": "题干有误"}}),
+        ("annotator", "POST /api/corrections/{id}/fix/", {"path_parameters": {"id": correction.pk},
+                                                          "body": {"changes": {"source": "更正后的出处"}}}),
+        ("inspector", "POST /api/corrections/{id}/check/", {"path_parameters": {"id": correction.pk},
+                                                            "body": {"decision": "accept"}}),
         ("researcher", "POST /api/leaderboard/pins/",
          {"body": {"scoring_run": ScoringRun.objects.order_by("pk").first().pk}}),
         ("researcher", "POST /api/pem/panels/",

@@ -194,3 +194,48 @@ def test_what_postgresql_cannot_store_is_refused_not_saved(v1, researcher, annot
     with pytest.raises(corrections.CorrectionError, match="NUL"):
         corrections.fix_correction(correction=correction, changes={"answers": ["C\x00"]}, by=annotator)
     assert Correction.objects.get().state == "open"
+
+
+def test_a_fix_of_the_wrong_kind_is_refused_before_it_reaches_the_database(v1, researcher, annotator):
+    correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
+    for changes in ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"}):
+        with pytest.raises(corrections.CorrectionError):
+            corrections.fix_correction(correction=correction, changes=changes, by=annotator)
+    assert Correction.objects.get().state == "open"
+
+
+def test_the_correction_pages_read_in_chinese(v1, client, settings):
+    from django.urls import reverse
+
+    from tests.test_chinese_pages import read
+
+    settings.LANGUAGE_CODE = "zh-hans"
+    # People named as the Chinese pages test names them: a name is user content, not an English word.
+    researcher, annotator = make_person("研究员小陈", Role.RESEARCHER), make_person("标注员小王", Role.ANNOTATOR)
+    inspector = make_person("质检员小李", Role.INSPECTOR)
+    question = released(v1)
+    correction = corrections.open_correction(question=question, problem="答案错了", proposal="改为 C", by=researcher)
+    corrections.fix_correction(correction=correction, changes={"answers": ["C"]}, by=annotator)
+    other = make_person("质检员小刘", Role.INSPECTOR)
+    corrections.check_correction(correction=correction, accept=False, note="还要改解析", by=other)
+    corrections.fix_correction(correction=correction, changes={"answers": ["C"], "raw_solution": "改后"}, by=annotator)
+    v2 = build(v1.candidate_set, researcher)
+    pages = {
+        researcher: [reverse("annotation:question_detail", args=[question.hash_id]), reverse("annotation:corrections"),
+                     reverse("annotation:release", args=[v2.version])],
+        annotator: [reverse("annotation:queue"), reverse("annotation:corrections")],
+        inspector: [reverse("annotation:correction", args=[correction.pk])],
+    }  # fmt: skip
+    found = {}
+    for person, paths in pages.items():
+        client.force_login(person, backend="django.contrib.auth.backends.ModelBackend")
+        for path in paths:
+            response = client.get(path, HTTP_ACCEPT_LANGUAGE="zh-hans")
+            assert response.status_code == 200, path
+            # "rita" made the fixture's questions: her name in their history is user content.
+            words = sorted(set(read(response.content.decode()).found) - {"td rita"})
+            if words:
+                found[path] = words
+    assert found == {}
+    client.force_login(inspector, backend="django.contrib.auth.backends.ModelBackend")
+    assert "修改前" in client.get(reverse("annotation:correction", args=[correction.pk])).content.decode()

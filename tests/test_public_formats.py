@@ -119,3 +119,49 @@ def test_the_report_states_the_release_format_as_mapped(researcher, tmp_path):
     summary = import_questions_file(path=path, user=researcher).as_dict()
     assert summary["formats"] == {"K12Vista release": 1} and summary["mapped"] == {}
     assert summary["guessed"] == {"grade": 1}
+
+
+def test_the_import_page_takes_the_published_file_and_says_what_was_guessed(
+    researcher, login, django_capture_on_commit_callbacks
+):
+    from unittest import mock
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotation.models import SourceDocument
+    from k12vista.jobs import execute_job
+    from k12vista.models import Job
+
+    path = BENCH / "2010-2022_Biology_MCQs.json"
+    client = login(researcher)
+    upload = SimpleUploadedFile(path.name, path.read_bytes(), content_type="application/json")
+    with mock.patch("k12vista.tasks.run_job.apply_async"), django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/annotate/imports/", {"kind": "file", "file-file": upload})
+    document = SourceDocument.objects.get()
+    assert response.url == f"/annotate/imports/{document.pk}/", response.content[:500]
+    execute_job(Job.objects.latest("id").pk)
+    assert Question.objects.filter(subject="biology").count() == len(published(path)["example"])
+    body = client.get(response.url).content.decode()
+    report = body.split('id="import-formats"')[1]
+    assert 'data-format="GAOKAO-Bench"' in report and 'data-mapped="GAOKAO-Bench"' in report
+    assert 'data-guessed="type"' in report and 'data-guessed="subject_grade_tag"' in report
+
+
+def test_the_report_on_the_import_page_reads_in_chinese(researcher, login, tmp_path, settings):
+    from annotation.jsonl_import import start_import
+    from k12vista.jobs import execute_job
+    from tests.test_chinese_pages import read
+
+    settings.LANGUAGE_CODE = "zh-hans"
+    path = tmp_path / "release.jsonl"
+    line = {"hash_id": "r1", "question": "求 $x$。", "type": "填空题", "subject": "math-g9",
+            "format_answer": {"ground_truth": ["1"], "format_solution": "步骤1：$x=1$。"}}  # fmt: skip
+    path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    document = register_upload(path=path, user=researcher)
+    execute_job(start_import(document=document, user=researcher).pk)
+    client = login(researcher)
+    with translation.override("zh-hans"):
+        body = client.get(f"/annotate/imports/{document.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    report = body.split('id="import-formats"')[1].split("</dl>")[0]
+    assert "K12Vista 发布版" in report and "年级" in report
+    assert read(report).found == []

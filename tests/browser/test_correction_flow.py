@@ -58,6 +58,7 @@ def test_a_released_question_is_corrected_by_three_roles_and_the_next_release_ca
 
     # The annotator finds it in the corrections list and fixes the answer.
     alice = person_page(browser, live_server, "alice", "**/annotate/")
+    assert alice.get_attribute("#corrections-waiting", "data-count") == "1"
     alice.click("#nav-corrections")
     alice.wait_for_url("**/annotate/corrections/")
     with alice.expect_navigation():
