@@ -1,0 +1,149 @@
+"""What a cluster operator's Prometheus reads at /metrics (prometheus-client).
+
+* **Request latencies**, by method, view name and status (``RequestLatencyMiddleware``).
+* **Model calls** counted where they are made, in the one model-call layer
+  (``inference.calls``): calls in flight, calls by outcome and tokens, per endpoint
+  and replica (the base URL asked). Each process counts its own; with several
+  gunicorn or Celery processes on a machine set ``PROMETHEUS_MULTIPROC_DIR`` to an
+  empty folder they all share (emptied at each start), and /metrics adds up every
+  process's files (prometheus-client's multiprocess mode).
+* **Jobs by kind and state, queue depth per queue**, read from the Job table at
+  scrape time (``JobCollector``): the table is the truth about jobs, so every web
+  process answers the same, whichever one Prometheus reaches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+REQUEST_SECONDS = Histogram(
+    "k12vista_http_request_duration_seconds",
+    "Time to answer a request, by method, view name and status",
+    ["method", "view", "status"],
+)
+MODEL_CALLS_IN_FLIGHT = Gauge(
+    "k12vista_model_calls_in_flight",
+    "Model calls (HTTP requests) waiting for their answer",
+    ["endpoint", "replica"],
+    multiprocess_mode="livesum",  # only living processes: a killed worker's calls are not in flight
+)
+MODEL_CALLS = Counter(
+    "k12vista_model_calls",
+    "Model calls (HTTP requests, retries each counted) by outcome: ok, or failed (an error or no answer)",
+    ["endpoint", "replica", "outcome"],
+)
+MODEL_TOKENS = Counter(
+    "k12vista_model_tokens",
+    "Tokens of answered model calls as the server reported them, by kind: prompt or completion",
+    ["endpoint", "replica", "kind"],
+)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# A request's method is the client's to choose: any other counts as "other", so that
+# nobody can grow the histogram's label sets without end.
+METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+
+class CallRecord:
+    """What a call answered with, set by the caller inside ``model_call``."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    def used(self, usage: Any) -> None:
+        """``usage`` as the OpenAI client parses it (None when the server sent none)."""
+        self.prompt_tokens = getattr(usage, "prompt_tokens", None)
+        self.completion_tokens = getattr(usage, "completion_tokens", None)
+
+
+@contextlib.contextmanager
+def model_call(*, endpoint: str, replica: str) -> Iterator[CallRecord]:
+    """Counts one model call: in flight while the block runs, then ok (with its tokens)
+    or failed when the block raises. A cancelled call (the run stopped) is neither."""
+    in_flight = MODEL_CALLS_IN_FLIGHT.labels(endpoint, replica)
+    in_flight.inc()
+    record = CallRecord()
+    try:
+        yield record
+    except Exception:
+        MODEL_CALLS.labels(endpoint, replica, "failed").inc()
+        raise
+    else:
+        MODEL_CALLS.labels(endpoint, replica, "ok").inc()
+        for kind, tokens in (("prompt", record.prompt_tokens), ("completion", record.completion_tokens)):
+            if tokens:
+                MODEL_TOKENS.labels(endpoint, replica, kind).inc(tokens)
+    finally:
+        in_flight.dec()
+
+
+class JobCollector(Collector):
+    """Jobs by kind and status, and jobs waiting per queue, counted by the database when scraped."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.db.models import Count
+
+        from k12vista.models import Job
+
+        jobs = GaugeMetricFamily("k12vista_jobs", "Jobs in the Job table by kind and status", labels=["kind", "status"])
+        rows = Job.objects.order_by().values_list("kind", "status").annotate(n=Count("id"))
+        for kind, status, count in rows:
+            jobs.add_metric([kind, status], count)
+        yield jobs
+        depth = GaugeMetricFamily(
+            "k12vista_queue_depth", "Jobs queued and not yet started, per Celery queue", labels=["queue"]
+        )
+        waiting = dict(
+            Job.objects.filter(status=Job.Status.QUEUED).order_by().values_list("queue").annotate(n=Count("id"))
+        )
+        for queue in Job.Queue.values:  # every queue, so an empty one reads 0 rather than nothing
+            depth.add_metric([queue], waiting.get(queue, 0))
+        yield depth
+
+
+_state = CollectorRegistry(auto_describe=False)
+_state.register(JobCollector())
+
+
+def exposition() -> bytes:
+    """The text Prometheus scrapes: this process's counters (or, in multiprocess mode,
+    every process's that shares PROMETHEUS_MULTIPROC_DIR), then the jobs from the database."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        counters = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counters)
+    else:
+        counters = REGISTRY
+    return generate_latest(counters) + generate_latest(_state)
+
+
+class RequestLatencyMiddleware:
+    """Times every request; labelled by the view's URL name (bounded), never by its path."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        view = (match.view_name or match.route) if match else "unmatched"
+        method = request.method if request.method in METHODS else "other"
+        REQUEST_SECONDS.labels(method, view, str(response.status_code)).observe(time.perf_counter() - started)
+        return response
