@@ -19,9 +19,9 @@ from django_htmx.http import trigger_client_event
 from k12vista import files, guidelines, jobs, services
 from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
 from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from k12vista.metrics import exposition
+from k12vista.metrics import calls_per_second, exposition
 from k12vista.models import Guideline, Job
-from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, require_role, role_required, roles_of
+from k12vista.roles import READERS_OF_ALL_LABELS, Role, has_role, home_url_name, require_role, role_required, roles_of
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -97,7 +97,14 @@ def rotate_token(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     job_rows = Job.objects.visible_to(request.user).select_related("started_by")[:100]
-    return render(request, "k12vista/job_list.html", {"jobs": job_rows})
+    # Endpoint names and load are the researchers' and admins' business, as on the endpoints page.
+    sees_models = has_role(request.user, Role.RESEARCHER) or has_role(request.user, Role.ADMIN)
+    rates = calls_per_second(seconds=CALL_RATE_SECONDS) if sees_models else None
+    context = {"jobs": job_rows, "call_rates": rates, "call_rate_seconds": CALL_RATE_SECONDS}
+    return render(request, "k12vista/job_list.html", context)
+
+
+CALL_RATE_SECONDS = 60  # the jobs page's window for model calls a second
 
 
 @never_cache

@@ -114,3 +114,21 @@ def test_a_model_call_moves_the_call_and_token_counters(client, db, researcher):
     assert moved("k12vista_model_calls_total", outcome="failed", **failed) == 2
     assert moved("k12vista_model_calls_total", outcome="ok", **failed) == 0
     assert value(after, "k12vista_model_calls_in_flight", **ok) == 0  # every call has ended
+
+
+def test_the_jobs_page_shows_model_calls_per_second_per_endpoint(client, db, researcher, annotator, english):
+    for _ in range(3):
+        make_question()
+    with serving({"good-model": lambda body: (200, "答案：B")}) as base_url:
+        good = ModelEndpoint.objects.create(name="good-endpoint", base_url=base_url, model_name="good-model")
+        with mock.patch("k12vista.tasks.run_job.apply_async"):
+            run = services.start_inference_run(endpoint=good, mode="direct", filters={}, user=researcher)
+        execute_job(run.job_id)
+    ModelEndpoint.objects.create(name="idle-endpoint", base_url=base_url, model_name="idle")
+    client.force_login(researcher)
+    page = client.get("/jobs/").content.decode()
+    # Three calls ended within the last minute: 3/60 a second.
+    assert 'data-endpoint="good-endpoint"' in page and "0.05" in page
+    assert "idle-endpoint" not in page  # only endpoints with calls
+    client.force_login(annotator)  # the jobs page of an annotator names no endpoints
+    assert "good-endpoint" not in client.get("/jobs/").content.decode()
