@@ -132,3 +132,29 @@ def test_the_jobs_page_shows_model_calls_per_second_per_endpoint(client, db, res
     assert "idle-endpoint" not in page  # only endpoints with calls
     client.force_login(annotator)  # the jobs page of an annotator names no endpoints
     assert "good-endpoint" not in client.get("/jobs/").content.decode()
+
+
+CALL_IN_ANOTHER_PROCESS = """
+from types import SimpleNamespace
+from k12vista import metrics
+with metrics.model_call(endpoint="shared", replica="http://gpu01:8001/v1") as call:
+    call.used(SimpleNamespace(prompt_tokens=5, completion_tokens=2))
+"""
+
+
+def test_in_multiprocess_mode_it_adds_up_every_process(client, db, tmp_path, monkeypatch):
+    """Several gunicorn and Celery processes on a machine share PROMETHEUS_MULTIPROC_DIR;
+    whichever one Prometheus reaches reports the calls of all of them."""
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", CALL_IN_ANOTHER_PROCESS], env=env, check=True, timeout=60)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    found = samples(client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"}))
+    labels = {"endpoint": "shared", "replica": "http://gpu01:8001/v1"}
+    assert value(found, "k12vista_model_calls_total", outcome="ok", **labels) == 2
+    assert value(found, "k12vista_model_tokens_total", kind="prompt", **labels) == 10
+    assert ("k12vista_queue_depth", (("queue", "io"),)) in found  # and the jobs from the database
