@@ -27,6 +27,7 @@ from django.conf import settings
 
 from inference.client import Completion
 from inference.models import ModelEndpoint
+from k12vista import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -118,23 +119,33 @@ def chat_batch(
     chosen |= {k: params[k] for k in ("temperature", "top_p") if k in params}
     sampling = vllm.SamplingParams(**chosen, max_tokens=params.get("max_tokens"), seed=seed)
     started = time.perf_counter()
-    outputs = llm.chat(conversations, sampling_params=sampling, use_tqdm=False)
-    # The engine batches internally; per-item latency is the batch's share.
-    each_ms = round((time.perf_counter() - started) * 1000 / max(len(outputs), 1))
-    results = []
-    for output in outputs:
-        best = output.outputs[0]
-        results.append(
-            Completion(
-                text=best.text,
-                latency_ms=each_ms,
-                prompt_tokens=len(output.prompt_token_ids or []),
-                completion_tokens=len(best.token_ids or []),
-                finish_reason=best.finish_reason or "",
-                attempts=1,
+    with counted(endpoint, conversations) as call:
+        outputs = llm.chat(conversations, sampling_params=sampling, use_tqdm=False)
+        # The engine batches internally; per-item latency is the batch's share.
+        each_ms = round((time.perf_counter() - started) * 1000 / max(len(outputs), 1))
+        results = []
+        for output in outputs:
+            best = output.outputs[0]
+            results.append(
+                Completion(
+                    text=best.text,
+                    latency_ms=each_ms,
+                    prompt_tokens=len(output.prompt_token_ids or []),
+                    completion_tokens=len(best.token_ids or []),
+                    finish_reason=best.finish_reason or "",
+                    attempts=1,
+                )
             )
-        )
+            call.used(results[-1])
     return results
+
+
+def counted(endpoint: ModelEndpoint, conversations: list) -> contextlib.AbstractContextManager[metrics.CallRecord]:
+    """A batch on an engine in this worker, counted for Prometheus as one call per conversation."""
+    return metrics.model_call(endpoint=endpoint.name, replica=OFFLINE_REPLICA, calls=len(conversations))
+
+
+OFFLINE_REPLICA = "offline"  # the replica label of calls to an engine inside the worker
 
 
 def local_chat_batch(
@@ -150,19 +161,23 @@ def local_chat_batch(
     With TRANSFORMERS_PYTHON set, the batch runs in that Python (one that has
     torch) as a subprocess; otherwise in this process, which then needs torch.
     """
-    if settings.TRANSFORMERS_PYTHON:
-        completions = _local_batch_in_subprocess(endpoint, conversations, params, seed)
-    else:
-        try:
-            from inference import local_engine
+    with counted(endpoint, conversations) as call:
+        if settings.TRANSFORMERS_PYTHON:
+            completions = _local_batch_in_subprocess(endpoint, conversations, params, seed)
+        else:
+            try:
+                from inference import local_engine
 
-            completions = local_engine.generate(endpoint.model_name, conversations, params, seed)
-        except ImportError as exc:
-            raise EngineUnavailable(
-                f"transformers and torch are not installed in this worker's Python ({exc}): install the ml "
-                "extra (pip install '.[ml]'), or set TRANSFORMERS_PYTHON to a Python that has them."
-            ) from exc
-    return [Completion(attempts=1, **completion) for completion in completions]
+                completions = local_engine.generate(endpoint.model_name, conversations, params, seed)
+            except ImportError as exc:
+                raise EngineUnavailable(
+                    f"transformers and torch are not installed in this worker's Python ({exc}): install the ml "
+                    "extra (pip install '.[ml]'), or set TRANSFORMERS_PYTHON to a Python that has them."
+                ) from exc
+        results = [Completion(attempts=1, **completion) for completion in completions]
+        for completion in results:
+            call.used(completion)
+    return results
 
 
 def _local_batch_in_subprocess(endpoint, conversations, params, seed) -> list[dict]:

@@ -2,8 +2,9 @@
 
 * **Request latencies**, by method, view name and status (``RequestLatencyMiddleware``).
 * **Model calls** counted where they are made, in the one model-call layer
-  (``inference.calls``): calls in flight, calls by outcome and tokens, per endpoint
-  and replica (the base URL asked). Each process counts its own; with several
+  (``inference.calls``, and ``inference.engines`` for in-worker engines): calls in
+  flight, calls by outcome and tokens, per endpoint and replica (the base URL asked;
+  ``offline`` for an engine in the worker). Each process counts its own; with several
   gunicorn or Celery processes on a machine set ``PROMETHEUS_MULTIPROC_DIR`` to an
   empty folder they all share (emptied at each start), and /metrics adds up every
   process's files (prometheus-client's multiprocess mode).
@@ -64,36 +65,39 @@ METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 class CallRecord:
-    """What a call answered with, set by the caller inside ``model_call``."""
+    """What a call (or a batch) answered with, told by the caller inside ``model_call``."""
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
 
     def used(self, usage: Any) -> None:
-        """``usage`` as the OpenAI client parses it (None when the server sent none)."""
-        self.prompt_tokens = getattr(usage, "prompt_tokens", None)
-        self.completion_tokens = getattr(usage, "completion_tokens", None)
+        """Adds ``usage`` as the OpenAI client parses it (None when the server sent none),
+        or as a Completion carries it."""
+        self.prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
+        self.completion_tokens += getattr(usage, "completion_tokens", None) or 0
 
 
 @contextlib.contextmanager
-def model_call(*, endpoint: str, replica: str) -> Iterator[CallRecord]:
-    """Counts one model call: in flight while the block runs, then ok (with its tokens)
-    or failed when the block raises. A cancelled call (the run stopped) is neither."""
+def model_call(*, endpoint: str, replica: str, calls: int = 1) -> Iterator[CallRecord]:
+    """Counts ``calls`` model calls (one HTTP request, or an offline engine's batch): in
+    flight while the block runs, then ok (with their tokens) or failed when the block
+    raises. A cancelled call (the run stopped) is neither."""
     in_flight = MODEL_CALLS_IN_FLIGHT.labels(endpoint, replica)
-    in_flight.inc()
+    in_flight.inc(calls)
     record = CallRecord()
     try:
         yield record
     except Exception:
-        MODEL_CALLS.labels(endpoint, replica, "failed").inc()
+        MODEL_CALLS.labels(endpoint, replica, "failed").inc(calls)
         raise
     else:
-        MODEL_CALLS.labels(endpoint, replica, "ok").inc()
+        MODEL_CALLS.labels(endpoint, replica, "ok").inc(calls)
         for kind, tokens in (("prompt", record.prompt_tokens), ("completion", record.completion_tokens)):
             if tokens:
                 MODEL_TOKENS.labels(endpoint, replica, kind).inc(tokens)
     finally:
-        in_flight.dec()
+        in_flight.dec(calls)
 
 
 class JobCollector(Collector):

@@ -152,3 +152,19 @@ def test_a_worker_may_keep_more_engines_when_configured(counted_vllm, researcher
         execute_job(run.job_id)
     # The least recently used goes first.
     assert counted_vllm.live == 2 and counted_vllm.shut_down == ["/models/model-a"]
+
+
+def test_engine_batches_are_counted_for_prometheus(counted_vllm, researcher):
+    from prometheus_client import REGISTRY
+
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, {"endpoint": "model-m", "replica": "offline", **labels}) or 0
+
+    before = sample("k12vista_model_calls_total", outcome="ok"), sample("k12vista_model_tokens_total", kind="prompt")
+    for _ in range(3):
+        make_question()
+    run, _ = start(offline("model-m"), researcher)
+    execute_job(run.job_id)
+    after = sample("k12vista_model_calls_total", outcome="ok"), sample("k12vista_model_tokens_total", kind="prompt")
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 3)  # a call and a prompt token per conversation
+    assert sample("k12vista_model_calls_in_flight") == 0
