@@ -8,6 +8,10 @@ class InferenceConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_model_url_allowlist)
+        from inference.call_rates import calls_ended_since
+        from k12vista import metrics
+
+        metrics.count_calls_with(calls_ended_since)  # the jobs page's calls a second per endpoint
 
 
 def check_model_url_allowlist(app_configs=None, **kwargs) -> list[checks.CheckMessage]:

@@ -29,6 +29,8 @@ through here.
 * **An endpoint that is down stops the run**: after a few attempts in a row
   that never reached the server (``Reachability``), the run fails with one
   message naming the URL and the cause; its unasked questions stay pending.
+* **Metrics**: every HTTP attempt is counted (in flight, ok or failed, tokens) for
+  Prometheus by ``k12vista.metrics.model_call``.
 * **Fan-out with batched saves**: ``fan_out`` runs one coroutine per item with
   at most ``max_concurrency`` items being prepared or asked at once, and saves
   what they return in batches (one transaction twice a second), reporting
@@ -62,6 +64,7 @@ from django.utils import timezone
 
 from inference import client
 from inference.models import CallDemand, CallLease, ModelEndpoint
+from k12vista import metrics
 
 # Seconds a lease lasts without renewal: how long a crashed run's slots stay taken.
 LEASE_SECONDS = 60
@@ -564,11 +567,13 @@ class Caller:
             try:
                 async with self.slots:
                     started = time.perf_counter()
-                    try:
-                        reply = await self.api.post(**request)
-                    except openai.APIError as exc:
-                        self.reach.note(exc, attempt=attempts)
-                        raise
+                    with metrics.model_call(endpoint=self.endpoint.name, replica=self.endpoint.base_url) as call:
+                        try:
+                            reply = await self.api.post(**request)
+                        except openai.APIError as exc:
+                            self.reach.note(exc, attempt=attempts)
+                            raise
+                        call.used(reply.usage)
                     self.reach.note(None, attempt=attempts)
                 return completion_of(reply, started=started, attempts=attempts)
             except (openai.APIError, openai.APIConnectionError) as exc:
@@ -596,9 +601,10 @@ def complete_sync(
         for attempt in tenacity.Retrying(**retry_rules(backoff=backoff)):
             with attempt:
                 attempts = attempt.retry_state.attempt_number
-                with one_slot(endpoint):
+                with one_slot(endpoint), metrics.model_call(endpoint=endpoint.name, replica=endpoint.base_url) as call:
                     started = time.perf_counter()
                     reply = api.post(**request)
+                    call.used(reply.usage)
     except (openai.APIError, openai.APIConnectionError) as exc:
         raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
                                     attempts=attempts) from exc  # fmt: skip

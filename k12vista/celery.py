@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from celery import Celery, bootsteps
+from celery.signals import worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "k12vista.settings")
 
@@ -28,6 +29,16 @@ def ensure_broker_folders(sender: Celery, **kwargs) -> None:
     for key in ("data_folder_in", "data_folder_out", "control_folder"):
         if key in options:
             Path(options[key]).mkdir(parents=True, exist_ok=True)
+
+
+@worker_process_shutdown.connect
+def forget_process_metrics(pid: int | None = None, **kwargs) -> None:
+    """In Prometheus' multiprocess mode (PROMETHEUS_MULTIPROC_DIR set, k12vista.metrics) a
+    pool process that ends must stop counting its calls in flight."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid or os.getpid())
 
 
 class JobSweeper(bootsteps.StartStopStep):

@@ -55,3 +55,12 @@ def when_ready(server) -> None:
     for name in ("base.html", "registration/login.html", "k12vista/_job_progress.html"):
         get_template(name)
     connections.close_all()
+
+
+def child_exit(server, worker) -> None:
+    """In Prometheus' multiprocess mode (PROMETHEUS_MULTIPROC_DIR set), a worker that
+    exits leaves its files behind: its calls in flight must stop counting."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -112,6 +112,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that request latencies (/metrics) cover every other middleware too.
+    "k12vista.metrics.RequestLatencyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -470,6 +472,12 @@ MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.
 TRANSFORMERS_PYTHON = env_str("TRANSFORMERS_PYTHON")
+# Prometheus scrapes /metrics with "Authorization: Bearer <METRICS_TOKEN>" (admins signed in may
+# read it too). Empty: no token is accepted.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+# How many vLLM offline engines a gpu worker keeps loaded. A job for another model first
+# shuts down the least recently used one; raise it only when the models fit on the GPU together.
+OFFLINE_ENGINES_PER_WORKER = env_int("OFFLINE_ENGINES_PER_WORKER", 1, minimum=1)
 # The folder holding model files for the offline engines. "Test connection" checks a model
 # path only inside it (a relative model name is taken from here), so that it tells nobody
 # whether any other path exists on the server.

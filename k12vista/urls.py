@@ -13,6 +13,7 @@ studio_patterns = [
     path("account/token/", views.rotate_token, name="rotate_token"),
     path("csrf/", views.csrf_token, name="csrf_token"),
     path("jobs/", views.job_list, name="job_list"),
+    path("metrics", views.metrics, name="metrics"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("manage/users/", views.users, name="users"),

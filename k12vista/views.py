@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hmac
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -10,14 +12,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from k12vista import files, guidelines, jobs, services
 from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
+from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from k12vista.metrics import calls_per_second, exposition
 from k12vista.models import Guideline, Job
-from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
+from k12vista.roles import READERS_OF_ALL_LABELS, Role, has_role, home_url_name, require_role, role_required, roles_of
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -93,7 +97,35 @@ def rotate_token(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     job_rows = Job.objects.visible_to(request.user).select_related("started_by")[:100]
-    return render(request, "k12vista/job_list.html", {"jobs": job_rows})
+    # Endpoint names and load are the researchers' and admins' business, as on the endpoints page.
+    sees_models = has_role(request.user, Role.RESEARCHER) or has_role(request.user, Role.ADMIN)
+    rates = calls_per_second(seconds=CALL_RATE_SECONDS) if sees_models else None
+    context = {"jobs": job_rows, "call_rates": rates, "call_rate_seconds": CALL_RATE_SECONDS}
+    return render(request, "k12vista/job_list.html", context)
+
+
+CALL_RATE_SECONDS = 60  # the jobs page's window for model calls a second
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The Prometheus exposition (k12vista.metrics), for a scraper holding METRICS_TOKEN or
+    a signed-in admin. Anyone else without a session gets 404, as if there were no such page."""
+    if not scrape_token_matches(request):
+        if not request.user.is_authenticated:
+            raise Http404
+        require_role(request.user, Role.ADMIN)
+    return HttpResponse(exposition(), content_type=METRICS_CONTENT_TYPE)
+
+
+def scrape_token_matches(request: HttpRequest) -> bool:
+    """``Authorization: Bearer <METRICS_TOKEN>``, compared in constant time; never with no token set."""
+    expected = settings.METRICS_TOKEN
+    scheme, _space, given = request.headers.get("Authorization", "").partition(" ")
+    if not expected or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), expected.encode())
 
 
 @login_required

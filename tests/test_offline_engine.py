@@ -81,3 +81,90 @@ def test_it_feeds_whole_batches_and_keeps_the_order(offline_endpoint, researcher
     assert {(r.completion_tokens, r.finish_reason, r.status) for r in rows} == {(2, "stop", "ok")}
     assert built == [("/models/Qwen2.5-VL-72B", {"tensor_parallel_size": 4, "seed": 3})]  # built once
     assert [n for n, _ in calls] == [2, 1] and calls[0][1]["max_tokens"] == 64 and calls[0][1]["seed"] == 3
+
+
+class CountedLLM:
+    """A stand-in vLLM engine that counts the instances alive in this process: one
+    holds a model's weights and KV cache on the GPU until it is shut down and collected."""
+
+    live = 0
+    shut_down: list[str] = []
+
+    def __init__(self, model, **options):
+        type(self).live += 1
+        self.model = model
+        engine = self
+
+        class EngineCore:  # where vLLM's V1 engine keeps its shutdown
+            def shutdown(self):
+                CountedLLM.shut_down.append(engine.model)
+
+        self.llm_engine = SimpleNamespace(engine_core=EngineCore())
+
+    def __del__(self):
+        type(self).live -= 1
+
+    def chat(self, conversations, sampling_params, use_tqdm):
+        answer = SimpleNamespace(text="答", token_ids=[1], finish_reason="stop")
+        return [SimpleNamespace(prompt_token_ids=[1], outputs=[answer]) for _ in conversations]
+
+
+@pytest.fixture
+def counted_vllm(monkeypatch):
+    fake = types.ModuleType("vllm")
+    fake.LLM, fake.SamplingParams = CountedLLM, lambda **kw: kw
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setattr(engines, "_engines", {})
+    monkeypatch.setattr(CountedLLM, "shut_down", [])
+    yield CountedLLM
+    engines.release_engines()
+
+
+def offline(name):
+    endpoint, _ = ModelEndpoint.objects.get_or_create(name=name, kind="vllm_offline", model_name=f"/models/{name}")
+    return endpoint
+
+
+def test_a_worker_releases_the_engine_it_holds_before_loading_another_model(counted_vllm, researcher):
+    make_question()
+    for name in ("model-a", "model-b", "model-a"):
+        run, _ = start(offline(name), researcher)
+        execute_job(run.job_id)
+        assert Job.objects.get(pk=run.job_id).status == "succeeded"
+        assert counted_vllm.live == 1  # never two models on the GPU at once
+    assert counted_vllm.shut_down == ["/models/model-a", "/models/model-b"]
+
+
+def test_the_same_model_keeps_its_engine(counted_vllm, researcher):
+    make_question()
+    endpoint = offline("model-a")
+    for _ in range(2):
+        run, _ = start(endpoint, researcher)
+        execute_job(run.job_id)
+    assert counted_vllm.live == 1 and counted_vllm.shut_down == []
+
+
+def test_a_worker_may_keep_more_engines_when_configured(counted_vllm, researcher, settings):
+    settings.OFFLINE_ENGINES_PER_WORKER = 2  # e.g. two small models that fit on the GPU together
+    make_question()
+    for name in ("model-a", "model-b", "model-c"):
+        run, _ = start(offline(name), researcher)
+        execute_job(run.job_id)
+    # The least recently used goes first.
+    assert counted_vllm.live == 2 and counted_vllm.shut_down == ["/models/model-a"]
+
+
+def test_engine_batches_are_counted_for_prometheus(counted_vllm, researcher):
+    from prometheus_client import REGISTRY
+
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, {"endpoint": "model-m", "replica": "offline", **labels}) or 0
+
+    before = sample("k12vista_model_calls_total", outcome="ok"), sample("k12vista_model_tokens_total", kind="prompt")
+    for _ in range(3):
+        make_question()
+    run, _ = start(offline("model-m"), researcher)
+    execute_job(run.job_id)
+    after = sample("k12vista_model_calls_total", outcome="ok"), sample("k12vista_model_tokens_total", kind="prompt")
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 3)  # a call and a prompt token per conversation
+    assert sample("k12vista_model_calls_in_flight") == 0
