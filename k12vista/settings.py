@@ -115,6 +115,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Outside the rest: it reads the finished page (its Chinese text) and names the font ranges it needs.
+    "k12vista.fonts.FontPreloadMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "k12vista.middleware.LanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
