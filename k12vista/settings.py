@@ -337,6 +337,8 @@ REST_FRAMEWORK = {
     # Fails open while the cache is down (k12vista/throttling.py); logins are guarded by django-axes.
     "DEFAULT_THROTTLE_CLASSES": ["k12vista.throttling.FailOpenUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": "600/min"},
+    # A missing object answered in the request's language, not Django's English "No X matches the given query."
+    "EXCEPTION_HANDLER": "k12vista.api_errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "K12Vista Studio API",

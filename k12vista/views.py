@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from k12vista import files, jobs, services
+from k12vista import files, job_text, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
 from k12vista.models import Job
 from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
@@ -188,7 +188,7 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         queue = request.POST.get("queue", "cpu")
         kind = "k12vista.worker_check_io" if queue == "io" else "k12vista.worker_check"
-        job = jobs.start_job(kind=kind, user=request.user, title=_("Worker check (%(queue)s)") % {"queue": queue})
+        job = jobs.start_job(kind=kind, user=request.user, title=job_text.title("worker_check", queue=queue))
         if request.htmx:
             return render(request, "k12vista/_job_progress.html", {"job": job})
         return redirect("k12vista:job_detail", pk=job.pk)

@@ -1,0 +1,95 @@
+"""Messages in the reader's language (issue 25 fault 8, issue 29): what the studio stores is a code with
+parameters, worded when shown, in pages and in the API (whose Accept-Language is honoured), so a job started
+from the Chinese pages reads in English to an English reader and the other way round."""
+
+import importlib
+
+import pytest
+from django.apps import apps
+from django.conf import settings
+from django.utils import translation
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from k12vista import job_text
+from k12vista.models import Job
+from k12vista.roles import Role
+from pem import agreement_store
+from pem import jobs as pem_jobs
+from tests.conftest import make_person
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def researcher(db):
+    return make_person("rita", Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
+
+
+def api(user, language=None):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    if language:
+        client.defaults["HTTP_ACCEPT_LANGUAGE"] = language
+    return client
+
+
+def test_a_job_title_reads_in_each_readers_language(researcher, client):
+    with translation.override("zh-hans"):  # started from the Chinese pages
+        job = pem_jobs.start_build(target_size=40, min_steps=2, strata=[], seed=7, user=researcher)
+        agreement = agreement_store.start_agreement(scope="all", user=researcher)
+    job.refresh_from_db()
+    assert job.title == "Build PEBench (40 items, seed 7)"  # the English copy, for logs and the admin
+    with translation.override("en"):
+        assert job.display_title == "Build PEBench (40 items, seed 7)"
+        assert agreement.display_title == "Agreement report (all)"
+    with translation.override("zh-hans"):
+        assert job.display_title == "构建 PEBench（40 条，种子 7）"
+        assert agreement.display_title == "一致性报告（all）"
+    # On the pages, by the reader's cookie.
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    assert "Agreement report (all)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    assert "一致性报告（all）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+
+
+def test_the_api_answers_in_the_language_accept_language_asks_for(researcher):
+    with translation.override("en"):
+        job = agreement_store.start_agreement(scope="all", user=researcher)
+    assert api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"] == "Agreement report (all)"
+    chinese = api(researcher, "zh-CN,zh;q=0.9").get(f"/api/jobs/{job.pk}/")
+    assert chinese.json()["title"] == "一致性报告（all）"
+    assert chinese["Content-Language"] == "zh-hans"
+    # No Accept-Language: the studio's own language, Chinese; one it does not speak: the same.
+    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    # DRF's own messages follow it too, a missing object included (Django words that one in English only).
+    assert api(researcher, "zh-CN").get("/api/jobs/999999/").json()["detail"] == "未找到。"
+    assert api(researcher, "en").get("/api/jobs/999999/").json()["detail"] == "Not found."
+
+
+def test_every_job_title_has_its_chinese_wording():
+    with translation.override("zh-hans"):
+        untranslated = [code for code, template in job_text.TITLES.items() if translation.gettext(template) == template]
+    assert untranslated == []
+
+
+def test_titles_stored_worded_are_read_back_into_codes(researcher):
+    # Rows made before the codes hold the title worded in their starter's language.
+    old = [
+        Job.objects.create(kind="annotation.import_pdf", title="导入 期中试卷.pdf"),
+        Job.objects.create(kind="pem.agreement", title="Agreement report (all)"),
+        Job.objects.create(kind="inference.run", title="qwen 第一轮"),  # a run's name: kept as written
+    ]
+    migration = importlib.import_module("k12vista.migrations.0004_job_title_code")
+    migration.coded_titles(apps, None)
+    imported, agreement, named = (Job.objects.get(pk=job.pk) for job in old)
+    assert (imported.title_code, imported.title_params) == ("import_file", {"file": "期中试卷.pdf"})
+    assert agreement.title_code == "agreement"
+    assert named.title_code == ""
+    with translation.override("en"):
+        assert imported.display_title == "Import 期中试卷.pdf"
+        assert named.display_title == "qwen 第一轮"
+    with translation.override("zh-hans"):
+        assert agreement.display_title == "一致性报告（all）"
