@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
@@ -58,12 +58,15 @@ class EndpointInput(serializers.ModelSerializer):
         return value
 
     def validate_api_key_env(self, value: str) -> str:
+        # Worded in the request's language, as the endpoint form words the same refusals.
         if value and not ENV_NAME.match(value):
-            raise serializers.ValidationError("the name of an environment variable (letters, digits, _), not a key")
-        if value and not client.key_variable_declared(value):
             raise serializers.ValidationError(
-                f"{value} is not one of MODEL_API_KEY_VARIABLES ({', '.join(settings.MODEL_API_KEY_VARIABLES)})"
+                gettext("Give the name of an environment variable (letters, digits, _), not a key.")
             )
+        try:
+            client.check_key_variable(value)
+        except client.EndpointError as error:
+            raise serializers.ValidationError(str(error)) from None
         return value
 
 

@@ -93,3 +93,29 @@ def test_titles_stored_worded_are_read_back_into_codes(researcher):
         assert named.display_title == "qwen 第一轮"
     with translation.override("zh-hans"):
         assert agreement.display_title == "一致性报告（all）"
+
+
+def test_an_endpoint_refusal_reads_in_the_requests_language(researcher, settings):
+    settings.MODEL_API_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    body = {"name": "qwen", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model_name": "qwen",
+            "api_key_env": "SECRET_KEY"}  # fmt: skip
+    chinese = api(researcher, "zh-CN").post("/api/endpoints/", body, format="json")
+    assert chinese.status_code == 400
+    assert "不在 MODEL_API_KEY_VARIABLES" in chinese.json()["api_key_env"][0]
+    english = api(researcher, "en").post("/api/endpoints/", body, format="json")
+    assert "is not one of MODEL_API_KEY_VARIABLES" in english.json()["api_key_env"][0]
+    body["api_key_env"] = "sk-12345 not a name"
+    refused = api(researcher, "zh-CN").post("/api/endpoints/", body, format="json")
+    assert "环境变量名" in refused.json()["api_key_env"][0]
+
+
+def test_the_leaderboard_words_the_status_of_a_run_it_does_not_count():
+    from inference.leaderboard.core import NotCounted
+
+    with translation.override("zh-hans"):
+        assert NotCounted(3, "judge", "succeeded").status_label == "已完成"
+        assert NotCounted(3, "judge", "rescore failed").status_label == "重新评分：失败"
+    with translation.override("en"):
+        assert NotCounted(3, "judge", "running").status_label == "Running"
+    template = (settings.BASE_DIR / "templates/inference/leaderboard.html").read_text()
+    assert "n.status_label" in template and "{{ n.status }}" not in template
