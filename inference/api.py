@@ -134,12 +134,14 @@ class RunOutput(serializers.ModelSerializer):
 
 class ResponseOutput(serializers.ModelSerializer):
     question = serializers.CharField(source="question.hash_id", read_only=True)
+    # ``error`` in English, for scripts that match on it; this one in the request's language.
+    error_message = serializers.CharField(read_only=True)
 
     class Meta:
         model = models.Response
         fields = [
             "id", "question", "status", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
-            "finish_reason", "attempts", "error", "finished",
+            "finish_reason", "attempts", "error", "error_message", "finished",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -330,12 +332,13 @@ class JudgmentOutput(serializers.ModelSerializer):
     response = serializers.IntegerField(source="response_id", read_only=True)
     question = serializers.CharField(source="response.question.hash_id", read_only=True)
     steps = JudgedStepOutput(many=True, read_only=True)
+    error_message = serializers.CharField(read_only=True)
 
     class Meta:
         model = models.Judgment
         fields = [
             "id", "response", "question", "status", "score", "item_scores", "reference_answers", "model_answers",
-            "parse_status", "raw_output", "attempts", "error", "finished", "steps",
+            "parse_status", "raw_output", "attempts", "error", "error_message", "finished", "steps",
         ]  # fmt: skip
         read_only_fields = fields
 

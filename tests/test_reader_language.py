@@ -119,3 +119,39 @@ def test_the_leaderboard_words_the_status_of_a_run_it_does_not_count():
         assert NotCounted(3, "judge", "running").status_label == "Running"
     template = (settings.BASE_DIR / "templates/inference/leaderboard.html").read_text()
     assert "n.status_label" in template and "{{ n.status }}" not in template
+
+
+def test_an_answers_error_reads_in_the_readers_language_on_the_page_and_in_the_api(researcher, client):
+    from inference.models import Response
+    from tests.test_inference_views import answer, make_run
+
+    run = make_run(researcher, finished=True)
+    answer(run, error="truncated: the answer reached max_tokens", finish_reason="length")
+    answer(run, status=Response.Status.FAILED, raw_output="", error="the model returned an empty answer")
+    client.force_login(researcher)
+    page = client.get(f"/research/runs/{run.pk}/").content.decode()
+    assert "被截断：回答达到了 max_tokens 上限" in page and "模型返回了空回答。" in page
+    assert "truncated: the answer" not in page and "the model returned an empty answer" not in page
+    english = api(researcher, "en").get(f"/api/runs/{run.pk}/responses/").json()["results"]
+    assert {row["error_message"] for row in english} == {
+        "Cut off: the answer reached max_tokens; it is kept as far as it goes.",
+        "The model returned an empty answer.",
+    }
+    chinese = api(researcher, "zh-CN").get(f"/api/runs/{run.pk}/responses/").json()["results"]
+    assert {row["error_message"] for row in chinese} == {
+        "被截断：回答达到了 max_tokens 上限；已保留截断前的部分。",
+        "模型返回了空回答。",
+    }
+    assert {row["error"] for row in chinese} >= {"truncated: the answer reached max_tokens"}  # English kept
+
+
+def test_a_judgments_parse_error_is_worded_for_the_reader():
+    from inference import parsing
+    from inference.call_errors import message
+
+    failed = parsing.parse_step_judgment("学生的解题过程基本正确，只有第二步计算有误。")
+    with translation.override("zh-hans"):
+        assert message(failed.error) == "在回复正文中：没有找到 JSON 对象或列表。"
+        assert message("something nobody listed") == "something nobody listed"
+    with translation.override("en"):
+        assert message(failed.error) == "In the reply: No JSON object or list was found."
