@@ -17,6 +17,7 @@ from k12vista.roles import Role
 from pem import agreement_store
 from pem import jobs as pem_jobs
 from tests.conftest import make_person
+from tests.test_pem800k_train import export  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -155,3 +156,24 @@ def test_a_judgments_parse_error_is_worded_for_the_reader():
         assert message("something nobody listed") == "something nobody listed"
     with translation.override("en"):
         assert message(failed.error) == "In the reply: No JSON object or list was found."
+
+
+@pytest.mark.slow
+def test_a_training_failure_reads_in_each_readers_language(export, researcher):  # noqa: F811 (the fixture)
+    import subprocess
+    from unittest import mock
+
+    from k12vista.jobs import execute_job
+    from pem.training import jobs as training_jobs
+    from pem.training import train
+
+    run = training_jobs.start_training(export=export, base_model="/nowhere", hyperparameters={}, user=researcher)
+    failed = subprocess.CompletedProcess([], 1, stdout='{"error": "StopIteration"}', stderr="")
+    with translation.override("zh-hans"), mock.patch.object(train.subprocess, "run", return_value=failed):
+        assert execute_job(run.job_id) == Job.Status.FAILED  # the worker in Chinese
+    job = Job.objects.get(pk=run.job_id)
+    assert (job.error_code, job.error_params) == ("pem.training_failed", {"detail": "StopIteration"})
+    with translation.override("en"):
+        assert job.error_message == "training failed: StopIteration"
+    with translation.override("zh-hans"):
+        assert job.error_message == "训练失败：StopIteration"
