@@ -27,6 +27,7 @@ from django.db.models import Count
 from django.utils.translation import gettext
 
 from annotation.models import CandidateSet, KnowledgePoint, Question
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.text import storable
@@ -207,7 +208,7 @@ def start_draw(*, targets: Targets, by: Any, name: str = "", seed: int | None = 
         candidate = CandidateSet.objects.create(name=name, targets=targets.as_dict(),
                                                 seed=seed, bank_fingerprint="", created_by=by)  # fmt: skip
         candidate.job = start_job(kind="annotation.draw_candidates", user=by, params={"candidate_set": candidate.pk},
-                                  title=gettext("Draw %(name)s") % {"name": candidate.name})  # fmt: skip
+                                  title=job_text.title("draw", name=candidate.name))  # fmt: skip
         candidate.save(update_fields=["job"])
     return candidate
 

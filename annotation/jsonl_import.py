@@ -68,6 +68,7 @@ from annotation.services import (
     FigureData,
     QuestionData,
 )
+from k12vista import job_text
 from k12vista.bulk import analyze
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
@@ -768,7 +769,7 @@ def start_import(*, document: SourceDocument, user: Any) -> Job:
         kind="annotation.import_questions",
         user=user,
         params={"source_document_id": document.pk},
-        title=gettext("Import %(file)s") % {"file": document.original_name},
+        title=job_text.title("import_file", file=document.original_name),
     )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     document.job = job

@@ -32,6 +32,7 @@ from django.db.models.functions import Substr
 from django.utils.translation import gettext
 
 from annotation.models import CoreUnit, KnowledgePoint, Question
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import Subject
@@ -198,8 +199,7 @@ def start_clustering(*, by: Any, subjects: list[str] | None = None, params: Clus
     params = params or ClusterParams()
     return start_job(kind="annotation.cluster_knowledge", user=by,
                      params={"subjects": subjects, "params": asdict(params)},
-                     title=gettext("Cluster knowledge points: %(subjects)s")
-                     % {"subjects": ", ".join(subjects)})  # fmt: skip
+                     title=job_text.title("cluster_knowledge", subjects=", ".join(subjects)))  # fmt: skip
 
 
 @job_handler("annotation.cluster_knowledge", queue=Job.Queue.CPU)

@@ -49,6 +49,7 @@ from annotation.models import (
     ReleaseItem,
     StepProposal,
 )
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -214,7 +215,7 @@ def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licen
                     licence=licence.strip() or DEFAULT_LICENCE, studio_commit=studio_commit(), created_by=by,
                 )  # fmt: skip
                 release.job = start_job(kind="annotation.build_release", user=by, params={"release": release.pk},
-                                        title=gettext("Build release v%(version)s") % {"version": version})  # fmt: skip
+                                        title=job_text.title("build_release", version=version))  # fmt: skip
                 release.save(update_fields=["job"])
                 return release
         except IntegrityError:

@@ -20,7 +20,7 @@ from annotation.forms import (
     filter_controls,
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
-from k12vista import work
+from k12vista import job_text, work
 from k12vista.jobs import start_job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
@@ -400,7 +400,7 @@ def export(request: HttpRequest) -> HttpResponse:
         return redirect("annotation:questions")
     filters = {k: v for k, v in form.cleaned_data.items() if v not in (None, "") and k != "after"}
     job = start_job(kind="annotation.export_questions", user=request.user, params={"filters": filters, "fmt": fmt},
-                    title=_("Export questions (%(fmt)s)") % {"fmt": fmt})  # fmt: skip
+                    title=job_text.title("export_questions", fmt=fmt))  # fmt: skip
     return redirect("k12vista:job_detail", pk=job.pk)
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
@@ -58,12 +58,15 @@ class EndpointInput(serializers.ModelSerializer):
         return value
 
     def validate_api_key_env(self, value: str) -> str:
+        # Worded in the request's language, as the endpoint form words the same refusals.
         if value and not ENV_NAME.match(value):
-            raise serializers.ValidationError("the name of an environment variable (letters, digits, _), not a key")
-        if value and not client.key_variable_declared(value):
             raise serializers.ValidationError(
-                f"{value} is not one of MODEL_API_KEY_VARIABLES ({', '.join(settings.MODEL_API_KEY_VARIABLES)})"
+                gettext("Give the name of an environment variable (letters, digits, _), not a key.")
             )
+        try:
+            client.check_key_variable(value)
+        except client.EndpointError as error:
+            raise serializers.ValidationError(str(error)) from None
         return value
 
 
@@ -131,12 +134,14 @@ class RunOutput(serializers.ModelSerializer):
 
 class ResponseOutput(serializers.ModelSerializer):
     question = serializers.CharField(source="question.hash_id", read_only=True)
+    # ``error`` in English, for scripts that match on it; this one in the request's language.
+    error_message = serializers.CharField(read_only=True)
 
     class Meta:
         model = models.Response
         fields = [
             "id", "question", "status", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
-            "finish_reason", "attempts", "error", "finished",
+            "finish_reason", "attempts", "error", "error_message", "finished",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -327,12 +332,13 @@ class JudgmentOutput(serializers.ModelSerializer):
     response = serializers.IntegerField(source="response_id", read_only=True)
     question = serializers.CharField(source="response.question.hash_id", read_only=True)
     steps = JudgedStepOutput(many=True, read_only=True)
+    error_message = serializers.CharField(read_only=True)
 
     class Meta:
         model = models.Judgment
         fields = [
             "id", "response", "question", "status", "score", "item_scores", "reference_answers", "model_answers",
-            "parse_status", "raw_output", "attempts", "error", "finished", "steps",
+            "parse_status", "raw_output", "attempts", "error", "error_message", "finished", "steps",
         ]  # fmt: skip
         read_only_fields = fields
 

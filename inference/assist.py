@@ -26,7 +26,6 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
-from django.utils.translation import gettext
 
 from annotation import checks
 from annotation import services as bank
@@ -36,6 +35,7 @@ from inference.answers import UnreadableOutput, judge_answer
 from inference.default_prompts import STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -113,7 +113,7 @@ def retry_failed(*, run: AssistRun, user: Any) -> Job:
     """Sends items whose call failed back to pending and runs the job again for them only."""
     run.results.filter(status=Status.CALL_FAILED).update(status=Status.PENDING, error="")
     run.job = start_job(
-        kind=JOB_KIND, user=user, params={"run_id": run.pk}, title=gettext("%(name)s (retry)") % {"name": run.name}
+        kind=JOB_KIND, user=user, params={"run_id": run.pk}, title=job_text.title("retry", name=run.name)
     )
     run.save(update_fields=["job"])
     return run.job

@@ -32,6 +32,7 @@ from django.utils.translation import gettext
 
 from inference import services
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Response
+from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
 from k12vista.jobs import JobCancelled, JobLost, Progress, job_handler, start_job
 from k12vista.models import PARKED, Job
@@ -62,7 +63,9 @@ def start_campaign(
         raise CampaignError(gettext("unknown mode %(mode)r") % {"mode": mode})
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
                                        params=params or {}, seed=seed, created_by=user)  # fmt: skip
-    campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=f"Campaign {name}")
+    campaign.job = start_job(
+        kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=job_text.title("campaign", name=name)
+    )
     campaign.save(update_fields=["job"])
     for endpoint in endpoints:
         run = services.create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
@@ -217,7 +220,7 @@ def retry_failures(*, campaign: Campaign, user: Any) -> int:
     if not http and not engine:
         return 0
     campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk},
-                             title=f"Campaign {campaign.name} (retry)")  # fmt: skip
+                             title=job_text.title("campaign_retry", name=campaign.name))  # fmt: skip
     campaign.save(update_fields=["job"])
     for run in http:
         run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")

@@ -9,12 +9,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils.translation import gettext
-
 from annotation import services as bank
 from annotation.models import Question
 from inference.assist import FILTER_KINDS, Kind, Status, counts
 from inference.models import AssistResult, AssistRun
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -222,8 +221,7 @@ def start_confirm_filters(
     params = {"small": [run.pk for run in small_runs], "text_only": text_only_run.pk if text_only_run else None,
               "fingerprint": fingerprint}  # fmt: skip
     return start_job(kind=CONFIRM_JOB_KIND, user=user, params=params,
-                     title=gettext("Reject %(n)d questions (difficulty filters)")
-                     % {"n": len(preview.to_remove)})  # fmt: skip
+                     title=job_text.title("reject_difficulty", n=len(preview.to_remove)))  # fmt: skip
 
 
 @job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU)

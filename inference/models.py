@@ -11,7 +11,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from inference import client
+from inference import call_errors, client
 from k12vista.text import unstorable_reason
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
@@ -244,6 +244,11 @@ class ModelCall(models.Model):
 
     class Meta:
         abstract = True
+
+    @property
+    def error_message(self) -> str:
+        """The error in the reader's language (inference.call_errors); ``error`` keeps it in English."""
+        return call_errors.message(self.error)
 
 
 class Response(ModelCall):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from inference.leaderboard import reference_cells
 from inference.models import InferenceRun
 from inference.reference import board, results
 from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_scoring_run_for_user
+from k12vista import job_text
 from k12vista.jobs import start_job
 from k12vista.roles import require_role
 
@@ -55,5 +55,5 @@ def reference_board_xlsx(request: HttpRequest) -> HttpResponse:
 def export_reference_results(request: HttpRequest, pk: int) -> HttpResponse:
     scoring_run = get_scoring_run_for_user(request.user, pk)
     job = start_job(kind=results.KIND, user=request.user, params={"scoring_run_id": scoring_run.pk},
-                    title=_("Results of %(name)s in the reference layout") % {"name": scoring_run.name})  # fmt: skip
+                    title=job_text.title("reference_results", name=scoring_run.name))  # fmt: skip
     return redirect("k12vista:job_detail", pk=job.pk)

@@ -42,6 +42,7 @@ from inference.reference import judging as reference_judging
 from inference.reference import prompts as reference_prompts
 from inference.reference import register as reference_register
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import CORRECT
@@ -222,10 +223,10 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
         Q(status__in=FAILED_STATUSES) | Q(status=Judgment.Status.NO_RESPONSE, response__status=Response.Status.OK)
     )
     judgments.update(status=Judgment.Status.PENDING, error="", score=None)
-    return _start_job(scoring_run, user=user, title=gettext("%(name)s (rescore)") % {"name": scoring_run.name})
+    return _start_job(scoring_run, user=user, title=job_text.title("rescore", name=scoring_run.name))
 
 
-def _start_job(run: ScoringRun, *, user: Any, title: str) -> Job:
+def _start_job(run: ScoringRun, *, user: Any, title: str | dict) -> Job:
     kind = "inference.score_local" if run.judge.kind == ModelEndpoint.Kind.TRANSFORMERS else "inference.score"
     run.job = start_job(kind=kind, user=user, params={"scoring_run_id": run.pk}, title=title)
     run.save(update_fields=["job"])

@@ -28,6 +28,7 @@ from inference.models import (
 )
 from inference.reference import messages as reference_messages
 from inference.reference.register import reference_prompt
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 
@@ -236,7 +237,7 @@ def retry_failed(*, run: InferenceRun, user: Any, part_of: Job | None = None) ->
         kind=job_kind(run.endpoint),
         user=user,
         params={"run_id": run.pk},
-        title=gettext("%(name)s (retry)") % {"name": run.name},
+        title=job_text.title("retry", name=run.name),
         part_of=part_of,
     )
     run.save(update_fields=["job"])

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.utils import translation
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 # Every kind registered with k12vista.jobs.job_handler (tests/test_job_kinds.py checks none is missing).
@@ -57,6 +58,65 @@ def kind_label(kind: str) -> str:
     """The kind in words, in the active language; a kind nobody labelled shows as written."""
     label = KIND_LABELS.get(kind)
     return str(label) if label is not None else kind
+
+
+# --- titles worded at display time ------------------------------------------------
+# A job's title is stored as a code and parameters (``Job.title_code``, ``Job.title_params``) and worded in
+# the reader's language when shown: a job started from the Chinese pages reads in English to an English
+# reader. ``Job.title`` keeps an English copy for logs, the admin and rows made before the codes.
+TITLES = {
+    "build_release": gettext_noop("Build release v%(version)s"),
+    "build_pebench": gettext_noop("Build PEBench (%(size)s items, seed %(seed)s)"),
+    "campaign": gettext_noop("Campaign %(name)s"),
+    "campaign_retry": gettext_noop("Campaign %(name)s (retry)"),
+    "agreement": gettext_noop("Agreement report (%(scope)s)"),
+    "cluster_knowledge": gettext_noop("Cluster knowledge points: %(subjects)s"),
+    "cots_from_run": gettext_noop("Chains of thought from %(run)s"),
+    "create_audit": gettext_noop("Create audit %(name)s (%(size)s items)"),
+    "create_audit_unnamed": gettext_noop("Create audit (%(size)s items)"),
+    "draw": gettext_noop("Draw %(name)s"),
+    "export_pebench": gettext_noop("Export PEBench"),
+    "export_questions": gettext_noop("Export questions (%(fmt)s)"),
+    "filter_pem800k": gettext_noop("Filter the labels of %(rater)s"),
+    "given_steps": gettext_noop("PEBench, given steps: %(judge)s"),
+    "import_file": gettext_noop("Import %(file)s"),
+    "import_pebench": gettext_noop("Import PEBench %(name)s"),
+    "import_pem800k": gettext_noop("Import PEM-800K %(name)s"),
+    "labels_from_scoring_run": gettext_noop("Step labels from %(run)s"),
+    "pebench_release": gettext_noop("PEBench release v%(version)s"),
+    "reference_results": gettext_noop("Results of %(name)s in the reference layout"),
+    "reject_difficulty": gettext_noop("Reject %(n)d questions (difficulty filters)"),
+    "again": gettext_noop("%(name)s (again)"),
+    "rescore": gettext_noop("%(name)s (rescore)"),
+    "retry": gettext_noop("%(name)s (retry)"),
+    "train_pem": gettext_noop("Train the PEM on export %(id)s"),
+    "training_export": gettext_noop("Training export of filter run %(id)s"),
+    "worker_check": gettext_noop("Worker check (%(queue)s)"),
+}
+
+
+def title(code: str, **params: Any) -> dict[str, Any]:
+    """A job title to store: pass it as ``start_job(title=...)``; parameters are kept JSON-plain."""
+    if code not in TITLES:
+        raise ValueError(f"no job title is registered as {code!r}")
+    return {"code": code, "params": {name: value if isinstance(value, int) else str(value)
+                                      for name, value in params.items()}}  # fmt: skip
+
+
+def title_text(code: str, params: dict[str, Any] | None) -> str:
+    """The title in the active language, or "" when the code is unknown or its parameters do not fit."""
+    template = TITLES.get(code)
+    if template is None:
+        return ""
+    try:
+        return gettext(template) % (params or {})
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+
+def english_title(stored: dict[str, Any]) -> str:
+    with translation.override("en"):
+        return title_text(stored["code"], stored["params"])
 
 
 # --- failures worded at display time ------------------------------------------------

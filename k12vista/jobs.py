@@ -33,6 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from k12vista import job_text
 from k12vista.job_text import JobFailure
 from k12vista.models import PARKED, Job
 
@@ -122,8 +123,13 @@ def unfinished_parts(job: Job):
     return Job.objects.unfinished().filter(params__part_of=job.pk)
 
 
-def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = "", part_of: Job | None = None) -> Job:
+def start_job(
+    *, kind: str, user: Any, params: dict | None = None, title: str | dict = "", part_of: Job | None = None
+) -> Job:
     """Creates the job row and enqueues it once the surrounding transaction commits.
+
+    ``title`` is ``job_text.title(code, **params)`` (worded in each reader's language when shown) or a
+    text a person chose (a run's name), shown as written.
 
     A job started ``part_of`` another is cancelled with it, and its end wakes
     the other (see Progress.wait_for_parts): a campaign's engine runs."""
@@ -133,9 +139,12 @@ def start_job(*, kind: str, user: Any, params: dict | None = None, title: str = 
     params = dict(params or {})
     if part_of is not None:
         params["part_of"] = part_of.pk
+    coded = title if isinstance(title, dict) else None
     job = Job.objects.create(
         kind=kind,
-        title=title or kind,
+        title=(job_text.english_title(coded) if coded else title)[:300] or kind,
+        title_code=coded["code"] if coded else "",
+        title_params=coded["params"] if coded else {},
         queue=registration.queue,
         params=params,
         started_by=user if getattr(user, "is_authenticated", False) else None,

@@ -3,16 +3,19 @@ from django.core.exceptions import BadRequest
 from django.http import Http404
 from django.urls import Resolver404, resolve
 from django.utils import translation
-from django.utils.translation import gettext
+from django.utils.cache import patch_vary_headers
+from django.utils.translation import get_supported_language_variant, gettext
+from django.utils.translation.trans_real import parse_accept_lang_header
 from django.views.defaults import page_not_found
 
 
 class LanguageMiddleware:
     """Chinese unless the person chose otherwise with the language switch.
 
-    Unlike Django's LocaleMiddleware this ignores the browser's Accept-Language:
-    the team works in Chinese by default, whatever the browser says. An unknown
-    code in the cookie falls back to Chinese.
+    Unlike Django's LocaleMiddleware the pages ignore the browser's Accept-Language:
+    the team works in Chinese by default, whatever the browser says. The API
+    honours it (a script chooses its language there). An unknown code in the
+    cookie falls back to Chinese.
     """
 
     def __init__(self, get_response):
@@ -21,13 +24,33 @@ class LanguageMiddleware:
 
     def __call__(self, request):
         chosen = request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME, "")
-        language = chosen if chosen in self.supported else settings.LANGUAGE_CODE
+        if chosen in self.supported:
+            language = chosen
+        elif request.path_info.startswith("/api/"):
+            # A script has no language switch: the API answers in the language its Accept-Language asks
+            # for (a browser's own calls carry the page's cookie, so the page and its API calls agree).
+            language = self.accepted(request) or settings.LANGUAGE_CODE
+        else:
+            language = settings.LANGUAGE_CODE
         translation.activate(language)
         request.LANGUAGE_CODE = language
         response = self.get_response(request)
         response.headers.setdefault("Content-Language", language)
+        if request.path_info.startswith("/api/"):
+            patch_vary_headers(response, ("Accept-Language", "Cookie"))
         translation.deactivate()
         return response
+
+    def accepted(self, request) -> str:
+        """The first supported language of the request's Accept-Language, by its weights; "" if none."""
+        for code, _weight in parse_accept_lang_header(request.headers.get("Accept-Language", "")):
+            if code == "*":
+                continue
+            try:
+                return get_supported_language_variant(code)
+            except LookupError:
+                continue
+        return ""
 
 
 class StudioNotFoundMiddleware:

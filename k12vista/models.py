@@ -99,6 +99,10 @@ class Job(models.Model):
 
     kind = models.CharField(max_length=100, db_index=True)
     title = models.CharField(max_length=300, blank=True)
+    # The title worded at display time (k12vista.job_text.TITLES): its code and parameters; ``title`` keeps it
+    # in English. Empty for a title a person chose (a run's name), which is shown as written.
+    title_code = models.CharField(max_length=100, blank=True)
+    title_params = models.JSONField(default=dict, blank=True)
     queue = models.CharField(max_length=10, choices=Queue.choices, default=Queue.CPU)
     params = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -140,7 +144,8 @@ class Job(models.Model):
     @property
     def display_title(self) -> str:
         """The title it was started with; a job started without one (its title is its kind) by its kind's label."""
-        return self.title if self.title and self.title != self.kind else self.kind_label
+        worded = job_text.title_text(self.title_code, self.title_params) if self.title_code else ""
+        return worded or (self.title if self.title and self.title != self.kind else self.kind_label)
 
     @property
     def error_message(self) -> str:

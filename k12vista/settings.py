@@ -117,6 +117,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Outside the rest: it reads the finished page (its Chinese text) and names the font ranges it needs.
+    "k12vista.fonts.FontPreloadMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "k12vista.middleware.LanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -337,6 +339,8 @@ REST_FRAMEWORK = {
     # Fails open while the cache is down (k12vista/throttling.py); logins are guarded by django-axes.
     "DEFAULT_THROTTLE_CLASSES": ["k12vista.throttling.FailOpenUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": "600/min"},
+    # A missing object answered in the request's language, not Django's English "No X matches the given query."
+    "EXCEPTION_HANDLER": "k12vista.api_errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "K12Vista Studio API",

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from k12vista import files, guidelines, jobs, services
+from k12vista import files, guidelines, job_text, jobs, services
 from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
 from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from k12vista.metrics import calls_per_second, exposition
@@ -220,7 +220,7 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         queue = request.POST.get("queue", "cpu")
         kind = "k12vista.worker_check_io" if queue == "io" else "k12vista.worker_check"
-        job = jobs.start_job(kind=kind, user=request.user, title=_("Worker check (%(queue)s)") % {"queue": queue})
+        job = jobs.start_job(kind=kind, user=request.user, title=job_text.title("worker_check", queue=queue))
         if request.htmx:
             return render(request, "k12vista/_job_progress.html", {"job": job})
         return redirect("k12vista:job_detail", pk=job.pk)

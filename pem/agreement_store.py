@@ -29,6 +29,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from k12vista import job_text
 from k12vista.jobs import start_job
 from k12vista.models import Job
 from pem.models import ChainOfThought, PEBenchItem, Step, StepLabel, StoredAgreement
@@ -114,7 +115,7 @@ def _lock_starting() -> None:
 
 
 def _start(scope: str, user: Any) -> Job:
-    return start_job(kind=KIND, user=user, params={"scope": scope}, title=f"Agreement report ({scope})")
+    return start_job(kind=KIND, user=user, params={"scope": scope}, title=job_text.title("agreement", scope=scope))
 
 
 def start_agreement(*, scope: str, user: Any) -> Job:

@@ -30,6 +30,7 @@ from inference.reference import judging as reference_judging
 from inference.reference import prompts as reference_prompts
 from inference.reference import register as reference_register
 from inference.services import ALLOWED_PARAMS, require_api_key
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import LABELS_BY_CODE, STEP_LABELS
@@ -122,7 +123,7 @@ def start(*, judge: ModelEndpoint, user: Any, prompt_set: str = "") -> Job:
         raise GivenStepsError(str(exc)) from None
     params = {"judge_id": judge.pk, "prompt_id": template.pk, "rater": rater_for(judge)}
     return start_job(kind=JOB_KIND, user=user, params=params,
-                     title=gettext("PEBench, given steps: %(judge)s") % {"judge": judge.name})  # fmt: skip
+                     title=job_text.title("given_steps", judge=judge.name))  # fmt: skip
 
 
 def messages_for(cot: ChainOfThought, steps: list[Step], template: PromptTemplate, *, images: bool) -> list[dict]:

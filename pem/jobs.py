@@ -13,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import OperationalError
-from django.utils.translation import gettext
 
 from annotation.jsonl_import import ImportFileError
 from annotation.uploads import check_import_file
 from inference.models import InferenceRun, ScoringRun
+from k12vista import job_text
 from k12vista.files import stored_name
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
@@ -50,7 +50,7 @@ def store_upload(uploaded_file: Any) -> str:
 def start_import(*, stored_name: str, name: str, user: Any) -> Job:
     """``stored_name`` is the file's name in default storage; ``name`` the rater of its labels."""
     return start_job(kind=IMPORT, user=user, params={"file": stored_name, "name": name},
-                     title=gettext("Import PEBench %(name)s") % {"name": name})  # fmt: skip
+                     title=job_text.title("import_pebench", name=name))  # fmt: skip
 
 
 def start_build(*, target_size: int, min_steps: int, strata: list[str], seed: int, user: Any) -> Job:
@@ -60,25 +60,25 @@ def start_build(*, target_size: int, min_steps: int, strata: list[str], seed: in
         kind=BUILD,
         user=user,
         params=params,
-        title=gettext("Build PEBench (%(size)s items, seed %(seed)s)") % {"size": target_size, "seed": seed},
+        title=job_text.title("build_pebench", size=target_size, seed=seed),
     )
 
 
 def start_export(*, user: Any, build: PEBenchBuild | None = None) -> Job:
     params = {"build_id": build.pk if build else None}
-    return start_job(kind=EXPORT, user=user, params=params, title=gettext("Export PEBench"))
+    return start_job(kind=EXPORT, user=user, params=params, title=job_text.title("export_pebench"))
 
 
 def start_cots_from_run(*, inference_run: InferenceRun, user: Any) -> Job:
     return start_job(kind=COTS_FROM_RUN, user=user, params={"inference_run_id": inference_run.pk},
-                     title=gettext("Chains of thought from %(run)s") % {"run": inference_run.name})  # fmt: skip
+                     title=job_text.title("cots_from_run", run=inference_run.name))  # fmt: skip
 
 
 def start_labels_from_scoring_run(*, scoring_run: ScoringRun, user: Any) -> Job:
     if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
         raise services.PEBenchError(f"{scoring_run} judged final answers only; step labels need step-by-step scoring")
     return start_job(kind=LABELS_FROM_SCORING, user=user, params={"scoring_run_id": scoring_run.pk},
-                     title=gettext("Step labels from %(run)s") % {"run": scoring_run.name})  # fmt: skip
+                     title=job_text.title("labels_from_scoring_run", run=scoring_run.name))  # fmt: skip
 
 
 # --- handlers -------------------------------------------------------------------------

@@ -34,10 +34,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.utils.translation import gettext
 
 from inference import scoring
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
@@ -115,7 +115,7 @@ def restart_panel(*, panel: PanelRun, user: Any) -> Job:
         status=Judgment.Status.PENDING, error="", score=None
     )
     panel.job = start_job(
-        kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=gettext("%(name)s (again)") % {"name": panel}
+        kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=job_text.title("again", name=panel)
     )
     panel.save(update_fields=["job"])
     return panel.job

@@ -37,6 +37,7 @@ from django.utils.translation import gettext
 from annotation import statistics
 from annotation.export import sha256_of
 from annotation.releases import field_diff, studio_commit
+from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.roles import Role, has_role
@@ -100,7 +101,7 @@ def start_release(*, by: Any, name: str = "") -> PEBenchRelease:
                 release = PEBenchRelease.objects.create(version=version, name=name.strip() or f"PEBench v{version}",
                                                         studio_commit=studio_commit(), created_by=by)  # fmt: skip
                 release.job = start_job(kind=BUILD, user=by, params={"release": release.pk},
-                                        title=f"PEBench release v{version}")  # fmt: skip
+                                        title=job_text.title("pebench_release", version=version))  # fmt: skip
                 release.save(update_fields=["job"])
                 return release
         except IntegrityError:

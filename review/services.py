@@ -32,7 +32,7 @@ from django.utils.translation import gettext
 
 from annotation import services as bank
 from annotation.models import Assignment, Question, QuestionEdit
-from k12vista import guidelines
+from k12vista import guidelines, job_text
 from k12vista.jobs import start_job
 from k12vista.models import Job
 from k12vista.vocabulary import QuestionType, Subject
@@ -322,7 +322,8 @@ def start_audit(*, by: Any, **arguments: Any) -> Audit | Job:
         "inspectors_per_item": arguments.get("inspectors_per_item", 3),
     }  # fmt: skip
     return start_job(kind=CREATE_JOB, user=by, params=params,
-                     title=f"Create audit {params['name'] or ''} ({size} items)".replace("  ", " "))  # fmt: skip
+                     title=job_text.title("create_audit", name=params["name"], size=size)
+                     if params["name"] else job_text.title("create_audit_unnamed", size=size))  # fmt: skip
 
 
 def create_audit_from_job(job: Job, progress: Any) -> Audit:

@@ -219,7 +219,7 @@ def test_the_campaign_job_starts_engine_runs_once_resumes_and_shows_on_the_job_p
     assert Job.objects.filter(kind="inference.run_local").count() == 1
     assert len(Models.seen) == asked
     page = login(researcher).get(reverse("k12vista:job_detail", args=[campaign.job_id]))
-    assert page.status_code == 200 and "Campaign mixed" in page.content.decode()
+    assert page.status_code == 200 and "评测批次 mixed" in page.content.decode()  # the title in the reader's language
     detail = login(researcher).get(reverse("inference:campaign", args=[campaign.pk])).content.decode()
     assert f'id="job-{campaign.job_id}"' in detail
 
@@ -274,7 +274,7 @@ def test_a_campaign_runs_until_its_engine_run_ends_then_is_done(scripted_models,
     partial = client.get(reverse("inference:campaign", args=[campaign.pk]), headers={"HX-Request": "true"})
     assert 'data-finished="false"' in partial.content.decode() and 'hx-trigger="every 2s"' in partial.content.decode()
     jobs_page = client.get(reverse("k12vista:job_list")).content.decode()
-    assert "Campaign mixed" in jobs_page
+    assert "评测批次 mixed" in jobs_page
     engine_run.refresh_from_db()
     sent.reset_mock()
     with mock.patch.object(engines, "local_chat_batch", engine_answers), commits(execute=True):

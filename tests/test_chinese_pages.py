@@ -236,8 +236,10 @@ def studio(settings, tmp_path):
         Response.objects.create(run=run, question=q, status=Response.Status.OK, raw_output="第一步。\n\n第二步。")
         for q in questions[:5]
     ]
+    # The errors a call leaves are stored in English and worded for the reader (inference.call_errors).
+    Response.objects.filter(pk=responses[0].pk).update(error="truncated: the answer reached max_tokens")
     Response.objects.create(run=run, question=questions[5], status=Response.Status.FAILED,
-                            error="")  # fmt: skip
+                            error="the model returned an empty answer")  # fmt: skip
     scoring = make_scoring_run(run, judge_endpoint)
     scoring.name = "评分模型评学生模型"
     scoring.save()
@@ -463,6 +465,7 @@ def test_every_page_of_every_role_reads_in_chinese(studio, client):
         ("get", "/api/questions/?cursor=forged", None),
         ("post", "/api/leaderboard/pins/", {}),
         ("post", "/api/pem/splits/", {}),
+        ("get", "/api/jobs/999999/", None),  # Django's own "No Job matches the given query." is English only
     ],
 )
 def test_api_errors_speak_chinese_to_a_chinese_client(studio, method, path, data):

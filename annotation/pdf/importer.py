@@ -46,6 +46,7 @@ from annotation.pdf.notes import Note, english, note
 from annotation.pdf.reading import PdfImportError
 from annotation.pdf.segment import ParsedQuestion, Segmented, segment
 from annotation.services import FigureData, QuestionData, QuestionDataError, create_question
+from k12vista import job_text
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.lazy import lazy_module
 from k12vista.models import Job
@@ -172,7 +173,7 @@ def start_pdf_import(*, document: SourceDocument, user: Any, subject: str = DEFA
         raise PdfImportError(_("Grade must be 1-12, not %(grade)r.") % {"grade": grade})
     params = {"source_document_id": document.pk, "subject": subject, "grade": int(grade), "reader": reader}
     job = start_job(
-        kind=JOB_KIND, user=user, params=params, title=_("Import %(file)s") % {"file": document.original_name}
+        kind=JOB_KIND, user=user, params=params, title=job_text.title("import_file", file=document.original_name)
     )
     SourceDocument.objects.filter(pk=document.pk).update(job=job)
     return job

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import OperationalError
-from django.utils.translation import gettext
 
+from k12vista import job_text
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
 from pem.models import FilterRun, TrainingExport, TrainingRun
@@ -30,7 +30,7 @@ def start_import(*, path: str, name: str, user: Any) -> Job:
         kind=IMPORT,
         user=user,
         params={"path": path, "name": name},
-        title=gettext("Import PEM-800K %(name)s") % {"name": name},
+        title=job_text.title("import_pem800k", name=name),
     )
 
 
@@ -40,7 +40,7 @@ def start_filters(*, source: str, rater: str, params: dict | None, user: Any) ->
         kind=FILTER,
         user=user,
         params={"filter_run_id": run.pk},
-        title=gettext("Filter the labels of %(rater)s") % {"rater": rater},
+        title=job_text.title("filter_pem800k", rater=rater),
     )
     run.save(update_fields=["job"])
     return run
@@ -49,7 +49,7 @@ def start_filters(*, source: str, rater: str, params: dict | None, user: Any) ->
 def start_export(*, filter_run: FilterRun, user: Any, **options: Any) -> TrainingExport:
     export = exports.start_export(filter_run=filter_run, user=user, **options)
     export.job = start_job(kind=EXPORT, user=user, params={"export_id": export.pk},
-                           title=gettext("Training export of filter run %(id)s") % {"id": filter_run.pk})  # fmt: skip
+                           title=job_text.title("training_export", id=filter_run.pk))  # fmt: skip
     export.save(update_fields=["job"])
     return export
 
@@ -57,7 +57,7 @@ def start_export(*, filter_run: FilterRun, user: Any, **options: Any) -> Trainin
 def start_training(*, export: TrainingExport, base_model: str, hyperparameters: dict | None, user: Any) -> TrainingRun:
     run = train.start_training(export=export, base_model=base_model, hyperparameters=hyperparameters, user=user)
     run.job = start_job(kind=TRAIN, user=user, params={"training_run_id": run.pk},
-                        title=gettext("Train the PEM on export %(id)s") % {"id": export.pk})  # fmt: skip
+                        title=job_text.title("train_pem", id=export.pk))  # fmt: skip
     run.save(update_fields=["job"])
     return run
 

@@ -27,6 +27,8 @@ from django.utils.translation import gettext
 from inference import prompts
 from inference.models import ModelEndpoint, PromptTemplate
 from inference.services import save_endpoint
+from k12vista import job_text
+from k12vista.job_text import JobFailure
 from pem.models import TrainingExport, TrainingRun
 from pem.training import exports, formats, trainer
 
@@ -36,6 +38,16 @@ HYPERPARAMETERS = tuple(trainer.DEFAULTS)
 
 class TrainingError(ValueError):
     """The training cannot start or failed; the message says why."""
+
+
+@job_text.failure_wording("pem.training_failed")
+def _training_failed(params: dict[str, Any]) -> str:
+    return gettext("training failed: %(detail)s") % params
+
+
+class TrainingFailed(JobFailure, TrainingError):
+    """The trainer itself failed: the job stores a code and the trainer's own words, worded in each
+    reader's language where the job is shown (not in the worker's language once for everybody)."""
 
 
 def commit() -> str:
@@ -122,7 +134,7 @@ def run_training(run: TrainingRun, progress: Callable[[int, int | None], None] |
         detail = answer.get("error") or finished.stderr.strip()[-2000:] or f"exit status {finished.returncode}"
         run.status, run.error, run.finished = TrainingRun.Status.FAILED, detail, timezone.now()
         run.save(update_fields=["status", "error", "finished"])
-        raise TrainingError(gettext("training failed: %(detail)s") % {"detail": detail})
+        raise TrainingFailed("pem.training_failed", {"detail": detail})
     run.status = TrainingRun.Status.DONE
     run.checkpoint = Path(answer["checkpoint"]).relative_to(settings.MEDIA_ROOT).as_posix()
     run.metrics = {k: answer[k] for k in ("global_step", "train_loss", "runtime_s")}

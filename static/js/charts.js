@@ -14,7 +14,18 @@
     return spec.percent ? (100 * value).toFixed(1) + "%" : String(Math.round(value * 1000) / 1000);
   }
 
-  function option(spec) {
+  // ECharts draws its own text and names its own font ("sans-serif" by default), which on a machine with no
+  // Chinese font of its own is boxes: it draws with the page's font stack, the bundled Noto Sans SC included.
+  function fontFamily(el) {
+    return window.getComputedStyle(el).fontFamily;
+  }
+
+  // The text the chart will draw, so the ranges of the font it needs are loaded before it draws.
+  function chartText(spec) {
+    return [].concat(spec.categories || [], (spec.series || []).map(function (s) { return s.name; })).join("");
+  }
+
+  function option(spec, font) {
     var valueAxis = {
       type: "value",
       max: spec.y_max === undefined ? null : spec.y_max,
@@ -24,6 +35,7 @@
     return {
       color: PALETTE,
       animation: false,
+      textStyle: { fontFamily: font },
       grid: { left: 8, right: 16, top: 36, bottom: 8, containLabel: true },
       legend: { type: "scroll", top: 0 },
       tooltip: { trigger: "axis", valueFormatter: function (v) { return format(spec, v); } },
@@ -43,11 +55,18 @@
       var source = document.getElementById(el.dataset.chart);
       if (!source) return;
       var spec = JSON.parse(source.textContent);
-      // SVG: crisp at any zoom, and the drawn marks are elements a test can count.
-      var chart = window.echarts.init(el, null, { renderer: "svg" });
-      chart.setOption(option(spec));
+      var font = fontFamily(el);
       el.dataset.drawn = "1";
-      window.addEventListener("resize", function () { chart.resize(); });
+      // Drawn once the font faces for its text are in (a chart measures its labels when it draws them).
+      var ready = document.fonts && document.fonts.load
+        ? document.fonts.load("12px " + font, chartText(spec) || "0").catch(function () {})
+        : Promise.resolve();
+      ready.then(function () {
+        // SVG: crisp at any zoom, and the drawn marks are elements a test can count.
+        var chart = window.echarts.init(el, null, { renderer: "svg" });
+        chart.setOption(option(spec, font));
+        window.addEventListener("resize", function () { chart.resize(); });
+      });
     });
   }
 

@@ -1,0 +1,179 @@
+"""Messages in the reader's language (issue 25 fault 8, issue 29): what the studio stores is a code with
+parameters, worded when shown, in pages and in the API (whose Accept-Language is honoured), so a job started
+from the Chinese pages reads in English to an English reader and the other way round."""
+
+import importlib
+
+import pytest
+from django.apps import apps
+from django.conf import settings
+from django.utils import translation
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from k12vista import job_text
+from k12vista.models import Job
+from k12vista.roles import Role
+from pem import agreement_store
+from pem import jobs as pem_jobs
+from tests.conftest import make_person
+from tests.test_pem800k_train import export  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def researcher(db):
+    return make_person("rita", Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
+
+
+def api(user, language=None):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    if language:
+        client.defaults["HTTP_ACCEPT_LANGUAGE"] = language
+    return client
+
+
+def test_a_job_title_reads_in_each_readers_language(researcher, client):
+    with translation.override("zh-hans"):  # started from the Chinese pages
+        job = pem_jobs.start_build(target_size=40, min_steps=2, strata=[], seed=7, user=researcher)
+        agreement = agreement_store.start_agreement(scope="all", user=researcher)
+    job.refresh_from_db()
+    assert job.title == "Build PEBench (40 items, seed 7)"  # the English copy, for logs and the admin
+    with translation.override("en"):
+        assert job.display_title == "Build PEBench (40 items, seed 7)"
+        assert agreement.display_title == "Agreement report (all)"
+    with translation.override("zh-hans"):
+        assert job.display_title == "构建 PEBench（40 条，种子 7）"
+        assert agreement.display_title == "一致性报告（all）"
+    # On the pages, by the reader's cookie.
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    assert "Agreement report (all)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    assert "一致性报告（all）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+
+
+def test_the_api_answers_in_the_language_accept_language_asks_for(researcher):
+    with translation.override("en"):
+        job = agreement_store.start_agreement(scope="all", user=researcher)
+    assert api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"] == "Agreement report (all)"
+    chinese = api(researcher, "zh-CN,zh;q=0.9").get(f"/api/jobs/{job.pk}/")
+    assert chinese.json()["title"] == "一致性报告（all）"
+    assert chinese["Content-Language"] == "zh-hans"
+    # No Accept-Language: the studio's own language, Chinese; one it does not speak: the same.
+    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    # DRF's own messages follow it too, a missing object included (Django words that one in English only).
+    assert api(researcher, "zh-CN").get("/api/jobs/999999/").json()["detail"] == "未找到。"
+    assert api(researcher, "en").get("/api/jobs/999999/").json()["detail"] == "Not found."
+
+
+def test_every_job_title_has_its_chinese_wording():
+    with translation.override("zh-hans"):
+        untranslated = [code for code, template in job_text.TITLES.items() if translation.gettext(template) == template]
+    assert untranslated == []
+
+
+def test_titles_stored_worded_are_read_back_into_codes(researcher):
+    # Rows made before the codes hold the title worded in their starter's language.
+    old = [
+        Job.objects.create(kind="annotation.import_pdf", title="导入 期中试卷.pdf"),
+        Job.objects.create(kind="pem.agreement", title="Agreement report (all)"),
+        Job.objects.create(kind="inference.run", title="qwen 第一轮"),  # a run's name: kept as written
+    ]
+    migration = importlib.import_module("k12vista.migrations.0005_job_title_code")
+    migration.coded_titles(apps, None)
+    imported, agreement, named = (Job.objects.get(pk=job.pk) for job in old)
+    assert (imported.title_code, imported.title_params) == ("import_file", {"file": "期中试卷.pdf"})
+    assert agreement.title_code == "agreement"
+    assert named.title_code == ""
+    with translation.override("en"):
+        assert imported.display_title == "Import 期中试卷.pdf"
+        assert named.display_title == "qwen 第一轮"
+    with translation.override("zh-hans"):
+        assert agreement.display_title == "一致性报告（all）"
+
+
+def test_an_endpoint_refusal_reads_in_the_requests_language(researcher, settings):
+    settings.MODEL_API_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    body = {"name": "qwen", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model_name": "qwen",
+            "api_key_env": "SECRET_KEY"}  # fmt: skip
+    chinese = api(researcher, "zh-CN").post("/api/endpoints/", body, format="json")
+    assert chinese.status_code == 400
+    assert "不在 MODEL_API_KEY_VARIABLES" in chinese.json()["api_key_env"][0]
+    english = api(researcher, "en").post("/api/endpoints/", body, format="json")
+    assert "is not one of MODEL_API_KEY_VARIABLES" in english.json()["api_key_env"][0]
+    body["api_key_env"] = "sk-12345 not a name"
+    refused = api(researcher, "zh-CN").post("/api/endpoints/", body, format="json")
+    assert "环境变量名" in refused.json()["api_key_env"][0]
+
+
+def test_the_leaderboard_words_the_status_of_a_run_it_does_not_count():
+    from inference.leaderboard.core import NotCounted
+
+    with translation.override("zh-hans"):
+        assert NotCounted(3, "judge", "succeeded").status_label == "已完成"
+        assert NotCounted(3, "judge", "rescore failed").status_label == "重新评分：失败"
+    with translation.override("en"):
+        assert NotCounted(3, "judge", "running").status_label == "Running"
+    template = (settings.BASE_DIR / "templates/inference/leaderboard.html").read_text()
+    assert "n.status_label" in template and "{{ n.status }}" not in template
+
+
+def test_an_answers_error_reads_in_the_readers_language_on_the_page_and_in_the_api(researcher, client):
+    from inference.models import Response
+    from tests.test_inference_views import answer, make_run
+
+    run = make_run(researcher, finished=True)
+    answer(run, error="truncated: the answer reached max_tokens", finish_reason="length")
+    answer(run, status=Response.Status.FAILED, raw_output="", error="the model returned an empty answer")
+    client.force_login(researcher)
+    page = client.get(f"/research/runs/{run.pk}/").content.decode()
+    assert "被截断：回答达到了 max_tokens 上限" in page and "模型返回了空回答。" in page
+    assert "truncated: the answer" not in page and "the model returned an empty answer" not in page
+    english = api(researcher, "en").get(f"/api/runs/{run.pk}/responses/").json()["results"]
+    assert {row["error_message"] for row in english} == {
+        "Cut off: the answer reached max_tokens; it is kept as far as it goes.",
+        "The model returned an empty answer.",
+    }
+    chinese = api(researcher, "zh-CN").get(f"/api/runs/{run.pk}/responses/").json()["results"]
+    assert {row["error_message"] for row in chinese} == {
+        "被截断：回答达到了 max_tokens 上限；已保留截断前的部分。",
+        "模型返回了空回答。",
+    }
+    assert {row["error"] for row in chinese} >= {"truncated: the answer reached max_tokens"}  # English kept
+
+
+def test_a_judgments_parse_error_is_worded_for_the_reader():
+    from inference import parsing
+    from inference.call_errors import message
+
+    failed = parsing.parse_step_judgment("学生的解题过程基本正确，只有第二步计算有误。")
+    with translation.override("zh-hans"):
+        assert message(failed.error) == "在回复正文中：没有找到 JSON 对象或列表。"
+        assert message("something nobody listed") == "something nobody listed"
+    with translation.override("en"):
+        assert message(failed.error) == "In the reply: No JSON object or list was found."
+
+
+@pytest.mark.slow
+def test_a_training_failure_reads_in_each_readers_language(export, researcher):  # noqa: F811 (the fixture)
+    import subprocess
+    from unittest import mock
+
+    from k12vista.jobs import execute_job
+    from pem.training import jobs as training_jobs
+    from pem.training import train
+
+    run = training_jobs.start_training(export=export, base_model="/nowhere", hyperparameters={}, user=researcher)
+    failed = subprocess.CompletedProcess([], 1, stdout='{"error": "StopIteration"}', stderr="")
+    with translation.override("zh-hans"), mock.patch.object(train.subprocess, "run", return_value=failed):
+        assert execute_job(run.job_id) == Job.Status.FAILED  # the worker in Chinese
+    job = Job.objects.get(pk=run.job_id)
+    assert (job.error_code, job.error_params) == ("pem.training_failed", {"detail": "StopIteration"})
+    with translation.override("en"):
+        assert job.error_message == "training failed: StopIteration"
+    with translation.override("zh-hans"):
+        assert job.error_message == "训练失败：StopIteration"
