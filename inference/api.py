@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
@@ -48,10 +49,31 @@ ENDPOINT_FIELDS = [
 
 class EndpointInput(serializers.ModelSerializer):
     max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
+    # A served PEM keeps the prompt it learnt on whatever its kind (train_pem --register prints it).
+    judge_prompt = serializers.PrimaryKeyRelatedField(
+        queryset=models.PromptTemplate.objects.all(), required=False, allow_null=True, default=None,
+        help_text="A trained step judge's own prompt: a judge_steps_trained prompt, or a registered reference "
+        "set's judge_steps prompt (a K12-PEM-style PEM)",
+    )  # fmt: skip
 
     class Meta:
         model = models.ModelEndpoint
-        fields = ENDPOINT_FIELDS
+        fields = [*ENDPOINT_FIELDS, "judge_prompt"]
+
+    def validate_judge_prompt(self, value: models.PromptTemplate | None) -> models.PromptTemplate | None:
+        if value is not None and not trained_judge_prompt(value):
+            raise serializers.ValidationError(
+                gettext("prompt %(prompt)s is not a trained judge's prompt (a judge_steps_trained prompt or a "
+                        "reference set's judge_steps prompt)") % {"prompt": value}
+            )  # fmt: skip
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        # Fields only an HTTP endpoint uses are refused on the engines, never kept and ignored.
+        kind = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI)
+        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("base_url"):
+            raise ValidationError({"base_url": [gettext("only an OpenAI-compatible endpoint has a base URL")]})
+        return attrs
 
     def validate_default_params(self, value: Any) -> Any:
         models.validate_default_params(value)  # as the form does
@@ -65,6 +87,11 @@ class EndpointInput(serializers.ModelSerializer):
                 f"{value} is not one of MODEL_API_KEY_VARIABLES ({', '.join(settings.MODEL_API_KEY_VARIABLES)})"
             )
         return value
+
+
+def trained_judge_prompt(prompt: models.PromptTemplate) -> bool:
+    kind = models.PromptTemplate.Kind
+    return prompt.kind == kind.JUDGE_STEPS_TRAINED or (prompt.kind == kind.JUDGE_STEPS and bool(prompt.prompt_set))
 
 
 class EndpointOutput(serializers.ModelSerializer):
