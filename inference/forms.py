@@ -190,11 +190,12 @@ class CampaignForm(RunForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        del self.fields["endpoint"], self.fields["protocol"], self.fields["prompt_set"]
+        del self.fields["endpoint"]
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        fields = ("name", "endpoints", "mode", "input_form", "protocol", "prompt_set")
         return [
-            (_("Models"), [self[name] for name in ("name", "endpoints", "mode", "input_form")]),
+            (_("Models"), [self[name] for name in fields]),
             (_("Questions"), [self[name] for name in self.FILTERS]),
             (_("Sampling (empty: each endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
         ]

@@ -323,7 +323,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
     # Structured output is an HTTP server's feature; the local engine generates freely.
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     # The reference judge sets no length or sampling: the model's own (not local_engine's 512 tokens).
-    reference = run.protocol == Protocol.REFERENCE
+    options = {"engine_defaults": True} if run.protocol == Protocol.REFERENCE else {}
     for start in range(0, len(pending), LOCAL_BATCH):
         batch = pending[start : start + LOCAL_BATCH]
         verdicts = {judgment.pk: Verdict() for judgment in batch}
@@ -333,7 +333,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
                 break
             conversations = [judge_messages(run, judgment) for judgment in asking]
             try:
-                completions = engines.local_chat_batch(run.judge, conversations, params, engine_defaults=reference)
+                completions = engines.local_chat_batch(run.judge, conversations, params, **options)
             except engines.EngineUnavailable as exc:
                 for judgment in asking:
                     verdicts[judgment.pk].call_error, verdicts[judgment.pk].call_attempts = str(exc), 1
