@@ -250,7 +250,15 @@ class RunResponses(generics.ListAPIView):
 
 
 @extend_schema(
-    parameters=[OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode")],
+    parameters=[
+        OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode"),
+        OpenApiParameter(
+            "protocol",
+            str,
+            enum=list(models.Protocol.values),
+            description="only entries scored in this protocol (each entry's run names its own)",
+        ),
+    ],  # fmt: skip
     responses={200: dict},
 )
 @api_view(["GET"])
@@ -262,8 +270,12 @@ def leaderboard_json(request: Request) -> Response:
     mode = request.query_params.get("mode") or None
     if mode is not None and mode not in leaderboard.MODES:
         raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
-    state = board_state(mode)
+    protocol = request.query_params.get("protocol") or None
+    if protocol is not None and protocol not in models.Protocol.values:
+        raise ValidationError({"protocol": [f"one of {', '.join(models.Protocol.values)}"]})
+    state = board_state(mode, protocol=protocol)
     document = leaderboard.to_document(state.board)
+    document["protocols"] = state.protocols
     for entry in document["entries"]:
         if entry["run"]:
             entry["run"]["inference_run_url"] = reverse("inference_api:run", args=[entry["run"]["inference_run"]])
