@@ -203,3 +203,18 @@ def test_a_local_pem_judging_in_the_reference_protocol_leaves_generation_to_the_
     with mock.patch.object(engines, "local_chat_batch", local):
         result = scored(run, pem, researcher, Protocol.REFERENCE)
     assert asked == [({}, True)] and result.judgments.get().score == 1.0
+
+
+def test_the_endpoint_form_keeps_a_trained_judge_prompt_and_offers_no_other(researcher, login, english):
+    own = trained_prompt()
+    prompts.ensure_default_prompts()
+    studio = prompts.current("judge_steps", "multiple_choice")
+    data = {"name": "pem-http", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1", "model_name": "pem-7",
+            "max_concurrency": 4, "timeout_seconds": 60, "max_image_side": 1024, "default_params": "{}"}  # fmt: skip
+    client = login(researcher)
+    page = client.get("/research/endpoints/new/").content.decode()
+    assert f'<option value="{own.pk}">' in page and f'<option value="{studio.pk}">' not in page
+    assert client.post("/research/endpoints/new/", {**data, "judge_prompt": own.pk}).status_code == 302
+    assert ModelEndpoint.objects.get(name="pem-http").judge_prompt == own
+    refused = client.post("/research/endpoints/new/", {**data, "name": "other", "judge_prompt": studio.pk})
+    assert refused.status_code == 200 and refused.context["form"].errors["judge_prompt"]
