@@ -38,8 +38,8 @@ class EndpointForm(forms.ModelForm):
         field_classes = {"default_params": StorableJSONField}
         help_texts = {
             "judge_prompt": _(
-                "A trained step judge (a PEM), served or on this worker: the prompt it learnt on, "
-                "which its step-by-step scoring uses (train_pem --register prints it)."
+                "A trained step judge, served or on this worker: the prompt it learnt on, which its step-by-step "
+                "scoring uses."
             ),
             "api_key_env": _("Only the variable's name, such as OPENAI_API_KEY; the key itself is never stored."),
             "default_params": _('Sampling parameters as JSON, such as {"temperature": 0}.'),
