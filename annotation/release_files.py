@@ -124,7 +124,7 @@ def hf_row(item: tuple, images: list[dict]) -> dict:
     """One row of the Hugging Face copy from an item's (hash_id, content_hash, content, provenance)."""
     hash_id, content_hash, c, provenance = item
     return {
-        "hash_id": hash_id, "subject": c["subject"], "grade": c["grade"], "stage": c.get("stage", ""),
+        "hash_id": hash_id, "subject": c["subject"], "grade": known_grade(c), "stage": c.get("stage", ""),
         "type": c["qtype"], "type_zh": QUESTION_TYPE_ZH.get(c["qtype"], c["qtype"]), "question": c["text"],
         "options": [{"label": str(o.get("label", "")), "text": str(o.get("text", ""))} for o in c["options"]],
         "answers": c["answers"], "raw_solution": c["raw_solution"], "solution_steps": c["solution_steps"],
@@ -132,6 +132,12 @@ def hf_row(item: tuple, images: list[dict]) -> dict:
         "difficulty": c["difficulty"], "source": c["source"], "content_hash": content_hash,
         "provenance": json.dumps(provenance, ensure_ascii=False), "images": images,
     }  # fmt: skip
+
+
+def known_grade(c: dict) -> int | None:
+    """The grade as the release JSONL writes it: null where the source gave only the stage (the
+    stored grade is then the stage's last, a stand-in never published as a grade)."""
+    return c["grade"] if c.get("grade_known", True) else None
 
 
 def row_groups(items: Any, size: int) -> Any:
@@ -216,6 +222,8 @@ def parsed_group(group: tuple, schema: pa.Schema) -> Columns | None:
     per value), or None when some content does not fit the copy's types as it stands (a number
     for a label, a missing field): the caller then builds it in Python, which converts."""
     hash_ids, digests, contents, provenance = zip(*group, strict=True)
+    if any('"grade_known"' in content for content in contents):
+        return None  # an unknown grade is written null: the Python path reads grade_known
     data = "\n".join(contents).encode("utf-8")
     try:
         parsed = pa_json.read_json(
@@ -270,7 +278,7 @@ def group_columns(group: tuple, schema: pa.Schema) -> Columns:
         digests.append(content_hash)
         provenance.append(prov if isinstance(prov, str) else json.dumps(prov, ensure_ascii=False))
         subject.append(c["subject"])
-        grade.append(c["grade"])
+        grade.append(known_grade(c))
         stage.append(c.get("stage", ""))
         kind = c["qtype"]
         qtype.append(kind)

@@ -48,10 +48,31 @@ ENDPOINT_FIELDS = [
 
 class EndpointInput(serializers.ModelSerializer):
     max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
+    # A served PEM keeps the prompt it learnt on whatever its kind (train_pem --register prints it).
+    judge_prompt = serializers.PrimaryKeyRelatedField(
+        queryset=models.PromptTemplate.objects.all(), required=False, allow_null=True, default=None,
+        help_text="A trained step judge's own prompt: a judge_steps_trained prompt, or a registered reference "
+        "set's judge_steps prompt (a K12-PEM-style PEM)",
+    )  # fmt: skip
 
     class Meta:
         model = models.ModelEndpoint
-        fields = ENDPOINT_FIELDS
+        fields = [*ENDPOINT_FIELDS, "judge_prompt"]
+
+    def validate_judge_prompt(self, value: models.PromptTemplate | None) -> models.PromptTemplate | None:
+        if value is not None and not trained_judge_prompt(value):
+            raise serializers.ValidationError(
+                gettext("prompt %(prompt)s is not a trained judge's prompt (a judge_steps_trained prompt or a "
+                        "reference set's judge_steps prompt)") % {"prompt": value}
+            )  # fmt: skip
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        # Fields only an HTTP endpoint uses are refused on the engines, never kept and ignored.
+        kind = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI)
+        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("base_url"):
+            raise ValidationError({"base_url": [gettext("only an OpenAI-compatible endpoint has a base URL")]})
+        return attrs
 
     def validate_default_params(self, value: Any) -> Any:
         models.validate_default_params(value)  # as the form does
@@ -68,6 +89,11 @@ class EndpointInput(serializers.ModelSerializer):
         except client.EndpointError as error:
             raise serializers.ValidationError(str(error)) from None
         return value
+
+
+def trained_judge_prompt(prompt: models.PromptTemplate) -> bool:
+    kind = models.PromptTemplate.Kind
+    return prompt.kind == kind.JUDGE_STEPS_TRAINED or (prompt.kind == kind.JUDGE_STEPS and bool(prompt.prompt_set))
 
 
 class EndpointOutput(serializers.ModelSerializer):
@@ -228,7 +254,15 @@ class RunResponses(generics.ListAPIView):
 
 
 @extend_schema(
-    parameters=[OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode")],
+    parameters=[
+        OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode"),
+        OpenApiParameter(
+            "protocol",
+            str,
+            enum=list(models.Protocol.values),
+            description="only entries scored in this protocol (each entry's run names its own)",
+        ),
+    ],  # fmt: skip
     responses={200: dict},
 )
 @api_view(["GET"])
@@ -240,8 +274,12 @@ def leaderboard_json(request: Request) -> Response:
     mode = request.query_params.get("mode") or None
     if mode is not None and mode not in leaderboard.MODES:
         raise ValidationError({"mode": [f"one of {', '.join(leaderboard.MODES)}"]})
-    state = board_state(mode)
+    protocol = request.query_params.get("protocol") or None
+    if protocol is not None and protocol not in models.Protocol.values:
+        raise ValidationError({"protocol": [f"one of {', '.join(models.Protocol.values)}"]})
+    state = board_state(mode, protocol=protocol)
     document = leaderboard.to_document(state.board)
+    document["protocols"] = state.protocols
     for entry in document["entries"]:
         if entry["run"]:
             entry["run"]["inference_run_url"] = reverse("inference_api:run", args=[entry["run"]["inference_run"]])

@@ -23,6 +23,8 @@ class CampaignInput(serializers.Serializer):
     filters = FiltersInput(required=False, default=dict)
     params = ParamsInput(required=False, default=dict)
     seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None)
+    protocol = serializers.ChoiceField(choices=models.Protocol.choices, default=models.Protocol.STUDIO)
+    prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
 class CampaignOutput(serializers.ModelSerializer):
@@ -30,7 +32,8 @@ class CampaignOutput(serializers.ModelSerializer):
 
     class Meta:
         model = models.Campaign
-        fields = ["id", "name", "mode", "input_form", "filters", "params", "seed", "created", "job", "summary"]
+        fields = ["id", "name", "mode", "input_form", "protocol", "prompt_set", "filters", "params", "seed", "created",
+                  "job", "summary"]  # fmt: skip
         read_only_fields = fields
 
     def get_summary(self, campaign) -> dict:
@@ -54,6 +57,7 @@ class CampaignList(generics.ListAPIView):
             campaign = campaigns.start_campaign(
                 name=data["name"], endpoints=list(data["endpoints"]), mode=data["mode"], filters=data["filters"],
                 user=request.user, input_form=data["input_form"], params=data["params"], seed=data["seed"],
+                protocol=data["protocol"], prompt_set=data["prompt_set"],
             )  # fmt: skip
         except (campaigns.CampaignError, services.EndpointError) as exc:
             raise ValidationError({"endpoints": [str(exc)]}) from exc

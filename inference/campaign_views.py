@@ -12,7 +12,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from inference import campaigns, services
 from inference.forms import CampaignForm
-from inference.models import Campaign
+from inference.models import Campaign, Protocol
 from k12vista.roles import Role, require_role, role_required
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
@@ -40,6 +40,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
             campaign = campaigns.start_campaign(
                 name=data["name"], endpoints=list(data["endpoints"]), mode=data["mode"], filters=form.filters(),
                 user=request.user, input_form=data["input_form"], params=form.params(), seed=data["seed"],
+                protocol=data["protocol"] or Protocol.STUDIO, prompt_set=data["prompt_set"] or "",
             )  # fmt: skip
         except (campaigns.CampaignError, services.EndpointError) as exc:
             form.add_error(None, str(exc))

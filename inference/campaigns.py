@@ -31,7 +31,7 @@ from django.db.models import Count, Q, Sum
 from django.utils.translation import gettext
 
 from inference import services
-from inference.models import Campaign, InferenceRun, ModelEndpoint, Response
+from inference.models import Campaign, InferenceRun, ModelEndpoint, Protocol, Response
 from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
 from k12vista.jobs import JobCancelled, JobLost, Progress, job_handler, start_job
@@ -48,6 +48,7 @@ class CampaignError(ValueError):
 def start_campaign(
     *, name: str, endpoints: list[ModelEndpoint], mode: str, filters: dict, user: Any,
     input_form: str = InferenceRun.InputForm.IMAGES, params: dict | None = None, seed: int | None = None,
+    protocol: str = Protocol.STUDIO, prompt_set: str = "",
 ) -> Campaign:  # fmt: skip
     """Records the campaign and starts one run per endpoint, all or none: an
     endpoint that cannot run (switched off, key missing) refuses the campaign
@@ -61,8 +62,10 @@ def start_campaign(
         raise CampaignError(gettext("each endpoint can run once in a campaign"))
     if mode not in InferenceRun.Mode.values:
         raise CampaignError(gettext("unknown mode %(mode)r") % {"mode": mode})
+    if protocol not in Protocol.values:
+        raise CampaignError(gettext("unknown protocol %(protocol)r") % {"protocol": protocol})
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
-                                       params=params or {}, seed=seed, created_by=user)  # fmt: skip
+                                       params=params or {}, seed=seed, created_by=user, protocol=protocol)  # fmt: skip
     campaign.job = start_job(
         kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=job_text.title("campaign", name=name)
     )
@@ -70,11 +73,15 @@ def start_campaign(
     for endpoint in endpoints:
         run = services.create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
                                             input_form=input_form, params=params, seed=seed,
-                                            name=f"{name} · {endpoint.name}")  # fmt: skip
+                                            name=f"{name} · {endpoint.name}", protocol=protocol,
+                                            prompt_set=prompt_set)  # fmt: skip
         run.campaign = campaign
         # An HTTP run is answered by the campaign's job, so its page follows that job.
         run.job = campaign.job if answered_in_campaign_job(endpoint) else None
         run.save(update_fields=["campaign", "job"])
+    if protocol == Protocol.REFERENCE:  # the set the runs froze (the newest, when none was named)
+        campaign.prompt_set = run.provenance.get("prompt_set", prompt_set)
+        campaign.save(update_fields=["prompt_set"])
     return campaign
 
 

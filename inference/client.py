@@ -324,19 +324,22 @@ def stored_image_url(content_base64: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{content_base64}", "detail": "high"}}
 
 
-def reference_messages(text: str, image: dict[str, Any] | None) -> list[dict[str, Any]]:
+def reference_messages(text: str, images: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]]:
     """One user message and no system message, as the reference judge builds it: the text up to
-    the first ``<image>``, the figure, then the text after it. The reference keeps only the text
+    the first ``<image>``, the figures, then the text after it. The reference keeps only the text
     up to a second mark and drops the rest (the student's answer with it); here the rest is kept,
-    its marks removed. Text without a mark gets the figure first, as the reference's answering
-    models do; without a figure the message is the text alone, marks removed."""
-    if image is None:
+    its marks removed. Text without a mark gets the figures first, as the reference's answering
+    models do; without a figure the message is the text alone, marks removed. The reference's
+    record holds one figure; a question of the studio with several sends every one of them, in
+    order, where the reference sends its one (docs/formats.md)."""
+    figures = [images] if isinstance(images, dict) else list(images or [])
+    if not figures:
         return [{"role": "user", "content": text.replace(IMAGE_MARK, "")}]
     before, mark, after = text.partition(IMAGE_MARK)
     if not mark:
-        parts = [image, {"type": "text", "text": text}]
+        parts = [*figures, {"type": "text", "text": text}]
     else:
-        parts = [{"type": "text", "text": before}, image, {"type": "text", "text": after.replace(IMAGE_MARK, "")}]
+        parts = [{"type": "text", "text": before}, *figures, {"type": "text", "text": after.replace(IMAGE_MARK, "")}]
     return [{"role": "user", "content": parts}]
 
 

@@ -154,7 +154,7 @@ def local_chat_batch(
     params: dict,
     seed: int | None = None,
     *,
-    engine_defaults: bool = False,  # as chat_batch; small CPU models keep local_engine's own defaults
+    engine_defaults: bool = False,  # as chat_batch: length and sampling left to the model (local_engine)
 ) -> list[Completion]:
     """A batch on a small model with transformers on this worker's CPU.
 
@@ -163,12 +163,12 @@ def local_chat_batch(
     """
     with counted(endpoint, conversations) as call:
         if settings.TRANSFORMERS_PYTHON:
-            completions = _local_batch_in_subprocess(endpoint, conversations, params, seed)
+            completions = _local_batch_in_subprocess(endpoint, conversations, params, seed, engine_defaults)
         else:
             try:
                 from inference import local_engine
 
-                completions = local_engine.generate(endpoint.model_name, conversations, params, seed)
+                completions = local_engine.generate(endpoint.model_name, conversations, params, seed, engine_defaults)
             except ImportError as exc:
                 raise EngineUnavailable(
                     f"transformers and torch are not installed in this worker's Python ({exc}): install the ml "
@@ -180,12 +180,13 @@ def local_chat_batch(
     return results
 
 
-def _local_batch_in_subprocess(endpoint, conversations, params, seed) -> list[dict]:
+def _local_batch_in_subprocess(endpoint, conversations, params, seed, engine_defaults=False) -> list[dict]:
     python = settings.TRANSFORMERS_PYTHON
     if not Path(python).exists():
         raise EngineUnavailable(f"TRANSFORMERS_PYTHON is {python}, which does not exist on this worker")
     script = Path(__file__).with_name("local_engine.py")
-    request = {"model": endpoint.model_name, "conversations": conversations, "params": params, "seed": seed}
+    request = {"model": endpoint.model_name, "conversations": conversations, "params": params, "seed": seed,
+               "engine_defaults": engine_defaults}  # fmt: skip
     finished = subprocess.run(  # noqa: S603 (our own script, a configured interpreter)
         [python, str(script)], input=json.dumps(request), capture_output=True, text=True, timeout=max(
             endpoint.timeout_seconds * max(len(conversations), 1), 60)

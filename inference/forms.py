@@ -3,12 +3,21 @@ import re
 
 from django import forms
 from django.conf import settings
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from annotation.forms import QuestionFilterForm
 from annotation.models import Release
 from inference import client
-from inference.models import AssistRun, InferenceRun, ModelEndpoint, Protocol, ScoringRun, validate_default_params
+from inference.models import (
+    AssistRun,
+    InferenceRun,
+    ModelEndpoint,
+    PromptTemplate,
+    Protocol,
+    ScoringRun,
+    validate_default_params,
+)  # fmt: skip
 from inference.reference.register import registered_sets
 from k12vista.forms import StorableJSONField
 
@@ -24,13 +33,25 @@ class EndpointForm(forms.ModelForm):
         model = ModelEndpoint
         fields = [
             "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
-            "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
+            "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active", "judge_prompt",
         ]  # fmt: skip
         field_classes = {"default_params": StorableJSONField}
         help_texts = {
+            "judge_prompt": _(
+                "A trained step judge, served or on this worker: the prompt it learnt on, which its step-by-step "
+                "scoring uses."
+            ),
             "api_key_env": _("Only the variable's name, such as OPENAI_API_KEY; the key itself is never stored."),
             "default_params": _('Sampling parameters as JSON, such as {"temperature": 0}.'),
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Only a trained judge's own prompt: the studio's and a reference set's step-judge prompts.
+        kind = PromptTemplate.Kind
+        self.fields["judge_prompt"].queryset = PromptTemplate.objects.filter(
+            Q(kind=kind.JUDGE_STEPS_TRAINED) | (Q(kind=kind.JUDGE_STEPS) & ~Q(prompt_set=""))
+        )
 
     def clean_api_key_env(self) -> str:
         # A pasted key (sk-..., with dashes or dots) is refused here, before it could be saved.
@@ -190,11 +211,12 @@ class CampaignForm(RunForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        del self.fields["endpoint"], self.fields["protocol"], self.fields["prompt_set"]
+        del self.fields["endpoint"]
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        fields = ("name", "endpoints", "mode", "input_form", "protocol", "prompt_set")
         return [
-            (_("Models"), [self[name] for name in ("name", "endpoints", "mode", "input_form")]),
+            (_("Models"), [self[name] for name in fields]),
             (_("Questions"), [self[name] for name in self.FILTERS]),
             (_("Sampling (empty: each endpoint's defaults)"), [self[name] for name in (*self.PARAMS, "seed")]),
         ]

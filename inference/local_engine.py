@@ -71,17 +71,56 @@ def _messages(conversation: list[dict]) -> list[dict]:
     return converted
 
 
-def generate(model_path: str, conversations: list[list[dict]], params: dict, seed: int | None = None) -> list[dict]:
+# The studio's own cap for small CPU models (a run's max_tokens overrides it).
+STUDIO_MAX_NEW_TOKENS = 512
+
+
+def context_length(config: Any) -> int | None:
+    """The model's context (its language model's, for a vision-language model), if it states one."""
+    for source in (config, getattr(config, "text_config", None)):
+        found = getattr(source, "max_position_embeddings", None) if source is not None else None
+        if isinstance(found, int) and found > 0:
+            return found
+    return None
+
+
+def generation_options(params: dict, *, engine_defaults: bool, context: int | None, prompt_len: int) -> dict:
+    """``generate()``'s length and sampling arguments. The studio: greedy unless a temperature is
+    set, at most STUDIO_MAX_NEW_TOKENS. ``engine_defaults`` (the reference protocol, which sends
+    neither): what a run sets, the rest left as an OpenAI-compatible server leaves it, the length
+    bounded by the context only and the sampling the model's own generation config."""
+    options: dict[str, Any] = {}
+    if "max_tokens" in params:
+        options["max_new_tokens"] = int(params["max_tokens"])
+    elif engine_defaults:
+        options["max_new_tokens"] = max(context - prompt_len, 1) if context else None
+    else:
+        options["max_new_tokens"] = STUDIO_MAX_NEW_TOKENS
+    if options["max_new_tokens"] is None:
+        del options["max_new_tokens"]  # the generation config's own, when the model states no context
+    if engine_defaults:
+        if "temperature" in params:
+            temperature = float(params["temperature"])
+            options |= {"do_sample": temperature > 0} | ({"temperature": temperature} if temperature > 0 else {})
+        if "top_p" in params:
+            options["top_p"] = float(params["top_p"])
+        return options
+    temperature = float(params.get("temperature", 0.0))
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": float(params.get("top_p", 1.0))}
+    return options | (sampling if temperature > 0 else {"do_sample": False})
+
+
+def generate(
+    model_path: str, conversations: list[list[dict]], params: dict, seed: int | None = None,
+    engine_defaults: bool = False,
+) -> list[dict]:  # fmt: skip
     """One completion dict per conversation, in order: text, token counts, finish reason, latency."""
     import torch
 
     processor, model = _load(model_path)
     if seed is not None:
         torch.manual_seed(seed)
-    max_new = int(params.get("max_tokens", 512))
-    temperature = float(params.get("temperature", 0.0))
-    sampling = {"do_sample": True, "temperature": temperature, "top_p": float(params.get("top_p", 1.0))}
-    options = sampling if temperature > 0 else {"do_sample": False}
+    context = context_length(model.config)
     eos = getattr(model.generation_config, "eos_token_id", None)
     results = []
     # One conversation at a time: small CPU models gain little from padding
@@ -91,9 +130,10 @@ def generate(model_path: str, conversations: list[list[dict]], params: dict, see
         inputs = processor.apply_chat_template(
             _messages(conversation), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
         )
-        with torch.no_grad():
-            output = model.generate(**inputs, max_new_tokens=max_new, **options)
         prompt_len = inputs["input_ids"].shape[1]
+        options = generation_options(params, engine_defaults=engine_defaults, context=context, prompt_len=prompt_len)
+        with torch.no_grad():
+            output = model.generate(**inputs, **options)
         new_tokens = output[0][prompt_len:]
         tokenizer = getattr(processor, "tokenizer", processor)
         stopped = (
@@ -116,8 +156,9 @@ def main() -> int:
     request = json.load(sys.stdin)
     try:
         completions = generate(
-            request["model"], request["conversations"], request.get("params", {}), request.get("seed")
-        )
+            request["model"], request["conversations"], request.get("params", {}), request.get("seed"),
+            bool(request.get("engine_defaults")),
+        )  # fmt: skip
     except Exception as exc:  # reported to the worker, which records it on the job
         json.dump({"error": f"{type(exc).__name__}: {exc}"}, sys.stdout)
         return 1

@@ -216,6 +216,9 @@ class Campaign(models.Model):
                                   default=InferenceRun.InputForm.IMAGES)  # fmt: skip
     params = models.JSONField(default=dict, blank=True)
     seed = models.BigIntegerField(null=True, blank=True)
+    # How every run of the campaign asks its model (and, by default, how its runs are scored).
+    protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
+    prompt_set = models.CharField(_("reference prompt set"), max_length=100, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
     # The campaign's one job: it answers the HTTP runs together and starts the engine runs' jobs.

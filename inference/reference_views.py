@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from inference import board_notes
 from inference.leaderboard import reference_cells
 from inference.models import InferenceRun
 from inference.reference import board, results
@@ -22,9 +23,12 @@ XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 def reference_board(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    entries = board.reference_board(mode)
+    protocol = board_notes.chosen_protocol(request.GET.get("protocol"))
+    entries = board.reference_board(mode, protocol)
     ctx = {
         "mode": mode,
+        "protocol": protocol,
+        "protocols": sorted({entry.scoring_run.protocol for entry in entries}),
         "modes": InferenceRun.Mode.choices,
         "entries": entries,
         "columns": reference_cells.COLUMNS,
@@ -33,11 +37,15 @@ def reference_board(request: HttpRequest) -> HttpResponse:
     return render(request, "inference/reference_board.html", ctx)
 
 
+def entries_of(request: HttpRequest, mode: str) -> list[board.Entry]:
+    return board.reference_board(mode, board_notes.chosen_protocol(request.GET.get("protocol")))
+
+
 @require_GET
 def reference_board_csv(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    response = HttpResponse(board.board_csv(board.reference_board(mode)), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(board.board_csv(entries_of(request, mode)), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="k12vista-reference-cells-{mode}.csv"'
     return response
 
@@ -46,7 +54,7 @@ def reference_board_csv(request: HttpRequest) -> HttpResponse:
 def reference_board_xlsx(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
-    response = HttpResponse(board.board_xlsx(board.reference_board(mode)), content_type=XLSX)
+    response = HttpResponse(board.board_xlsx(entries_of(request, mode)), content_type=XLSX)
     response["Content-Disposition"] = f'attachment; filename="k12vista-reference-cells-{mode}.xlsx"'
     return response
 

@@ -39,6 +39,7 @@ from inference.models import (
     ScoringRun,
 )
 from inference.reference import judging as reference_judging
+from inference.reference import messages as reference_messages
 from inference.reference import prompts as reference_prompts
 from inference.reference import register as reference_register
 from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
@@ -130,6 +131,9 @@ def create_scoring_run(
     if protocol not in Protocol.values:
         raise ScoringError(gettext("unknown protocol %(protocol)s") % {"protocol": repr(protocol)})
     check_can_score(inference_run=inference_run, judge=judge, method=method, local_ok=local_ok)
+    trained_on = trained_protocol(judge, method)
+    if trained_on is not None and trained_on != protocol:
+        raise ScoringError(trained_protocol_error(judge, trained_on))
     if protocol == Protocol.REFERENCE:
         return _create_reference_scoring_run(inference_run=inference_run, judge=judge, method=method, user=user,
                                              params=params, name=name)  # fmt: skip
@@ -170,15 +174,37 @@ def create_scoring_run(
     return run
 
 
+def trained_protocol(judge: ModelEndpoint, method: str) -> str | None:
+    """The protocol a trained step judge (a PEM, ModelEndpoint.judge_prompt) learnt on: the
+    reference's when its prompt belongs to a registered reference set (a K12-PEM-style export),
+    else the studio's; None for a judge not trained by the studio, or a direct scoring run."""
+    if method != ScoringRun.Method.JUDGE_STEPS or judge.judge_prompt is None:
+        return None
+    return Protocol.REFERENCE if judge.judge_prompt.prompt_set else Protocol.STUDIO
+
+
+def trained_protocol_error(judge: ModelEndpoint, trained_on: str) -> str:
+    # A PEM asked in a layout it never learnt answers nothing its reader takes; refused, not run.
+    return gettext(
+        "%(judge)s was trained on the prompt %(prompt)s of the %(protocol)s protocol; score with that protocol, "
+        "so that it is asked as it learnt"
+    ) % {"judge": judge, "prompt": judge.judge_prompt, "protocol": Protocol(trained_on).label}
+
+
 def _create_reference_scoring_run(
     *, inference_run: InferenceRun, judge: ModelEndpoint, method: str, user: Any, params: dict | None, name: str
 ) -> ScoringRun:
-    """A scoring run of the reference protocol: the registered reference judge prompts (a trained
-    judge's own prompt too is replaced by them, since K12-PEM learnt on the reference's), no
+    """A scoring run of the reference protocol: the registered reference judge prompts (a judge
+    trained on a K12-PEM-style export reads those of the set it learnt on, not the newest), no
     structured output, the figure in both modes, the reference's reader and its 10 tries."""
     kind = PROMPT_KIND[ScoringRun.Method(method)]
+    trained = judge.judge_prompt if trained_protocol(judge, method) == Protocol.REFERENCE else None
+    prompt_set = trained.prompt_set if trained is not None else ""
     try:
-        chosen = {qtype: reference_register.reference_prompt(kind, qtype) for qtype in prompts.QUESTION_TYPES}
+        chosen = {
+            qtype: reference_register.reference_prompt(kind, qtype, prompt_set=prompt_set)
+            for qtype in prompts.QUESTION_TYPES
+        }
     except LookupError as exc:
         raise ScoringError(str(exc)) from None
     for template in chosen.values():
@@ -297,6 +323,8 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
     progress(done, total)
     # Structured output is an HTTP server's feature; the local engine generates freely.
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
+    # The reference judge sets no length or sampling: the model's own (not local_engine's 512 tokens).
+    options = {"engine_defaults": True} if run.protocol == Protocol.REFERENCE else {}
     for start in range(0, len(pending), LOCAL_BATCH):
         batch = pending[start : start + LOCAL_BATCH]
         verdicts = {judgment.pk: Verdict() for judgment in batch}
@@ -306,7 +334,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
                 break
             conversations = [judge_messages(run, judgment) for judgment in asking]
             try:
-                completions = engines.local_chat_batch(run.judge, conversations, params)
+                completions = engines.local_chat_batch(run.judge, conversations, params, **options)
             except engines.EngineUnavailable as exc:
                 for judgment in asking:
                     verdicts[judgment.pk].call_error, verdicts[judgment.pk].call_attempts = str(exc), 1
@@ -359,8 +387,8 @@ def judge_messages(run: ScoringRun, judgment: Judgment) -> list[dict]:
     template = PromptTemplate.objects.get(pk=run.provenance["prompts"][question.qtype]["id"])
     if run.protocol == Protocol.REFERENCE:
         record = reference_judging.judge_record(question)
-        images = bool(run.provenance.get("images"))
-        return reference_judging.messages(template, record, response.raw_output, images=images)
+        figures = reference_messages.figure_parts(question) if run.provenance.get("images") else []
+        return reference_judging.messages(template, record, response.raw_output, figures)
     system, user = prompts.render(template, question=question, model_answer=response.raw_output)
     image_urls = []
     if run.provenance.get("images"):

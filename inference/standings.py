@@ -9,7 +9,10 @@ still going, failed or cancelled never fills an entry; it is listed beside the
 entry it would have replaced (``RunInfo.not_counted``), and an inference run
 with no finished scoring run at all is listed as waiting. A rescore of the
 failed judgments reruns the same scoring run: its entry keeps the slices of its
-last finished job until the rescore finishes.
+last finished job until the rescore finishes. When no run is pinned and a newer
+finished scoring run takes an entry from an earlier one, the entry says so
+(``RunInfo.replaced``, with what differs) and the page offers the pin: never
+silently. ``protocol`` keeps the runs scored in one protocol; every entry names its own.
 
 One rule for time: the snapshot
 -------------------------------
@@ -223,9 +226,34 @@ def runs_without_snapshot() -> list[ScoringRun]:
 # --------------------------------------------------------------------------- choosing (every read)
 
 
+# A scoring run whose judging finished with no slices stored for the board (scored inside another
+# job before that job stored them, e.g. a judge panel's): why it is not on the board, never "succeeded".
+NO_SNAPSHOT = "no_snapshot"
+
+
 def status_of(run: ScoringRun) -> str:
-    """The scoring run's job status, as the board shows it."""
-    return run.job.status if run.job is not None else Job.Status.SUCCEEDED
+    """Why the board does or does not use the scoring run: its job's status, or NO_SNAPSHOT."""
+    stored = hasattr(run, "board_snapshot")
+    if run.job is None or run.job.status == Job.Status.SUCCEEDED:
+        return Job.Status.SUCCEEDED if stored else NO_SNAPSHOT
+    return run.job.status
+
+
+def differences(newer: ScoringRun, older: ScoringRun) -> tuple[str, ...]:
+    """What makes two scoring runs of one inference run score differently: the judge, the judge
+    prompts (their content hashes), the protocol."""
+
+    def prompt_hashes(run: ScoringRun) -> dict:
+        return {q: p.get("hash") for q, p in run.provenance.get("prompts", {}).items()}
+
+    found = []
+    if newer.judge_id != older.judge_id:
+        found.append("judge")
+    if prompt_hashes(newer) != prompt_hashes(older):
+        found.append("prompts")
+    if newer.protocol != older.protocol:
+        found.append("protocol")
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -237,6 +265,14 @@ class Choice:
     pinned: bool
     not_counted: tuple[leaderboard.NotCounted, ...]
     finished: tuple[ScoringRun, ...] = ()  # every scoring run that could fill the entry, newest first
+
+    @property
+    def replaced(self) -> leaderboard.Replaced | None:
+        """The finished scoring run the newest took the entry from, when none is pinned."""
+        if self.pinned or len(self.finished) < 2 or self.finished[0] is not self.run:
+            return None
+        older = self.finished[1]
+        return leaderboard.Replaced(older.pk, older.name, differences(self.run, older))
 
 
 @dataclass(frozen=True)
@@ -253,13 +289,15 @@ def _not_counted(run: ScoringRun, status: str | None = None) -> leaderboard.NotC
     return leaderboard.NotCounted(run.pk, run.name, status or status_of(run))
 
 
-def choose(mode: str | None = None) -> tuple[list[Choice], list[Waiting]]:
-    """Per inference run (of one mode, if given): the pinned scoring run if it
-    has stored slices, else the newest that has; the others that are not
-    finished are listed beside it. Two queries."""
+def choose(mode: str | None = None, protocol: str | None = None) -> tuple[list[Choice], list[Waiting]]:
+    """Per inference run (of one mode, and scored in one protocol, if given): the pinned scoring
+    run if it has stored slices, else the newest that has; the others that are not finished are
+    listed beside it. Two queries."""
     runs = ScoringRun.objects.select_related("inference_run__endpoint", "job", "board_snapshot").order_by("-id")
     if mode is not None:
         runs = runs.filter(method=METHOD_OF_MODE[mode])
+    if protocol is not None:
+        runs = runs.filter(protocol=protocol)
     pins = dict(BoardPin.objects.values_list("inference_run", "scoring_run"))
     by_inference: dict[tuple[int, str], list[ScoringRun]] = defaultdict(list)
     for run in runs:
@@ -332,7 +370,7 @@ def board_from_choices(choices: list[Choice], *, release: int | None = None) -> 
             scoring_run=c.run.pk, scoring_run_name=c.run.name, snapshot_at=c.snapshot.taken_at.isoformat(),
             question_set=question_set_text(c.snapshot.question_set),
             other_question_set=_set_key(c.snapshot.question_set) != board_set, pinned=c.pinned,
-            not_counted=c.not_counted,
+            not_counted=c.not_counted, protocol=c.run.protocol, replaced=c.replaced,
         )  # fmt: skip
     entries = tuple(replace(entry, run=info[entry.key]) for entry in board.entries)
     return leaderboard.Leaderboard(entries, question_set_text(json.loads(board_set)) if board_set else "")
@@ -352,27 +390,33 @@ class BoardState:
     finished: dict[int, tuple[ScoringRun, ...]]  # inference run id -> the scoring runs that could fill its entry
     release: int | None = None  # the board covers this release only
     left_out: int = 0  # entries over other question sets, not on a release's board
+    protocol: str | None = None  # the board ranks runs scored in this protocol only
+
+    @property
+    def protocols(self) -> list[str]:
+        """The protocols of the entries on the board: more than one is said on every page that ranks them."""
+        return sorted({entry.run.protocol for entry in self.board.entries if entry.run is not None})
 
 
 def covers_release(question_set: dict, release: int) -> bool:
     return str(question_set.get("release", "")) == str(release)
 
 
-def board_state(mode: str | None = None, *, release: int | None = None) -> BoardState:
+def board_state(mode: str | None = None, *, release: int | None = None, protocol: str | None = None) -> BoardState:
     """:func:`standings`, the inference runs waiting for a finished scoring
     run, and the finished scoring runs a researcher may pin. With ``release``,
     only runs over that release are on the board (published numbers stay beside:
     they name their own data), and how many others were left out is counted."""
     if mode is not None and mode not in METHOD_OF_MODE:
         raise ValueError(f"mode must be one of {', '.join(leaderboard.MODES)}, got {mode!r}")
-    choices, waiting = choose(mode)
+    choices, waiting = choose(mode, protocol)
     left_out = 0
     if release is not None:
         kept = [c for c in choices if covers_release(c.snapshot.question_set, release)]
         left_out, choices = len(choices) - len(kept), kept
     board = leaderboard.merge_published(board_from_choices(choices, release=release), published_rows(mode))
     finished = {c.run.inference_run_id: c.finished for c in choices}
-    return BoardState(board, waiting, finished, release=release, left_out=left_out)
+    return BoardState(board, waiting, finished, release=release, left_out=left_out, protocol=protocol)
 
 
 def live_standings(runs: Iterable[ScoringRun]) -> leaderboard.Leaderboard:

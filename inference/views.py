@@ -27,7 +27,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.models import Release
-from inference import assist, client, default_prompts, difficulty, leaderboard, prompts, scoring, services
+from inference import (
+    assist,
+    board_notes,
+    client,
+    default_prompts,
+    difficulty,
+    leaderboard,
+    prompts,
+    scoring,
+    services,
+)  # fmt: skip
 from inference import standings as standings_service
 from inference.forms import (
     DifficultyFilterForm,
@@ -332,7 +342,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "counts": run.counts(),
         "prompt_rows": sorted(run.provenance.get("prompts", {}).items()),
         "scoring_runs": run.scoring_runs.select_related("judge", "job"),
-        "scoring_form": ScoringForm(initial={"method": scoring_method_for(run)}),
+        # Scored as it was asked, unless the researcher chooses otherwise.
+        "scoring_form": ScoringForm(initial={"method": scoring_method_for(run), "protocol": run.protocol}),
     }
     return render(request, "inference/run_detail.html", ctx)
 
@@ -618,7 +629,10 @@ def entry_runs(state, mode: str) -> list[dict]:
         if entry.run is None:  # published numbers only
             continue
         finished = state.finished.get(entry.run.inference_run, ())
-        rows.append({"model": entry.model, "run": entry.run, "choices": [(r.pk, r.name) for r in finished]})
+        replaced = entry.run.replaced
+        rows.append({"model": entry.model, "run": entry.run, "choices": [(r.pk, r.name) for r in finished],
+                     "protocol": board_notes.protocol_label(entry.run.protocol),
+                     "replaced_text": board_notes.replaced_text(replaced.differs) if replaced else ""})  # fmt: skip
     return rows
 
 
@@ -651,7 +665,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
     release = chosen_release(request)
-    state = board_state(mode, release=release.version if release else None)
+    protocol = board_notes.chosen_protocol(request.GET.get("protocol"))
+    state = board_state(mode, release=release.version if release else None, protocol=protocol)
     entries = state.board.for_mode(mode)
     ctx = {
         "mode": mode,
@@ -661,7 +676,10 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         "charts": error_charts(entries),
         "board_charts": board_charts(entries),
         "runs": entry_runs(state, mode),
-        "waiting": state.waiting,
+        "not_on_board": board_notes.not_on_board(state, mode),
+        "protocol": protocol,
+        "protocols": [(value, board_notes.protocol_label(value)) for value in state.protocols],
+        "protocol_choices": Protocol.choices,
         "question_set": state.board.question_set,
         "release": release,
         "releases": published_releases(),

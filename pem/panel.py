@@ -35,7 +35,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import transaction
 
-from inference import scoring
+from inference import scoring, standings
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
@@ -151,6 +151,8 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
     except* Exception as group_error:
         raise group_error.exceptions[0] from None
     labelled = {run.judge.name: chains.labels_from_scoring_run(scoring_run=run) for run in runs}
+    for run in runs:  # each judge's scoring run is finished: its slices, as a scoring job stores them
+        standings.take_snapshot(run, job=job)
     counts = vote(panel)
     agreement_store.refresh_after_change()
     return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}

@@ -82,3 +82,20 @@ def test_in_process_without_torch_says_what_to_install(small_endpoint, settings,
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     with pytest.raises(engines.EngineUnavailable, match="ml extra"):
         engines.local_chat_batch(small_endpoint, [[{"role": "user", "content": "hi"}]], {})
+
+
+def test_the_reference_protocol_leaves_length_and_sampling_to_the_model():
+    """The studio caps small models at 512 new tokens, greedy; the reference sends neither, so an
+    OpenAI-compatible server generates up to the context with the model's own sampling: so does
+    the local engine for the reference protocol, unless the run sets them."""
+    from inference import local_engine
+
+    options = local_engine.generation_options
+    assert options({}, engine_defaults=False, context=4096, prompt_len=100) == {"max_new_tokens": 512,
+                                                                                "do_sample": False}  # fmt: skip
+    assert options({}, engine_defaults=True, context=4096, prompt_len=100) == {"max_new_tokens": 3996}
+    assert options({}, engine_defaults=True, context=None, prompt_len=100) == {}
+    assert options({"max_tokens": 9, "temperature": 0.7}, engine_defaults=True, context=4096, prompt_len=100) == {
+        "max_new_tokens": 9, "do_sample": True, "temperature": 0.7}  # fmt: skip
+    config = type("C", (), {"text_config": type("T", (), {"max_position_embeddings": 32768})()})()
+    assert local_engine.context_length(config) == 32768

@@ -103,6 +103,8 @@ def test_four_judges_decide_by_a_three_vote_majority_and_count_what_they_cannot_
     # Run again: the same votes, none duplicated.
     assert panel.vote(started) == counts
     assert PanelVote.objects.filter(panel_run=started).count() == 5
+    # Each judge's scoring run is finished for the leaderboard too: its slices stored, never "succeeded" and waiting.
+    assert all(hasattr(run, "board_snapshot") for run in started.scoring_runs.select_related("board_snapshot"))
 
 
 @pytest.mark.django_db

@@ -16,7 +16,7 @@ from annotation.jsonl_import import import_questions_file
 from annotation.models import Question
 from inference import services
 from inference.models import InferenceRun, ModelEndpoint, PromptTemplate, Protocol, ScoringRun
-from inference.reference import judging
+from inference.reference import judging, messages
 from inference.reference.register import reference_prompt, register_checkout
 from k12vista.jobs import execute_job
 from tests import reference_code
@@ -186,10 +186,33 @@ def test_judge_messages_are_the_reference_judges(researcher, tmp_path, mode):
                                                       retry_times=1)  # fmt: skip
         judge(task)
         template = reference_prompt(JUDGE_KIND[kind], question.qtype)
-        assert judging.messages(template, record, "答：B", images=True) == chat.requests[-1]["messages"]
+        figures = messages.figure_parts(question)
+        assert judging.messages(template, record, "答：B", figures) == chat.requests[-1]["messages"]
 
 
 JUDGE_KIND = {
     ScoringRun.Method.JUDGE_DIRECT: PromptTemplate.Kind.JUDGE_DIRECT,
     ScoringRun.Method.JUDGE_STEPS: PromptTemplate.Kind.JUDGE_STEPS,
 }
+
+
+def test_every_figure_of_a_question_is_sent_where_the_reference_sends_its_one(researcher):
+    """The reference record has room for one figure; a question with two sends both, in order,
+    to the answering model (before the text) and to the judge (where ``<image>`` stands)."""
+    from annotation.services import FigureData
+    from tests.annotation_factories import figure_png, make_question
+
+    register_checkout(reference_code.CHECKOUT)
+    question = make_question(figures=[FigureData(content=figure_png()), FigureData(content=figure_png((300, 200)))])
+    stored = [export.jpeg_base64(f) for f in question.figures.order_by("position")]
+    assert len(stored) == 2 and stored[0] != stored[1]
+    urls = [f"data:image/jpeg;base64,{content}" for content in stored]
+    template = reference_prompt(PromptTemplate.Kind.ANSWER_DIRECT, question.qtype)
+    [message] = messages.answer_messages(template, question)
+    assert [p["image_url"]["url"] for p in message["content"] if p["type"] == "image_url"] == urls
+    assert message["content"][-1]["type"] == "text"
+    judge_template = reference_prompt(PromptTemplate.Kind.JUDGE_STEPS, question.qtype)
+    record = judging.judge_record(question)
+    [judged] = judging.messages(judge_template, record, "答：B", messages.figure_parts(question))
+    assert [p["type"] for p in judged["content"]] == ["text", "image_url", "image_url", "text"]
+    assert [p["image_url"]["url"] for p in judged["content"][1:3]] == urls

@@ -213,7 +213,8 @@ def test_a_local_pem_scores_in_the_reference_protocol_with_its_tries(registered,
     )
     seen: list[list[dict]] = []
 
-    def engine(endpoint, conversations, params):
+    def engine(endpoint, conversations, params, *, engine_defaults=False):
+        assert engine_defaults  # length and sampling left to the model, as the reference leaves them
         seen.extend(conversations)
         return [client.Completion(next(replies), 5, 1, 1, "stop", 1) for _ in conversations]
 

@@ -175,6 +175,11 @@ def test_the_column_writer_builds_the_same_table_as_row_dicts(tmp_path, settings
                for h, d, c, p in as_text]  # fmt: skip
     assert release_files.parsed_group(tuple(missing[:1]), schema) is None
     assert release_files.arrow_group(tuple(missing[:1]), schema).column("stage").to_pylist() == [""]
+    # A grade the source did not give is null, as in the release JSONL, never the stage's stand-in.
+    unknown = [(h, d, json.dumps(json.loads(c) | {"grade": 9, "grade_known": False}), p) for h, d, c, p in as_text[:2]]
+    assert release_files.arrow_group(tuple(unknown), schema).column("grade").to_pylist() == [None, None]
+    hash_id, digest, content, provenance = items[0]
+    assert release_files.hf_row((hash_id, digest, content | {"grade_known": False}, provenance), [])["grade"] is None
 
 
 def test_a_published_release_keeps_its_figures_when_the_bank_changes_them(researcher, settings):

@@ -318,6 +318,17 @@ class RunInfo:
     other_question_set: bool = False  # differs from the board's question set
     pinned: bool = False
     not_counted: tuple[NotCounted, ...] = ()
+    protocol: str = "studio"  # how its scoring run asked the judge and read it (inference.models.Protocol)
+    # Not pinned, and a newer finished scoring run took the entry from an earlier one: that one,
+    # and what differs between the two ("judge", "prompts", "protocol"), so it is never silent.
+    replaced: Replaced | None = None
+
+
+@dataclass(frozen=True)
+class Replaced:
+    scoring_run: int
+    name: str
+    differs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from inference.leaderboard.core import (
     Leaderboard,
     NotCounted,
     PublishedScore,
+    Replaced,
     RunInfo,
     _entry_sort_key,
     _group_sort_key,
@@ -98,6 +99,8 @@ RUN_COLUMNS = (
     "other_question_set",
     "pinned",
     "not_counted",
+    "protocol",
+    "replaced",
 )
 CSV_COLUMNS = (
     "model",
@@ -143,7 +146,19 @@ def _run_json(run: RunInfo | None) -> dict | None:
         "other_question_set": run.other_question_set,
         "pinned": run.pinned,
         "not_counted": _not_counted_json(run),
+        "protocol": run.protocol,
+        "replaced": _replaced_json(run.replaced),
     }
+
+
+def _replaced_json(replaced: Replaced | None) -> dict | None:
+    if replaced is None:
+        return None
+    return {"scoring_run": replaced.scoring_run, "name": replaced.name, "differs": list(replaced.differs)}
+
+
+def _replaced_from_json(raw: dict | None) -> Replaced | None:
+    return Replaced(raw["scoring_run"], raw["name"], tuple(raw["differs"])) if raw else None
 
 
 def _run_from_json(raw: dict | None) -> RunInfo | None:
@@ -153,6 +168,7 @@ def _run_from_json(raw: dict | None) -> RunInfo | None:
         raw["inference_run"], raw["inference_run_name"], raw["scoring_run"], raw["scoring_run_name"],
         raw["snapshot_at"], raw["question_set"], raw["other_question_set"], raw["pinned"],
         tuple(NotCounted(n["scoring_run"], n["name"], n["status"]) for n in raw["not_counted"]),
+        raw.get("protocol", "studio"), _replaced_from_json(raw.get("replaced")),
     )  # fmt: skip
 
 
@@ -163,6 +179,7 @@ def _run_fields(run: RunInfo | None) -> list[str]:
         str(run.inference_run), run.inference_run_name, str(run.scoring_run), run.scoring_run_name,
         run.snapshot_at, run.question_set, str(run.other_question_set).lower(), str(run.pinned).lower(),
         json.dumps(_not_counted_json(run), ensure_ascii=False) if run.not_counted else "",
+        run.protocol, json.dumps(_replaced_json(run.replaced), ensure_ascii=False) if run.replaced else "",
     ]  # fmt: skip
 
 
@@ -233,6 +250,8 @@ def _run_from_csv(record: dict) -> RunInfo | None:
         record["scoring_run_name"], record["snapshot_at"], record["question_set"],
         record["other_question_set"] == "true", record["pinned"] == "true",
         tuple(NotCounted(n["scoring_run"], n["name"], n["status"]) for n in not_counted),
+        record.get("protocol") or "studio",
+        _replaced_from_json(json.loads(record["replaced"])) if record.get("replaced") else None,
     )  # fmt: skip
 
 

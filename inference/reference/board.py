@@ -30,9 +30,10 @@ class Entry:
         return [(row, list(self.cells[row].values())) for row in reference_cells.ROWS]
 
 
-def reference_board(mode: str) -> list[Entry]:
-    """One entry per model on the board of ``mode``, from the slices its scoring job stored."""
-    choices, _waiting = choose(mode)
+def reference_board(mode: str, protocol: str | None = None) -> list[Entry]:
+    """One entry per model on the board of ``mode`` (scored in ``protocol``, if given), from the
+    slices its scoring job stored; each entry's scoring run names its protocol."""
+    choices, _waiting = choose(mode, protocol)
     stats = stored_stats([choice.snapshot for choice in choices])
     entries = []
     for choice in choices:

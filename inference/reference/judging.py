@@ -45,7 +45,8 @@ def prompt_text(template: PromptTemplate, record: Mapping[str, Any], student_ans
     )  # fmt: skip
 
 
-def messages(template: PromptTemplate, record: Mapping[str, Any], student_answer: str, *, images: bool) -> list[dict]:
-    """The reference judge's one user message, the figure as stored where ``<image>`` stands."""
-    image = client.stored_image_url(record["img"]) if images and record.get("img") else None
-    return client.reference_messages(prompt_text(template, record, student_answer), image)
+def messages(template: PromptTemplate, record: Mapping[str, Any], student_answer: str,
+             figures: list[dict[str, Any]]) -> list[dict]:  # fmt: skip
+    """The reference judge's one user message, the figures (image parts, stored bytes) where
+    ``<image>`` stands."""
+    return client.reference_messages(prompt_text(template, record, student_answer), figures)

@@ -8,9 +8,10 @@ as PNG is converted, as the reference export does), with ``detail: high``
 (``client.stored_image_url``), never resized here. Judging builds its message in
 ``inference.reference.judging``.
 
-The reference record holds one figure; so does this protocol (the question's first). A question
-without a figure is sent without an image part: the reference code would send an empty image,
-which servers refuse.
+The reference record holds one figure, and its code sends that one; a question of the studio with
+several figures sends every one, in order, where the reference sends its one (the record's ``img``
+stays the first, as the file format has room for one). A question without a figure is sent
+without an image part: the reference code would send an empty image, which servers refuse.
 """
 
 from __future__ import annotations
@@ -30,10 +31,16 @@ def reference_question(question: Question) -> str:
     return export.options_block(question)
 
 
-def first_figure(question: Question) -> Figure | None:
-    # .all() reads a prefetch where the run loaded one.
+def question_figures(question: Question) -> list[Figure]:
+    """The question's figures in order (formula images are text, not figures); .all() reads a
+    prefetch where the run loaded one."""
     figures = [f for f in question.figures.all() if f.kind == Figure.Kind.FIGURE]
-    return min(figures, key=lambda f: (f.position, f.pk)) if figures else None
+    return sorted(figures, key=lambda f: (f.position, f.pk))
+
+
+def figure_parts(question: Question) -> list[dict[str, Any]]:
+    """Every figure as an image part, its stored JPEG bytes as they are, ``detail: high``."""
+    return [client.stored_image_url(export.jpeg_base64(figure)) for figure in question_figures(question)]
 
 
 def answer_prompt(template: PromptTemplate, question: Question) -> str:
@@ -42,10 +49,7 @@ def answer_prompt(template: PromptTemplate, question: Question) -> str:
 
 
 def answer_messages(template: PromptTemplate, question: Question) -> list[dict[str, Any]]:
-    """One user message: the image, then the prompt without its placeholder."""
-    parts: list[dict[str, Any]] = []
-    figure = first_figure(question)
-    if figure is not None:
-        parts.append(client.stored_image_url(export.jpeg_base64(figure)))
+    """One user message: the images, then the prompt without its placeholder."""
+    parts = figure_parts(question)
     parts.append({"type": "text", "text": answer_prompt(template, question).replace(IMAGE_PLACEHOLDER, "")})
     return [{"role": "user", "content": parts}]

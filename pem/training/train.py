@@ -25,8 +25,9 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from inference import prompts
-from inference.models import ModelEndpoint, PromptTemplate
-from inference.services import save_endpoint
+from inference.models import ModelEndpoint, PromptTemplate, Protocol
+from inference.reference import register as reference_register
+from inference.services import EndpointError, save_endpoint
 from k12vista import job_text
 from k12vista.job_text import JobFailure
 from pem.models import TrainingExport, TrainingRun
@@ -163,29 +164,76 @@ def checkpoint_path(run: TrainingRun) -> Path:
     return Path(settings.MEDIA_ROOT) / run.checkpoint
 
 
+def trained_prompt(run: TrainingRun, *, user: Any) -> PromptTemplate:
+    """The judge prompt the checkpoint learnt on. A studio-style export: the studio's PEM prompt as
+    its own kind, reused by the next checkpoint trained on the same format, never current(). A
+    K12-PEM-style export: the reference step-judge prompt of the set the export was written with
+    (its scoring runs then read that set's prompt for each question type, in the reference protocol)."""
+    if run.export.style == TrainingExport.Style.REFERENCE:
+        try:
+            return reference_register.reference_prompt(
+                PromptTemplate.Kind.JUDGE_STEPS, prompts.QUESTION_TYPES[0], prompt_set=run.export.prompt_set
+            )
+        except LookupError as exc:
+            raise TrainingError(str(exc)) from None
+    return prompts.version_with_text(kind=PromptTemplate.Kind.JUDGE_STEPS_TRAINED, name="PEM-800K",
+                                     system=formats.SYSTEM_PROMPT, user_template=formats.JUDGE_USER_TEMPLATE,
+                                     user=user)  # fmt: skip
+
+
 @transaction.atomic
-def register_endpoint(run: TrainingRun, *, name: str, user: Any) -> ModelEndpoint:
-    """The trained checkpoint as a transformers (CPU) endpoint, e.g. to label steps as the PEM."""
+def register_endpoint(run: TrainingRun, *, name: str, user: Any, base_url: str = "",
+                      served_name: str = "") -> ModelEndpoint:  # fmt: skip
+    """The trained checkpoint as an endpoint carrying the judge prompt it learnt on: a transformers
+    (CPU) endpoint of the checkpoint, or, with ``base_url``, the OpenAI-compatible server that serves
+    it (``vllm serve``, :func:`vllm_serve_command`) under ``served_name``."""
     path = checkpoint_path(run)
     if ModelEndpoint.objects.filter(name=name).exists():
         raise TrainingError(gettext("an endpoint named %(name)r exists already") % {"name": name})
-    # The prompt it was trained on, as its own kind: its scoring runs use it, no other judge does.
-    prompt = prompts.version_with_text(kind=PromptTemplate.Kind.JUDGE_STEPS_TRAINED, name="PEM-800K",
-                                       system=formats.SYSTEM_PROMPT, user_template=formats.JUDGE_USER_TEMPLATE,
-                                       user=user)  # fmt: skip
-    endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.TRANSFORMERS, model_name=str(path),
-                             accepts_images=True, max_concurrency=1, judge_prompt=prompt)  # fmt: skip
-    endpoint = save_endpoint(endpoint=endpoint, user=user)
+    prompt = trained_prompt(run, user=user)
+    if base_url:
+        endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.OPENAI, base_url=base_url,
+                                 model_name=served_name or served_model_name(run), accepts_images=True,
+                                 judge_prompt=prompt)  # fmt: skip
+    else:
+        endpoint = ModelEndpoint(name=name, kind=ModelEndpoint.Kind.TRANSFORMERS, model_name=str(path),
+                                 accepts_images=True, max_concurrency=1, judge_prompt=prompt)  # fmt: skip
+    try:
+        endpoint = save_endpoint(endpoint=endpoint, user=user)
+    except EndpointError as exc:
+        raise TrainingError(str(exc)) from None
     run.endpoint = endpoint
     run.save(update_fields=["endpoint"])
     return endpoint
+
+
+def served_model_name(run: TrainingRun) -> str:
+    return f"pem-{run.pk}"
+
+
+def served_form(run: TrainingRun, *, user: Any, base_url: str = "", served_name: str = "") -> dict[str, Any]:
+    """What to register once the checkpoint is served: the body of ``POST /api/endpoints/`` (an
+    openai endpoint carrying the trained judge prompt), with the ``vllm serve`` line that serves it."""
+    served = served_name or served_model_name(run)
+    reference = run.export.style == TrainingExport.Style.REFERENCE
+    return {
+        "endpoint": {
+            "name": served,
+            "kind": ModelEndpoint.Kind.OPENAI.value,
+            "base_url": base_url or "http://127.0.0.1:8000/v1",
+            "model_name": served,
+            "judge_prompt": trained_prompt(run, user=user).pk,
+        },  # fmt: skip
+        "protocol": (Protocol.REFERENCE if reference else Protocol.STUDIO).value,
+        "vllm_serve": vllm_serve_command(run, name=served),
+    }
 
 
 def vllm_serve_command(run: TrainingRun, *, name: str = "") -> str:
     """The ``vllm serve`` line for a GPU machine, with the export's pinned image pixels."""
     path = checkpoint_path(run)
     pixels = json.dumps({"min_pixels": run.export.min_pixels, "max_pixels": run.export.max_pixels})
-    served = name or f"pem-{run.pk}"
+    served = name or served_model_name(run)
     images = json.dumps({"image": 8})
     return (f"vllm serve {shlex.quote(str(path))} --served-model-name {shlex.quote(served)} "
             f"--mm-processor-kwargs {shlex.quote(pixels)} --limit-mm-per-prompt {shlex.quote(images)}")  # fmt: skip

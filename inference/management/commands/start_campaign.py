@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from inference import campaigns, services
-from inference.models import InferenceRun, ModelEndpoint
+from inference.models import InferenceRun, ModelEndpoint, Protocol
 
 
 class Command(BaseCommand):
@@ -23,8 +23,15 @@ class Command(BaseCommand):
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--top-p", type=float)
         parser.add_argument("--seed", type=int)
+        parser.add_argument(
+            "--protocol",
+            choices=Protocol.values,
+            default=Protocol.STUDIO,
+            help="How the runs ask their models (reference: as the K12Vista reference code).",
+        )
+        parser.add_argument("--prompt-set", default="", help="The registered reference prompt set (default newest).")
 
-    def handle(self, *args, name, endpoint, mode, input_form, seed, **options):
+    def handle(self, *args, name, endpoint, mode, input_form, seed, protocol, prompt_set, **options):
         found = {e.name: e for e in ModelEndpoint.objects.filter(name__in=endpoint)}
         missing = [n for n in endpoint if n not in found]
         if missing:
@@ -34,7 +41,7 @@ class Command(BaseCommand):
         try:
             campaign = campaigns.start_campaign(name=name, endpoints=[found[n] for n in endpoint], mode=mode,
                                                 filters=filters, user=None, input_form=input_form, params=params,
-                                                seed=seed)  # fmt: skip
+                                                seed=seed, protocol=protocol, prompt_set=prompt_set)  # fmt: skip
         except (campaigns.CampaignError, services.EndpointError) as exc:
             raise CommandError(str(exc)) from None
         runs = [{"run": r.pk, "endpoint": r.endpoint.name, "job": r.job_id} for r in campaign.runs.all()]
