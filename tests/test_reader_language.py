@@ -111,15 +111,15 @@ def test_an_endpoint_refusal_reads_in_the_requests_language(researcher, settings
 
 
 def test_the_leaderboard_words_the_status_of_a_run_it_does_not_count():
-    from inference.leaderboard.core import NotCounted
+    from inference.board_notes import reason
 
     with translation.override("zh-hans"):
-        assert NotCounted(3, "judge", "succeeded").status_label == "已完成"
-        assert NotCounted(3, "judge", "rescore failed").status_label == "重新评分：失败"
+        assert reason("succeeded") == "已完成"
+        assert reason("rescore failed") == "正在重新评分：失败"
     with translation.override("en"):
-        assert NotCounted(3, "judge", "running").status_label == "Running"
+        assert reason("running") == "running"
     template = (settings.BASE_DIR / "templates/inference/leaderboard.html").read_text()
-    assert "n.status_label" in template and "{{ n.status }}" not in template
+    assert "n.reason" in template and "{{ n.status }}" not in template
 
 
 def test_an_answers_error_reads_in_the_readers_language_on_the_page_and_in_the_api(researcher, client):

@@ -292,17 +292,6 @@ class NotCounted:
     name: str
     status: str  # a job status, or "rescore <status>" for the chosen run being scored again
 
-    @property
-    def status_label(self) -> str:
-        """The status in the reader's language, as the page shows it (never the stored code)."""
-        from django.utils.translation import gettext
-
-        from k12vista.models import Job
-
-        rescore, _, status = self.status.rpartition(" ")
-        label = str(dict(Job.Status.choices).get(status, status))
-        return gettext("rescore: %(status)s") % {"status": label} if rescore else label
-
 
 @dataclass(frozen=True)
 class RunInfo:
