@@ -138,7 +138,7 @@ def test_generate(tmp_path):
 
 @needs(RECORDS.is_dir(), "needs ../shared/realdata/records")
 def test_exam_papers(tmp_path):
-    run_bench("exam_papers", "--out", str(tmp_path / "papers"), "--count", "1", env={"DEBUG": "1"})
+    run_bench("exam_papers", "--out", str(tmp_path / "papers"), "--count", "1", env={})
     assert list((tmp_path / "papers").rglob("*.pdf")), "no paper written"
 
 
