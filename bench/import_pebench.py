@@ -1,6 +1,7 @@
 """Times the PEBench import (pem.services.import_records) beside a raw COPY of the same lines.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a bench database> DATA_DIR=$(mktemp -d) \
+        SECRET_KEY=... ALLOWED_HOSTS=localhost BEHIND_TLS=0 \
         .venv/bin/python -m bench.import_pebench --scale 1.0 [--file PATH]
 
 Run it against a throwaway database (it migrates it and fills it; it refuses to

@@ -65,9 +65,16 @@ class Server(ThreadingHTTPServer):
 
 
 def serve() -> str:
+    """Starts the instant server on a free port and admits that one server to MODEL_URL_ALLOWLIST
+    (in this process only): the default list names the ports of local model servers (8000-8010),
+    which a free port is not, and the endpoint must pass the studio's checks like any other."""
+    from django.conf import settings
+
     server = Server(("127.0.0.1", 0), Instant)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_port}/v1"
+    base_url = f"http://127.0.0.1:{server.server_port}/v1"
+    settings.MODEL_URL_ALLOWLIST = [*settings.MODEL_URL_ALLOWLIST, base_url]
+    return base_url
 
 
 # CPU milliseconds per request of the last loop (this process: client, limiter and
