@@ -117,7 +117,8 @@ def filter_runs(request: Request) -> Response:
     try:
         run = jobs.start_filters(**given.validated_data, user=request.user)
     except filters.FilterError as exc:
-        raise ValidationError({"params": [str(exc)]}) from exc
+        field = "rater" if isinstance(exc, filters.UnknownLabels) else "params"
+        raise ValidationError({field: [str(exc)]}) from exc
     return Response(FilterRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
