@@ -13,7 +13,7 @@ from inference.models import InferenceRun
 from inference.reference import board, results
 from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_scoring_run_for_user
 from k12vista.jobs import start_job
-from k12vista.roles import require_role
+from k12vista.roles import require_role, token_accepted
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -33,6 +33,7 @@ def reference_board(request: HttpRequest) -> HttpResponse:
     return render(request, "inference/reference_board.html", ctx)
 
 
+@token_accepted
 @require_GET
 def reference_board_csv(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
@@ -42,6 +43,7 @@ def reference_board_csv(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@token_accepted
 @require_GET
 def reference_board_xlsx(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)

@@ -17,7 +17,7 @@ from django_htmx.http import trigger_client_event
 from k12vista import files, jobs, services
 from k12vista.forms import UserCreateForm, UserRolesForm
 from k12vista.models import Job
-from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of
+from k12vista.roles import READERS_OF_ALL_LABELS, Role, home_url_name, role_required, roles_of, token_accepted
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -205,6 +205,7 @@ def studio_settings(request: HttpRequest) -> HttpResponse:
     return render(request, "k12vista/settings.html", ctx)
 
 
+@token_accepted
 @login_required
 def media(request: HttpRequest, path: str) -> HttpResponse:
     """A stored file, for those its object's access rule admits (``files.readable_file``); 404 for
