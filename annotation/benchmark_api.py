@@ -16,18 +16,19 @@ from annotation import draw, knowledge, releases
 from annotation.benchmark_views import get_release_for_user
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
 from k12vista.roles import HasRole, Role
+from k12vista.serializers import InputSerializer
 
 RESEARCHERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class TargetsInput(serializers.Serializer):
+class TargetsInput(InputSerializer):
     per_cell = serializers.IntegerField(min_value=0, default=draw.DEFAULT_PER_CELL)
     cover_knowledge = serializers.BooleanField(default=True)
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
     cells = serializers.DictField(child=serializers.IntegerField(min_value=0), default=dict)
 
 
-class DrawInput(serializers.Serializer):
+class DrawInput(InputSerializer):
     targets = TargetsInput(default=dict)
     seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=200, required=False, default="")
@@ -58,7 +59,7 @@ class ReleaseOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ReleaseInput(serializers.Serializer):
+class ReleaseInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, default="")
     licence = serializers.CharField(max_length=100, required=False, default=releases.DEFAULT_LICENCE)
 
@@ -70,7 +71,7 @@ class ReleaseItemOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ClusterInput(serializers.Serializer):
+class ClusterInput(InputSerializer):
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
     params = serializers.DictField(default=dict)
 

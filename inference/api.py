@@ -31,7 +31,7 @@ from inference.views import (
 )
 from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role, require_role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer, ModelInputSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
@@ -46,7 +46,7 @@ ENDPOINT_FIELDS = [
 ]  # fmt: skip
 
 
-class EndpointInput(serializers.ModelSerializer):
+class EndpointInput(ModelInputSerializer):
     max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
 
     class Meta:
@@ -80,7 +80,7 @@ class EndpointOutput(serializers.ModelSerializer):
         return client.key_state(endpoint)
 
 
-class FiltersInput(serializers.Serializer):
+class FiltersInput(InputSerializer):
     subject = serializers.ChoiceField(choices=Subject.choices, required=False)
     grade = serializers.ChoiceField(choices=list(GRADES), required=False)
     stage = serializers.ChoiceField(choices=Stage.choices, required=False)
@@ -88,13 +88,13 @@ class FiltersInput(serializers.Serializer):
     status = serializers.ChoiceField(choices=Question.Status.choices, required=False)
 
 
-class ParamsInput(serializers.Serializer):
+class ParamsInput(InputSerializer):
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
     max_tokens = serializers.IntegerField(min_value=1, max_value=200_000, required=False)
     top_p = serializers.FloatField(min_value=0, max_value=1, required=False)
 
 
-class RunInput(serializers.Serializer):
+class RunInput(InputSerializer):
     endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
     mode = serializers.ChoiceField(choices=models.InferenceRun.Mode.choices)
     input_form = serializers.ChoiceField(
@@ -249,7 +249,7 @@ def leaderboard_json(request: Request) -> Response:
     return Response(document)
 
 
-class PinInput(serializers.Serializer):
+class PinInput(InputSerializer):
     scoring_run = serializers.IntegerField(help_text="a finished scoring run of one of your inference runs")
 
 
@@ -286,7 +286,7 @@ def leaderboard_unpin(request: Request, pk: int) -> Response:
 # /api/jobs/<id>/ or by reading the run again.
 
 
-class ScoringInput(serializers.Serializer):
+class ScoringInput(InputSerializer):
     judge = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.filter(active=True))
     method = serializers.ChoiceField(
         choices=models.ScoringRun.Method.choices, required=False, help_text="by default the one the run's mode needs"
@@ -427,7 +427,7 @@ def run_retry(request: Request, pk: int) -> Response:
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class AssistInput(serializers.Serializer):
+class AssistInput(InputSerializer):
     kind = serializers.ChoiceField(choices=models.AssistRun.Kind.choices)
     endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
     filters = FiltersInput(required=False, default=dict)
@@ -500,7 +500,7 @@ def assist_retry(request: Request, pk: int) -> Response:
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class FilterRunsInput(serializers.Serializer):
+class FilterRunsInput(InputSerializer):
     small = serializers.ListField(child=serializers.IntegerField(), required=False, default=list,
                                   help_text="small-model filter runs")  # fmt: skip
     text_only = serializers.IntegerField(required=False, allow_null=True, default=None,

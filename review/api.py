@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
+from k12vista.serializers import InputSerializer
 from review import reports, services
 from review.forms import inspectors
 from review.models import Audit
@@ -42,7 +43,7 @@ class AuditOutput(serializers.ModelSerializer):
         return audit.items.filter(round=1).count()
 
 
-class AuditInput(serializers.Serializer):
+class AuditInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, default="")
     population = serializers.DictField()
     strata = serializers.ListField(child=serializers.ChoiceField(choices=Audit.Stratum.choices), default=["subject"])
@@ -58,7 +59,7 @@ class AuditInput(serializers.Serializer):
         self.fields["inspectors"].child_relation.queryset = inspectors()
 
 
-class RatingInput(serializers.Serializer):
+class RatingInput(InputSerializer):
     verdicts = serializers.DictField(child=serializers.BooleanField())
     notes = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4000), required=False,
                                   default=dict)  # fmt: skip

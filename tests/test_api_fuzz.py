@@ -337,6 +337,8 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
          {"body": {"scoring_run": ScoringRun.objects.order_by("pk").first().pk}}),
         ("researcher", "POST /api/pem/panels/",
          {"body": {"name": "made", "judges": [judge_endpoint.pk], "runs": [run.pk]}}),
+        # Labels that exist (kept_run's import "pem"): a run over labels that do not is refused (issue 29).
+        ("researcher", "POST /api/pem/training/filter-runs/", {"body": {"source": "imported", "rater": "pem"}}),
         ("researcher", "POST /api/pem/training/runs/",
          {"body": {"export": TrainingExport.objects.order_by("pk").first().pk, "base_model": "m"}}),
         ("researcher", "POST /api/pem/training/runs/{id}/endpoint/",

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from annotation.jsonl_import import ImportFileError
 from k12vista.roles import HasRole, Role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs as pem_jobs
 from pem.models import FilterRun, StepLabel, TrainingExport, TrainingRun
 from pem.training import exports, filters, formats, jobs, train
@@ -25,12 +25,12 @@ from pem.training import exports, filters, formats, jobs, train
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class PEM800KImportInput(serializers.Serializer):
+class PEM800KImportInput(InputSerializer):
     file = serializers.FileField()
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class FilterInput(serializers.Serializer):
+class FilterInput(InputSerializer):
     source = serializers.ChoiceField(choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON])
     rater = serializers.CharField(max_length=200)
     params = serializers.DictField(required=False, default=dict)
@@ -44,7 +44,7 @@ class FilterRunOutput(serializers.ModelSerializer):
         fields = ["id", "label_source", "label_rater", "params", "kept", "funnel", "created", "finished", "job"]
 
 
-class TrainingExportInput(serializers.Serializer):
+class TrainingExportInput(InputSerializer):
     filter_run = serializers.PrimaryKeyRelatedField(queryset=FilterRun.objects.filter(finished__isnull=False))
     formats = serializers.ListField(child=serializers.ChoiceField(choices=formats.FORMATS),
                                     default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
@@ -67,7 +67,7 @@ class ExportOutput(serializers.ModelSerializer):
         return exports.export_files(export)
 
 
-class TrainInput(serializers.Serializer):
+class TrainInput(InputSerializer):
     export = serializers.PrimaryKeyRelatedField(queryset=TrainingExport.objects.filter(status="done"))
     base_model = serializers.CharField(max_length=500)
     hyperparameters = serializers.DictField(required=False, default=dict)
@@ -87,7 +87,7 @@ class TrainingRunOutput(serializers.ModelSerializer):
         return train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
 
 
-class CheckpointEndpointInput(serializers.Serializer):
+class CheckpointEndpointInput(InputSerializer):
     name = serializers.CharField(max_length=100)
 
 
