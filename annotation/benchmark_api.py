@@ -71,9 +71,21 @@ class ReleaseItemOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class ClusterParamsInput(InputSerializer):
+    """knowledge.ClusterParams field by field (its ranges checked by ClusterParams.from_dict)."""
+
+    points_per_unit = serializers.FloatField(required=False)
+    ngram_min = serializers.IntegerField(required=False)
+    ngram_max = serializers.IntegerField(required=False)
+    svd_dims = serializers.IntegerField(required=False)
+    questions_per_point = serializers.IntegerField(required=False)
+    question_weight = serializers.FloatField(required=False)
+    seed = serializers.IntegerField(required=False)
+
+
 class ClusterInput(InputSerializer):
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
-    params = serializers.DictField(default=dict)
+    params = ClusterParamsInput(required=False, default=dict)
 
 
 def targets_of(data: dict) -> draw.Targets:

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound, ValidationError
@@ -299,6 +299,19 @@ class ScoringInput(InputSerializer):
     )  # fmt: skip
 
 
+class CoverageOutput(serializers.Serializer):
+    """scoring.coverage: judgments per status, how many have a score, of how many responses."""
+
+    pending = serializers.IntegerField()
+    ok = serializers.IntegerField()
+    parse_failed = serializers.IntegerField()
+    call_failed = serializers.IntegerField()
+    no_response = serializers.IntegerField()
+    scored = serializers.IntegerField()
+    total = serializers.IntegerField()
+    coverage = serializers.FloatField(allow_null=True)
+
+
 class ScoringRunOutput(serializers.ModelSerializer):
     judge_name = serializers.CharField(source="judge.name", read_only=True)
     job = JobSerializer(read_only=True)
@@ -312,6 +325,7 @@ class ScoringRunOutput(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
 
+    @extend_schema_field(CoverageOutput)
     def get_coverage(self, scoring_run) -> dict:
         return scoring.coverage(scoring_run)
 

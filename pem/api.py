@@ -104,7 +104,11 @@ PROBLEMS = inline_serializer(
 )
 CONFLICT = inline_serializer(
     "DraftConflict",
-    {"detail": serializers.CharField(), "version": serializers.IntegerField(), "draft": serializers.DictField()},
+    {
+        "detail": serializers.CharField(),
+        "version": serializers.IntegerField(),
+        "draft": serializers.DictField(child=DraftEntry()),
+    },
 )
 
 

@@ -20,7 +20,7 @@ from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs as pem_jobs
 from pem.models import FilterRun, StepLabel, TrainingExport, TrainingRun
-from pem.training import exports, filters, formats, jobs, train
+from pem.training import exports, filters, formats, jobs, train, trainer
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
@@ -30,10 +30,46 @@ class PEM800KImportInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
+# The filters' parameters typed field by field (issue 29), so that a client generated from the schema knows them
+# and a misspelt one is a 400; the ranges stay in filters.clean_params, the one place that checks them.
+class FormatParams(InputSerializer):
+    min_steps = serializers.IntegerField(required=False)
+    max_steps = serializers.IntegerField(required=False)
+    max_text_mismatch = serializers.IntegerField(required=False)
+
+
+class ConsistencyParams(InputSerializer):
+    require_reason = serializers.BooleanField(required=False)
+    check_final_answer = serializers.BooleanField(required=False)
+
+
+class CoverageParams(InputSerializer):
+    min_models = serializers.IntegerField(required=False)
+
+
+BalanceTarget = type(
+    "BalanceTarget",
+    (InputSerializer,),
+    {name: serializers.FloatField(required=False, help_text=f"share of {name}") for name in filters.CATEGORIES},
+)
+
+
+class BalanceParams(InputSerializer):
+    target = BalanceTarget(required=False)
+    seed = serializers.IntegerField(required=False)
+
+
+class FilterParams(InputSerializer):
+    format = FormatParams(required=False)
+    consistency = ConsistencyParams(required=False)
+    coverage = CoverageParams(required=False)
+    balance = BalanceParams(required=False)
+
+
 class FilterInput(InputSerializer):
     source = serializers.ChoiceField(choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON])
     rater = serializers.CharField(max_length=200)
-    params = serializers.DictField(required=False, default=dict)
+    params = FilterParams(required=False, default=dict)
 
 
 class FilterRunOutput(serializers.ModelSerializer):
@@ -67,10 +103,26 @@ class ExportOutput(serializers.ModelSerializer):
         return exports.export_files(export)
 
 
+def _hyperparameter(default: object) -> serializers.Field:
+    if isinstance(default, bool):
+        return serializers.BooleanField(required=False)
+    if isinstance(default, int):
+        return serializers.IntegerField(required=False)
+    return serializers.FloatField(required=False)
+
+
+# One field per hyper-parameter the trainer knows (trainer.DEFAULTS), typed by its default.
+Hyperparameters = type(
+    "Hyperparameters",
+    (InputSerializer,),
+    {name: _hyperparameter(default) for name, default in trainer.DEFAULTS.items()},
+)
+
+
 class TrainInput(InputSerializer):
     export = serializers.PrimaryKeyRelatedField(queryset=TrainingExport.objects.filter(status="done"))
     base_model = serializers.CharField(max_length=500)
-    hyperparameters = serializers.DictField(required=False, default=dict)
+    hyperparameters = Hyperparameters(required=False, default=dict)
 
 
 class TrainingRunOutput(serializers.ModelSerializer):
