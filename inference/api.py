@@ -449,6 +449,18 @@ class AssistInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
+class AssistCountsOutput(serializers.Serializer):
+    """assist.counts: what happened to the run's questions."""
+
+    total = serializers.IntegerField()
+    ok = serializers.IntegerField(help_text="the model's output was used")
+    skipped = serializers.IntegerField(help_text="needed no call (no raw solution, no figure, no reference answer)")
+    skipped_why = serializers.DictField(child=serializers.IntegerField(), help_text="reason -> questions")
+    parse_failed = serializers.IntegerField()
+    call_failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+
+
 class AssistRunOutput(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     job = JobSerializer(read_only=True)
@@ -460,7 +472,8 @@ class AssistRunOutput(serializers.ModelSerializer):
                   "created"]  # fmt: skip
         read_only_fields = fields
 
-    def get_counts(self, run) -> dict[str, int]:
+    @extend_schema_field(AssistCountsOutput)
+    def get_counts(self, run) -> dict:
         return assist.counts(run)
 
 
