@@ -71,3 +71,16 @@ def test_labels_of_a_person_still_refused_and_imported_labels_still_run(research
         filters.start_filter_run(source=StepLabel.Source.PERSON, rater="x", params=None, user=researcher)
     run, _ = kept_run(researcher)
     assert run.kept == 3
+
+
+def test_clustering_without_knowledge_points_is_refused_before_a_job(researcher, english):
+    from annotation import knowledge
+    from k12vista.models import Job
+
+    api = APIClient()
+    api.force_authenticate(researcher)
+    response = api.post("/api/benchmark/clustering/", {"subjects": ["math"]}, format="json")
+    assert response.status_code == 400 and "no knowledge points" in response.json()["detail"]
+    with pytest.raises(knowledge.KnowledgeError, match="no knowledge points"):
+        knowledge.start_clustering(by=researcher)
+    assert not Job.objects.exists()
