@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from annotation import draw, knowledge, releases
 from annotation.benchmark_views import get_release_for_user
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
+from annotation.serializers import QuestionSerializer
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer
 
@@ -106,6 +107,11 @@ def allocation(request: Request) -> Response:
                                              "subjects": request.query_params.getlist("subjects")})))  # fmt: skip
 
 
+class ByHashIdQuestions(pagination.CursorPagination):
+    ordering = "hash_id"
+    page_size = 200
+
+
 class Newest(pagination.CursorPagination):
     ordering = "-id"
     page_size = 50
@@ -131,6 +137,18 @@ class CandidateSetDetail(generics.RetrieveAPIView):
     serializer_class = CandidateSetOutput
     permission_classes = [RESEARCHERS]
     queryset = CandidateSet.objects.all()
+
+
+class CandidateSetQuestions(generics.ListAPIView):
+    """The questions a draw holds, by hash id (issue 29: what the draw's page lists)."""
+
+    serializer_class = QuestionSerializer
+    permission_classes = [RESEARCHERS]
+    pagination_class = ByHashIdQuestions
+
+    def get_queryset(self):
+        candidate = generics.get_object_or_404(CandidateSet, pk=self.kwargs["pk"])
+        return candidate.questions.prefetch_related("knowledge_points", "figures", "flags")
 
 
 class ReleaseList(generics.ListAPIView):
