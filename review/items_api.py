@@ -29,7 +29,7 @@ class MyItemOutput(serializers.Serializer):
     kind = serializers.CharField(source="item.kind")
     round = serializers.IntegerField(source="item.round")
     position = serializers.IntegerField(source="item.position")
-    label = serializers.CharField(source="item.label", help_text="the question's hash id or the chain's key")
+    name = serializers.CharField(source="item.label", help_text="the question's hash id or the chain's key")
     rated = serializers.SerializerMethodField(help_text="whether this inspector has submitted a rating")
     rating_url = serializers.SerializerMethodField()
 

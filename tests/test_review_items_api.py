@@ -28,7 +28,7 @@ def test_an_inspector_lists_their_own_items_pending_or_all_and_rates_by_them(ins
     mine = set(audit.items.filter(ratings__inspector=inspector).values_list("pk", flat=True))
     assert {row["item"] for row in listed} == mine and len(mine) == 3
     first = listed[0]
-    assert first["audit"] == audit.pk and first["rated"] is False and first["label"]
+    assert first["audit"] == audit.pk and first["rated"] is False and first["name"]
     verdicts = dict.fromkeys(services.dimension_names(first["kind"]), True)
     assert api.post(first["rating_url"], {"verdicts": verdicts}, format="json").status_code == 200
     pending = api.get("/api/inspect/my-items/", {"pending": "1", "audit": audit.pk}).json()["results"]
