@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import api, benchmark_api, correction_api
+from annotation import api, benchmark_api, correction_api, import_api
 
 app_name = "annotation_api"
 urlpatterns = [
@@ -9,6 +9,7 @@ urlpatterns = [
     path("benchmark/allocation/", benchmark_api.allocation, name="allocation"),
     path("benchmark/draws/", benchmark_api.CandidateSetList.as_view(), name="draws"),
     path("benchmark/draws/<int:pk>/", benchmark_api.CandidateSetDetail.as_view(), name="draw"),
+    path("benchmark/draws/<int:pk>/questions/", benchmark_api.CandidateSetQuestions.as_view(), name="draw_questions"),
     path("benchmark/draws/<int:pk>/release/", benchmark_api.release_create, name="release_create"),
     path("benchmark/releases/", benchmark_api.ReleaseList.as_view(), name="releases"),
     path("benchmark/releases/compare/", benchmark_api.release_compare, name="release_compare"),
@@ -25,4 +26,9 @@ urlpatterns = [
     path("corrections/<int:pk>/", correction_api.CorrectionDetail.as_view(), name="correction"),
     path("corrections/<int:pk>/fix/", correction_api.CorrectionFix.as_view(), name="correction_fix"),
     path("corrections/<int:pk>/check/", correction_api.CorrectionCheck.as_view(), name="correction_check"),
+    # Imports (issue 29): exam PDFs and question files, as the imports page
+    path("imports/pdf/", import_api.pdf_import, name="pdf_import"),
+    path("imports/questions/", import_api.question_import, name="question_import"),
+    path("imports/<int:pk>/", import_api.import_detail, name="import"),
+    path("imports/<int:pk>/retry/", import_api.import_retry, name="import_retry"),
 ]

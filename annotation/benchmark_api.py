@@ -15,19 +15,21 @@ from rest_framework.response import Response
 from annotation import draw, knowledge, releases
 from annotation.benchmark_views import get_release_for_user
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
+from annotation.serializers import QuestionSerializer
 from k12vista.roles import HasRole, Role
+from k12vista.serializers import InputSerializer
 
 RESEARCHERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class TargetsInput(serializers.Serializer):
+class TargetsInput(InputSerializer):
     per_cell = serializers.IntegerField(min_value=0, default=draw.DEFAULT_PER_CELL)
     cover_knowledge = serializers.BooleanField(default=True)
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
     cells = serializers.DictField(child=serializers.IntegerField(min_value=0), default=dict)
 
 
-class DrawInput(serializers.Serializer):
+class DrawInput(InputSerializer):
     targets = TargetsInput(default=dict)
     seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=200, required=False, default="")
@@ -58,7 +60,7 @@ class ReleaseOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ReleaseInput(serializers.Serializer):
+class ReleaseInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, default="")
     licence = serializers.CharField(max_length=100, required=False, default=releases.DEFAULT_LICENCE)
 
@@ -70,9 +72,21 @@ class ReleaseItemOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ClusterInput(serializers.Serializer):
+class ClusterParamsInput(InputSerializer):
+    """knowledge.ClusterParams field by field (its ranges checked by ClusterParams.from_dict)."""
+
+    points_per_unit = serializers.FloatField(required=False)
+    ngram_min = serializers.IntegerField(required=False)
+    ngram_max = serializers.IntegerField(required=False)
+    svd_dims = serializers.IntegerField(required=False)
+    questions_per_point = serializers.IntegerField(required=False)
+    question_weight = serializers.FloatField(required=False)
+    seed = serializers.IntegerField(required=False)
+
+
+class ClusterInput(InputSerializer):
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
-    params = serializers.DictField(default=dict)
+    params = ClusterParamsInput(required=False, default=dict)
 
 
 def targets_of(data: dict) -> draw.Targets:
@@ -91,6 +105,11 @@ def allocation(request: Request) -> Response:
     given.is_valid(raise_exception=True)
     return Response(draw.preview(targets_of({**given.validated_data,
                                              "subjects": request.query_params.getlist("subjects")})))  # fmt: skip
+
+
+class ByHashIdQuestions(pagination.CursorPagination):
+    ordering = "hash_id"
+    page_size = 200
 
 
 class Newest(pagination.CursorPagination):
@@ -118,6 +137,18 @@ class CandidateSetDetail(generics.RetrieveAPIView):
     serializer_class = CandidateSetOutput
     permission_classes = [RESEARCHERS]
     queryset = CandidateSet.objects.all()
+
+
+class CandidateSetQuestions(generics.ListAPIView):
+    """The questions a draw holds, by hash id (issue 29: what the draw's page lists)."""
+
+    serializer_class = QuestionSerializer
+    permission_classes = [RESEARCHERS]
+    pagination_class = ByHashIdQuestions
+
+    def get_queryset(self):
+        candidate = generics.get_object_or_404(CandidateSet, pk=self.kwargs["pk"])
+        return candidate.questions.prefetch_related("knowledge_points", "figures", "flags")
 
 
 class ReleaseList(generics.ListAPIView):

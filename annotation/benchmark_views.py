@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import draw, knowledge, releases, statistics
 from annotation.models import CandidateSet, CoreUnit, KnowledgePoint, Release, ReleaseFile
-from k12vista.roles import Role, role_required
+from k12vista.roles import Role, role_required, token_accepted
 from k12vista.vocabulary import Subject
 
 RESEARCHERS = (Role.RESEARCHER, Role.ADMIN)
@@ -129,6 +129,7 @@ def release_publish(request: HttpRequest, version: int) -> HttpResponse:
     return redirect("annotation:release", version=release.version)
 
 
+@token_accepted
 @role_required(*RESEARCHERS)
 @require_GET
 def release_file(request: HttpRequest, version: int, form: str) -> FileResponse:

@@ -192,10 +192,21 @@ def cluster_subject(subject: str, params: ClusterParams, *, job: Job | None = No
 
 
 def start_clustering(*, by: Any, subjects: list[str] | None = None, params: ClusterParams | None = None) -> Job:
+    chosen = bool(subjects)
     subjects = subjects or list(Subject.values)
     unknown = set(subjects) - set(Subject.values)
     if unknown:
         raise KnowledgeError(gettext("unknown subjects: %(subjects)s") % {"subjects": ", ".join(sorted(unknown))})
+    # Clustering nothing would "succeed" with 0 units and no warning (issue 29): refused before a job. Without a
+    # choice, the subjects that have knowledge points; a chosen subject without any is named.
+    having = set(KnowledgePoint.objects.filter(subject__in=subjects).values_list("subject", flat=True).distinct())
+    empty = [subject for subject in subjects if subject not in having]
+    if not having or (empty and chosen):
+        raise KnowledgeError(
+            gettext("no knowledge points to cluster in %(subjects)s; import questions with knowledge points first")
+            % {"subjects": ", ".join(empty or subjects)}
+        )
+    subjects = [subject for subject in subjects if subject in having]
     params = params or ClusterParams()
     return start_job(kind="annotation.cluster_knowledge", user=by,
                      params={"subjects": subjects, "params": asdict(params)},

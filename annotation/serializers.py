@@ -1,6 +1,15 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.models import Flag, Question
+
+
+class FigureOutput(serializers.Serializer):
+    url = serializers.CharField()
+    width = serializers.IntegerField()
+    height = serializers.IntegerField()
+    kind = serializers.CharField()
+    position = serializers.IntegerField(allow_null=True)
 
 
 class FlagSerializer(serializers.ModelSerializer):
@@ -23,6 +32,7 @@ class QuestionSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
 
+    @extend_schema_field(FigureOutput(many=True))
     def get_figures(self, question) -> list[dict]:
         # "formula": an image standing for a formula at the text's [[formula:N]] (N its position).
         return [{"url": f.image.url, "width": f.width, "height": f.height, "kind": f.kind, "position": f.position}

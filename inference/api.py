@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils.translation import gettext
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound, ValidationError
@@ -31,7 +31,7 @@ from inference.views import (
 )
 from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role, require_role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer, ModelInputSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
@@ -46,7 +46,7 @@ ENDPOINT_FIELDS = [
 ]  # fmt: skip
 
 
-class EndpointInput(serializers.ModelSerializer):
+class EndpointInput(ModelInputSerializer):
     max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
     # A served PEM keeps the prompt it learnt on whatever its kind (train_pem --register prints it).
     judge_prompt = serializers.PrimaryKeyRelatedField(
@@ -109,7 +109,7 @@ class EndpointOutput(serializers.ModelSerializer):
         return client.key_state(endpoint)
 
 
-class FiltersInput(serializers.Serializer):
+class FiltersInput(InputSerializer):
     subject = serializers.ChoiceField(choices=Subject.choices, required=False)
     grade = serializers.ChoiceField(choices=list(GRADES), required=False)
     stage = serializers.ChoiceField(choices=Stage.choices, required=False)
@@ -117,13 +117,13 @@ class FiltersInput(serializers.Serializer):
     status = serializers.ChoiceField(choices=Question.Status.choices, required=False)
 
 
-class ParamsInput(serializers.Serializer):
+class ParamsInput(InputSerializer):
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
     max_tokens = serializers.IntegerField(min_value=1, max_value=200_000, required=False)
     top_p = serializers.FloatField(min_value=0, max_value=1, required=False)
 
 
-class RunInput(serializers.Serializer):
+class RunInput(InputSerializer):
     endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
     mode = serializers.ChoiceField(choices=models.InferenceRun.Mode.choices)
     input_form = serializers.ChoiceField(
@@ -292,7 +292,7 @@ def leaderboard_json(request: Request) -> Response:
     return Response(document)
 
 
-class PinInput(serializers.Serializer):
+class PinInput(InputSerializer):
     scoring_run = serializers.IntegerField(help_text="a finished scoring run of one of your inference runs")
 
 
@@ -329,7 +329,7 @@ def leaderboard_unpin(request: Request, pk: int) -> Response:
 # /api/jobs/<id>/ or by reading the run again.
 
 
-class ScoringInput(serializers.Serializer):
+class ScoringInput(InputSerializer):
     judge = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.filter(active=True))
     method = serializers.ChoiceField(
         choices=models.ScoringRun.Method.choices, required=False, help_text="by default the one the run's mode needs"
@@ -340,6 +340,19 @@ class ScoringInput(serializers.Serializer):
         choices=models.Protocol.choices, default=models.Protocol.STUDIO,
         help_text="studio (structured output, our prompts) or reference (the K12Vista code's prompts and reading)",
     )  # fmt: skip
+
+
+class CoverageOutput(serializers.Serializer):
+    """scoring.coverage: judgments per status, how many have a score, of how many responses."""
+
+    pending = serializers.IntegerField()
+    ok = serializers.IntegerField()
+    parse_failed = serializers.IntegerField()
+    call_failed = serializers.IntegerField()
+    no_response = serializers.IntegerField()
+    scored = serializers.IntegerField()
+    total = serializers.IntegerField()
+    coverage = serializers.FloatField(allow_null=True)
 
 
 class ScoringRunOutput(serializers.ModelSerializer):
@@ -355,6 +368,7 @@ class ScoringRunOutput(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
 
+    @extend_schema_field(CoverageOutput)
     def get_coverage(self, scoring_run) -> dict:
         return scoring.coverage(scoring_run)
 
@@ -471,12 +485,24 @@ def run_retry(request: Request, pk: int) -> Response:
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class AssistInput(serializers.Serializer):
+class AssistInput(InputSerializer):
     kind = serializers.ChoiceField(choices=models.AssistRun.Kind.choices)
     endpoint = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all())
     filters = FiltersInput(required=False, default=dict)
     params = ParamsInput(required=False, default=dict)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class AssistCountsOutput(serializers.Serializer):
+    """assist.counts: what happened to the run's questions."""
+
+    total = serializers.IntegerField()
+    ok = serializers.IntegerField(help_text="the model's output was used")
+    skipped = serializers.IntegerField(help_text="needed no call (no raw solution, no figure, no reference answer)")
+    skipped_why = serializers.DictField(child=serializers.IntegerField(), help_text="reason -> questions")
+    parse_failed = serializers.IntegerField()
+    call_failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
 
 
 class AssistRunOutput(serializers.ModelSerializer):
@@ -490,7 +516,8 @@ class AssistRunOutput(serializers.ModelSerializer):
                   "created"]  # fmt: skip
         read_only_fields = fields
 
-    def get_counts(self, run) -> dict[str, int]:
+    @extend_schema_field(AssistCountsOutput)
+    def get_counts(self, run) -> dict:
         return assist.counts(run)
 
 
@@ -544,7 +571,7 @@ def assist_retry(request: Request, pk: int) -> Response:
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class FilterRunsInput(serializers.Serializer):
+class FilterRunsInput(InputSerializer):
     small = serializers.ListField(child=serializers.IntegerField(), required=False, default=list,
                                   help_text="small-model filter runs")  # fmt: skip
     text_only = serializers.IntegerField(required=False, allow_null=True, default=None,

@@ -119,14 +119,25 @@ def retry_failed(*, run: AssistRun, user: Any) -> Job:
     return run.job
 
 
-def counts(run: AssistRun) -> dict[str, int]:
-    return run.results.aggregate(
+def counts(run: AssistRun) -> dict[str, Any]:
+    """What happened to the run's questions: ``ok`` those the model's output was used for, ``skipped``
+    those that needed no call (with ``skipped_why``: reason -> count), never counted as done (issue 29)."""
+    skipped = Q(status=Status.OK, parsed__has_key="skipped")
+    tally: dict[str, Any] = run.results.aggregate(
         total=Count("id"),
-        ok=Count("id", filter=Q(status=Status.OK)),
+        ok=Count("id", filter=Q(status=Status.OK) & ~skipped),
+        skipped=Count("id", filter=skipped),
         parse_failed=Count("id", filter=Q(status=Status.PARSE_FAILED)),
         call_failed=Count("id", filter=Q(status=Status.CALL_FAILED)),
         pending=Count("id", filter=Q(status=Status.PENDING)),
     )
+    why: dict[str, int] = {}
+    if tally["skipped"]:
+        for parsed in run.results.filter(skipped).values_list("parsed", flat=True):
+            reason = str(parsed.get("skipped", ""))
+            why[reason] = why.get(reason, 0) + 1
+    tally["skipped_why"] = why
+    return tally
 
 
 def create_missing_results(run: AssistRun) -> int:
@@ -188,6 +199,12 @@ def skip_reason(run: AssistRun, question: Question) -> str:
         return "the question has no raw solution to restructure"
     if run.kind == Kind.CAPTION and not question.figures.exists():
         return "the question has no figure"
+    # Without a reference answer nothing can be checked: such a question is unchecked (the filter lists it
+    # so), never "checked and unsolved", which would keep it out of the filter silently (issue 29).
+    if run.kind in (Kind.SMALL_MODEL_FILTER, Kind.TEXT_ONLY_FILTER) and not any(
+        str(a).strip() for a in question.answers or []
+    ):
+        return "the question has no reference answer to check against"
     return ""
 
 

@@ -11,9 +11,10 @@ from rest_framework.response import Response
 from inference import campaigns, models, services
 from inference.api import MANAGERS, FiltersInput, Newest, ParamsInput
 from inference.campaign_views import get_campaign_for_user
+from k12vista.serializers import InputSerializer
 
 
-class CampaignInput(serializers.Serializer):
+class CampaignInput(InputSerializer):
     name = serializers.CharField(max_length=200)
     endpoints = serializers.PrimaryKeyRelatedField(queryset=models.ModelEndpoint.objects.all(), many=True)
     mode = serializers.ChoiceField(choices=models.InferenceRun.Mode.choices)

@@ -14,7 +14,7 @@ from inference.reference import board, results
 from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_scoring_run_for_user
 from k12vista import job_text
 from k12vista.jobs import start_job
-from k12vista.roles import require_role
+from k12vista.roles import require_role, token_accepted
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -41,6 +41,7 @@ def entries_of(request: HttpRequest, mode: str) -> list[board.Entry]:
     return board.reference_board(mode, board_notes.chosen_protocol(request.GET.get("protocol")))
 
 
+@token_accepted
 @require_GET
 def reference_board_csv(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
@@ -50,6 +51,7 @@ def reference_board_csv(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@token_accepted
 @require_GET
 def reference_board_xlsx(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)

@@ -63,7 +63,7 @@ from inference.reference import register as reference_register
 from inference.standings import board_state
 from k12vista.models import Job
 from k12vista.pagination import keyset_page
-from k12vista.roles import Role, has_role, require_role, role_required
+from k12vista.roles import Role, has_role, require_role, role_required, token_accepted
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
@@ -710,6 +710,7 @@ DOWNLOADS = {
 }
 
 
+@token_accepted
 @login_required
 @require_GET
 def leaderboard_download(request: HttpRequest, fmt: str) -> HttpResponse:

@@ -117,6 +117,33 @@ def role_required(*roles: Role) -> Callable:
     return decorator
 
 
+def token_accepted(view: Callable) -> Callable:
+    """Page views that send a file: a script holding an API token reads what the page offers, under the
+    page's own access rule (issue 29), instead of being sent to the login page. Only a request that
+    carries ``Authorization: Token ...`` is authenticated here; a wrong token is a 401, as in the API.
+    For GET views only: a token request bypasses no CSRF check because it changes nothing."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.headers.get("Authorization", "").split(" ", 1)[0].lower() == "token":
+            from django.http import HttpResponse
+            from rest_framework.authentication import TokenAuthentication
+            from rest_framework.exceptions import AuthenticationFailed
+
+            auth = TokenAuthentication()
+            try:
+                found = auth.authenticate(request)
+            except AuthenticationFailed as exc:
+                response = HttpResponse(str(exc.detail), status=401, content_type="text/plain; charset=utf-8")
+                response["WWW-Authenticate"] = auth.authenticate_header(request)
+                return response
+            if found is not None:
+                request.user = found[0]
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 def HasRole(*roles: Role) -> type[BasePermission]:  # noqa: N802 - reads like a class in permission_classes
     """DRF permission class granting access to holders of any of the roles."""
 

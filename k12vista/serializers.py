@@ -1,6 +1,38 @@
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils.translation import gettext
 from rest_framework import serializers
 
 from k12vista.models import Job
+
+
+class RefuseUnknownFields:
+    """Every write serializer's base (issue 29): a field the API does not know, or one it only reports, is
+    a 400 naming it, instead of being dropped silently (a panel's ``params``, a misspelt option). Nested
+    inputs check their own keys the same way, so ``params.temprature`` is named too."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            fields = self.fields  # type: ignore[attr-defined]
+            errors: dict[str, list[str]] = {}
+            for name in data:
+                field = fields.get(name)
+                if field is None:
+                    errors[str(name)] = [gettext("Unknown field: the API does not take %(name)s.") % {"name": name}]
+                elif field.read_only:
+                    errors[str(name)] = [gettext("Read-only field: %(name)s cannot be set.") % {"name": name}]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class InputSerializer(RefuseUnknownFields, serializers.Serializer):
+    """The base of request bodies."""
+
+
+class ModelInputSerializer(RefuseUnknownFields, serializers.ModelSerializer):
+    """The base of request bodies written into a model."""
 
 
 class MeSerializer(serializers.Serializer):

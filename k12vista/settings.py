@@ -358,6 +358,8 @@ SPECTACULAR_SETTINGS = {
         "JudgmentStatusEnum": "inference.models.Judgment.Status",
         "EndpointKindEnum": "inference.models.ModelEndpoint.Kind",
         "AssistKindEnum": "inference.models.AssistRun.Kind",
+        "ReworkStageEnum": "review.models.Stage",  # the pipeline stage a failed item goes back to
+        "StageEnum": "k12vista.vocabulary.Stage",  # the school stage (primary, middle, high)
     },
 }
 

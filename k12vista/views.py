@@ -21,7 +21,16 @@ from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
 from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from k12vista.metrics import calls_per_second, exposition
 from k12vista.models import Guideline, Job
-from k12vista.roles import READERS_OF_ALL_LABELS, Role, has_role, home_url_name, require_role, role_required, roles_of
+from k12vista.roles import (
+    READERS_OF_ALL_LABELS,
+    Role,
+    has_role,
+    home_url_name,
+    require_role,
+    role_required,
+    roles_of,
+    token_accepted,
+)
 from k12vista.vocabulary import QUESTION_TYPE_ZH, STAGE_ZH, STEP_LABELS, SUBJECT_ZH, QuestionType, Stage, Subject
 
 # --- access helpers ---------------------------------------------------------
@@ -254,6 +263,7 @@ def guideline_list(request: HttpRequest) -> HttpResponse:
                   status=400 if form.errors else 200)  # fmt: skip
 
 
+@token_accepted
 @login_required
 def media(request: HttpRequest, path: str) -> HttpResponse:
     """A stored file, for those its object's access rule admits (``files.readable_file``); 404 for

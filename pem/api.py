@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from k12vista.roles import HasRole, Role, has_role
+from k12vista.serializers import InputSerializer
 from pem import labelling
 from pem.models import ChainOfThought, LabellingTask, Step, StepLabel
 
@@ -68,12 +69,12 @@ class TaskDetailOutput(TaskOutput):
     item = ItemOutput(source="cot", read_only=True)
 
 
-class DraftEntry(serializers.Serializer):
+class DraftEntry(InputSerializer):
     label = serializers.CharField(allow_blank=True, required=False, default="")
     reason = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
 
 
-class DraftInput(serializers.Serializer):
+class DraftInput(InputSerializer):
     version = serializers.IntegerField(min_value=0)
     draft = serializers.DictField(child=DraftEntry(), help_text='{"<step position>": {"label": code, "reason": text}}')
     writer = serializers.CharField(
@@ -86,7 +87,7 @@ class DraftInput(serializers.Serializer):
     )  # fmt: skip
 
 
-class SubmitInput(serializers.Serializer):
+class SubmitInput(InputSerializer):
     version = serializers.IntegerField(min_value=0, required=False)
     draft = serializers.DictField(child=DraftEntry(), required=False)
     active_seconds = serializers.FloatField(required=False, allow_null=True, default=None)
@@ -109,7 +110,11 @@ PROBLEMS = inline_serializer(
 )
 CONFLICT = inline_serializer(
     "DraftConflict",
-    {"detail": serializers.CharField(), "version": serializers.IntegerField(), "draft": serializers.DictField()},
+    {
+        "detail": serializers.CharField(),
+        "version": serializers.IntegerField(),
+        "draft": serializers.DictField(child=DraftEntry()),
+    },
 )
 
 

@@ -89,7 +89,7 @@ def _chain_from_response(response: Response, run: InferenceRun) -> ChainData:
         grade=question.grade,
         stage=question.stage,
         qtype=question.qtype,
-        step_source=ChainOfThought.StepSource.MODEL,
+        step_source=ChainOfThought.StepSource.RULE,  # split by the rule until a splitting run says otherwise
         steps=split_response(response.raw_output),
     )
     data.question = question

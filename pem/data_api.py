@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from annotation.jsonl_import import ImportFileError
 from k12vista.roles import HasRole, Role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs, services
 from pem.build import DEFAULT_STRATA, STRATUM_FIELDS
 from pem.data_forms import RunChoiceForm, ScoringChoiceForm
@@ -26,16 +26,16 @@ from pem.models import PEBenchBuild
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class ImportInput(serializers.Serializer):
+class ImportInput(InputSerializer):
     file = serializers.FileField()
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class ExportInput(serializers.Serializer):
+class ExportInput(InputSerializer):
     build = serializers.PrimaryKeyRelatedField(queryset=PEBenchBuild.objects.all(), required=False, allow_null=True)
 
 
-class BuildInput(serializers.Serializer):
+class BuildInput(InputSerializer):
     target_size = serializers.IntegerField(min_value=1, max_value=1_000_000)
     min_steps = serializers.IntegerField(min_value=1, max_value=1000)
     strata = serializers.ListField(child=serializers.ChoiceField(choices=STRATUM_FIELDS), default=list(DEFAULT_STRATA))
@@ -82,11 +82,11 @@ def build(request: Request) -> Response:
 # --- chains from runs, labels from scoring (issue 15) -----------------------------------
 
 
-class FromRunInput(serializers.Serializer):
+class FromRunInput(InputSerializer):
     inference_run = serializers.IntegerField(help_text="one of your step-by-step inference runs")
 
 
-class FromScoringInput(serializers.Serializer):
+class FromScoringInput(InputSerializer):
     scoring_run = serializers.IntegerField(help_text="one of your step-by-step scoring runs")
 
 

@@ -65,6 +65,8 @@ class ChainOfThought(models.Model):
     class StepSource(models.TextChoices):
         IMPORT = "import", _("Fixed by the import")
         MODEL = "model", _("Split by a model")
+        # The rule (chains.split_response): chains from runs, and a model split that fell back (issue 29).
+        RULE = "rule", _("Split by the rule")
         PERSON = "person", _("Split by a person")
 
     class Status(models.TextChoices):

@@ -14,7 +14,7 @@ from inference.scoring import ScoringError
 from inference.services import EndpointError
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer
 from pem import panel, splitting
 from pem.models import PanelRun, SplitRun
 from pem.pipeline_views import get_panel_for_user, get_split_run_for_user, mine
@@ -29,7 +29,7 @@ class VisibleRuns(serializers.PrimaryKeyRelatedField):
         return InferenceRun.objects.visible_to(self.context["request"].user)
 
 
-class SplitInput(serializers.Serializer):
+class SplitInput(InputSerializer):
     splitter = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all())
     runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
@@ -50,7 +50,7 @@ class SplitOutput(serializers.ModelSerializer):
         return splitting.counts(split_run)
 
 
-class PanelInput(serializers.Serializer):
+class PanelInput(InputSerializer):
     name = serializers.CharField(max_length=200)
     judges = serializers.PrimaryKeyRelatedField(queryset=ModelEndpoint.objects.all(), many=True)
     runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset

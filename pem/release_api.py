@@ -12,6 +12,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from k12vista.serializers import InputSerializer
 from pem import releases
 from pem.models import PEBenchRelease
 
@@ -28,7 +29,7 @@ class PEBenchReleaseOutput(serializers.ModelSerializer):
         return reverse("pem:pebench_release_file", args=[release.version]) if release.path else None
 
 
-class PEBenchReleaseInput(serializers.Serializer):
+class PEBenchReleaseInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import statistics
+from k12vista.roles import token_accepted
 from pem import releases
 from pem.models import PEBenchRelease
 
@@ -70,6 +71,7 @@ def release_publish(request: HttpRequest, version: int) -> HttpResponse:
     return redirect("pem:pebench_release", version=release.version)
 
 
+@token_accepted
 @login_required
 @require_GET
 def release_file(request: HttpRequest, version: int) -> FileResponse:

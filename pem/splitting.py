@@ -226,6 +226,8 @@ def save_split(run: SplitRun, result: SplitResult, outcome: Any) -> None:
         if steps != current:
             services.replace_steps(cot, steps)
         cot.splitter, cot.split_run = splitter, run
-        cot.step_source = ChainOfThought.StepSource.MODEL
+        # Says which split made the steps: a fallback is the rule's, not the model's.
+        rule = splitter == "rule"
+        cot.step_source = ChainOfThought.StepSource.RULE if rule else ChainOfThought.StepSource.MODEL
         cot.save(update_fields=["splitter", "split_run", "step_source"])
     SplitResult.objects.filter(pk=result.pk).update(**fields)

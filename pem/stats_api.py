@@ -14,12 +14,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from k12vista.roles import HasRole, Role
+from k12vista.serializers import InputSerializer
 from pem.ratings import SCALES, RatingsError, agreement_from_file
 
 MAX_BYTES = 20 * 1024 * 1024
 
 
-class RatingsInput(serializers.Serializer):
+class RatingsInput(InputSerializer):
     file = serializers.FileField(help_text="CSV (header: item, rater, label or score) or JSONL")
     scale = serializers.ChoiceField(choices=SCALES, required=False, allow_blank=True, default="")
     categories = serializers.CharField(

@@ -14,9 +14,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotation.models import Question
 from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
+from k12vista.serializers import InputSerializer
 from review import reports, services
 from review.forms import inspectors
 from review.models import Audit
@@ -42,9 +44,22 @@ class AuditOutput(serializers.ModelSerializer):
         return audit.items.filter(round=1).count()
 
 
-class AuditInput(serializers.Serializer):
+class PopulationInput(InputSerializer):
+    """What an audit samples: ``kind`` and the one field that kind reads (services.clean_population)."""
+
+    kind = serializers.ChoiceField(choices=Audit.Population.choices)
+    status = serializers.ChoiceField(choices=Question.Status.choices, required=False,
+                                     help_text="kind status: the questions in this status")  # fmt: skip
+    hash_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
+                                     help_text="kind batch: these questions")  # fmt: skip
+    source_document = serializers.IntegerField(required=False, allow_null=True, help_text="kind import: its id")
+    build = serializers.IntegerField(required=False, allow_null=True, help_text="kind pebench: a build id, or all")
+    candidate_set = serializers.IntegerField(required=False, allow_null=True, help_text="kind candidate_set: a draw")
+
+
+class AuditInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, default="")
-    population = serializers.DictField()
+    population = PopulationInput()
     strata = serializers.ListField(child=serializers.ChoiceField(choices=Audit.Stratum.choices), default=["subject"])
     per_stratum = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     aql = serializers.FloatField(required=False, allow_null=True, default=None)
@@ -58,7 +73,7 @@ class AuditInput(serializers.Serializer):
         self.fields["inspectors"].child_relation.queryset = inspectors()
 
 
-class RatingInput(serializers.Serializer):
+class RatingInput(InputSerializer):
     verdicts = serializers.DictField(child=serializers.BooleanField())
     notes = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4000), required=False,
                                   default=dict)  # fmt: skip
@@ -69,8 +84,8 @@ class RatingInput(serializers.Serializer):
 class RatingOutput(serializers.Serializer):
     item = serializers.IntegerField(source="item_id")
     inspector = serializers.CharField(source="inspector.username")
-    verdicts = serializers.DictField()
-    notes = serializers.DictField()
+    verdicts = serializers.DictField(child=serializers.BooleanField())
+    notes = serializers.DictField(child=serializers.CharField())
     submitted = serializers.DateTimeField()
     updated = serializers.DateTimeField()
     active_seconds = serializers.IntegerField(allow_null=True)

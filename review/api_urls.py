@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review import api, plan_api
+from review import api, items_api, plan_api
 
 app_name = "review_api"
 urlpatterns: list = [
@@ -10,4 +10,9 @@ urlpatterns: list = [
     path("audits/<int:pk>/report/", api.audit_report, name="audit_report"),
     path("audits/<int:pk>/decide/", api.audit_decide, name="audit_decide"),
     path("items/<int:item_pk>/rating/", api.submit_rating, name="rating"),
+    # An inspector's own items, rework and re-audit (issue 29)
+    path("my-items/", items_api.MyItems.as_view(), name="my_items"),
+    path("items/<int:pk>/rework/", items_api.item_rework, name="item_rework"),
+    path("items/<int:pk>/reaudit/", items_api.item_reaudit, name="item_reaudit"),
+    path("lots/<int:pk>/reaudit/", items_api.lot_reaudit, name="lot_reaudit"),
 ]

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Question
 from k12vista.models import Job
-from k12vista.roles import Role, has_role, role_required
+from k12vista.roles import Role, has_role, role_required, token_accepted
 from k12vista.templatetags.text_extras import vocab
 from k12vista.views import get_job_for_user
 from pem import labelling
@@ -288,6 +288,7 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
 REPORT_FORMATS = ("csv", "json")
 
 
+@token_accepted
 @role_required(*READERS)
 @require_GET
 def report_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:

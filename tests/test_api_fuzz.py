@@ -41,7 +41,8 @@ from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 
 from annotation import corrections, releases
-from annotation.models import CandidateSet, Correction, Question, Release
+from annotation.models import Assignment, CandidateSet, Correction, Question, Release, SourceDocument
+from annotation.pdf import register_pdf_upload
 from bench.generate import iter_pem
 from inference import assist, services
 from inference.models import AssistRun, BoardPin, BoardSnapshot, Campaign, InferenceRun, ModelEndpoint, ScoringRun
@@ -52,13 +53,17 @@ from pem import releases as pem_releases
 from pem.models import ChainOfThought, LabellingTask, PanelRun, PEBenchBuild, PEBenchRelease, SplitRun
 from pem.training import jobs as training_jobs
 from pem.training.models import FilterRun, TrainingExport, TrainingRun
-from review.models import DIMENSIONS, Audit, AuditItem
+from review import services as review_services
+from review.models import DIMENSIONS, Audit, AuditItem, LotDecision, Rating
 from review.sampling import AQL_HEADINGS
+from tests import fixtures_pdf
 from tests.model_server import ML_PYTHON
 from tests.pem_factories import add_to_pebench, answer, judge, make_cot
-from tests.review_factories import audit_of, bulk_questions
+from tests.review_factories import audit_of, bulk_questions, rate
 from tests.scripted_models import ScriptedHandler, serve
+from tests.test_import_views import reference_lines
 from tests.test_pem800k_export import kept_run
+from tests.test_review_rework import finish_rework
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -76,6 +81,9 @@ ROUTES = [
     ("/api/endpoints/{id}", ModelEndpoint, "pk"),
     ("/api/inspect/audits/{id}", Audit, "pk"),
     ("/api/inspect/items/{item_pk}", AuditItem, "pk"),
+    ("/api/inspect/items/{id}", AuditItem, "pk"),
+    ("/api/inspect/lots/{id}", LotDecision, "pk"),
+    ("/api/imports/{id}", SourceDocument, "pk"),
     ("/api/jobs/{id}", Job, "pk"),
     ("/api/leaderboard/pins/{id}", BoardPin, "inference_run_id"),
     ("/api/pem/items/{id}", ChainOfThought, "pk"),
@@ -145,6 +153,21 @@ def population(personas, settings, tmp_path, tiny_model_dir):
     releases.publish_release(release=v3, by=researcher)
     corrections.open_correction(question=corrected[0], problem="答案错了", by=researcher)
     audit_of(inspectors=[inspector], per_stratum=None, inspectors_per_item=1, aql=float(AQL_HEADINGS[-1]), by=inspector)
+    # Issue 29's operations: a rejected lot to audit again, one failed item to send back and one reworked
+    # item to audit again, a PDF upload whose import never ran (to start again).
+    plan_audit = Audit.objects.filter(aql__isnull=False).first()
+    LotDecision.objects.create(audit=plan_audit, stratum="math", decision=LotDecision.Decision.REJECT,
+                               question_ids=list(Question.objects.filter(subject="math").values_list("pk", flat=True)),
+                               decided_by=inspector)  # fmt: skip
+    failing = bulk_questions(2, subjects=["chemistry"], worker=annotator)
+    failed_audit = audit_of({"kind": "batch", "hash_ids": [q.hash_id for q in failing]}, inspectors=[inspector],
+                            per_stratum=2, inspectors_per_item=1, name="failing")  # fmt: skip
+    for rating in Rating.objects.filter(item__audit=failed_audit).select_related("item", "inspector"):
+        rate(rating, fail=("solution",))
+    reworked = failed_audit.items.order_by("position").first()
+    rework = review_services.send_for_rework(item=reworked, stage="step_correction", note="x", by=inspector)
+    finish_rework(Assignment.objects.get(pk=rework.work_ref), annotator)
+    register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("e.pdf", fixtures_pdf.text_pages(1)), user=annotator)
     cots = [make_cot(key=f"fuzz-{n}", question=question) for n in range(3)]
     add_to_pebench(*cots)
     LabellingTask.objects.create(cot=cots[0], annotator=annotator)
@@ -302,6 +325,9 @@ def uploads() -> list[tuple[str, str, dict]]:
         ("researcher", "POST /api/pem/training/imports/",
          {"file": SimpleUploadedFile("p.jsonl", pem_lines.encode()), "name": "p"}),
         ("researcher", "POST /api/pem/agreement/", {"file": SimpleUploadedFile("r.csv", ratings.encode())}),
+        ("annotator", "POST /api/imports/pdf/",
+         {"file": SimpleUploadedFile("e.pdf", fixtures_pdf.text_pages(1)), "subject": "math", "grade": 9}),
+        ("researcher", "POST /api/imports/questions/", {"file": SimpleUploadedFile("q.jsonl", reference_lines())}),
     ]  # fmt: skip
 
 
@@ -353,8 +379,18 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
          {"body": {"scoring_run": ScoringRun.objects.order_by("pk").first().pk}}),
         ("researcher", "POST /api/pem/panels/",
          {"body": {"name": "made", "judges": [judge_endpoint.pk], "runs": [run.pk]}}),
+        # Labels that exist (kept_run's import "pem"): a run over labels that do not is refused (issue 29).
+        ("researcher", "POST /api/pem/training/filter-runs/", {"body": {"source": "imported", "rater": "pem"}}),
         ("researcher", "POST /api/pem/training/runs/",
          {"body": {"export": TrainingExport.objects.order_by("pk").first().pk, "base_model": "m"}}),
+        # Issue 29: rework, re-audit of an item and of a lot, a PDF import started again.
+        ("inspector", "POST /api/inspect/items/{id}/rework/", {"path_parameters": {"id": AuditItem.objects.filter(
+            audit__name="failing").order_by("position").last().pk}, "body": {"stage": "step_correction", "note": "x"}}),
+        ("inspector", "POST /api/inspect/items/{id}/reaudit/", {"path_parameters": {"id": AuditItem.objects.filter(
+            audit__name="failing").order_by("position").first().pk}}),
+        ("inspector", "POST /api/inspect/lots/{id}/reaudit/",
+         {"path_parameters": {"id": LotDecision.objects.get().pk}}),
+        ("annotator", "POST /api/imports/{id}/retry/", {"path_parameters": {"id": SourceDocument.objects.get().pk}}),
         ("researcher", "POST /api/pem/training/runs/{id}/endpoint/",
          {"path_parameters": {"id": TrainingRun.objects.order_by("pk").first().pk}, "body": {"name": "ep"}}),
     ]  # fmt: skip

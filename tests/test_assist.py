@@ -119,7 +119,8 @@ def test_it_proposes_restructured_steps_through_the_question_bank(scripted_serve
     sent = Scripted.seen[0]
     assert "因为 $x^2=4$ 且 $x>0$" in prompt_text(sent)  # the raw solution
     assert sent["response_format"]["json_schema"]["name"] == "restructured_solution"
-    assert assist.counts(run) == {"total": 1, "ok": 1, "parse_failed": 0, "call_failed": 0, "pending": 0}
+    assert assist.counts(run) == {"total": 1, "ok": 1, "skipped": 0, "skipped_why": {}, "parse_failed": 0,
+                                  "call_failed": 0, "pending": 0}  # fmt: skip
 
 
 def test_it_skips_questions_without_a_raw_solution_without_asking(scripted_server, researcher):
@@ -128,6 +129,25 @@ def test_it_skips_questions_without_a_raw_solution_without_asking(scripted_serve
     assert Scripted.seen == []
     assert run.results.get().parsed == {"skipped": "the question has no raw solution to restructure"}
     assert not StepProposal.objects.exists()
+    # Counted as skipped with why, never as done (issue 29: "ok: 48" when all 48 were skipped).
+    tally = assist.counts(run)
+    assert (tally["ok"], tally["skipped"]) == (0, 1)
+    assert tally["skipped_why"] == {"the question has no raw solution to restructure": 1}
+    assert Job.objects.get(pk=run.job_id).result["skipped"] == 1
+
+
+def test_a_difficulty_run_skips_a_question_without_a_reference_answer_and_lists_it_unchecked(
+    scripted_server, researcher
+):
+    answered, bare = make_question(answers=["B"]), make_question(answers=[])
+    answering("最终答案：B")
+    run = run_now(start(endpoint(scripted_server), researcher, "small_model_filter"))
+    assert len(Scripted.seen) == 1  # no call for the question that cannot be checked
+    tally = assist.counts(run)
+    assert (tally["ok"], tally["skipped"]) == (1, 1)
+    preview = difficulty.preview_filters([run], None)
+    assert preview.candidates == (answered.pk,) and preview.unchecked == {run.pk: 1}
+    assert bare.pk not in preview.candidates
 
 
 def test_it_flags_structure_problems_once_per_run(scripted_server, researcher):
@@ -260,7 +280,8 @@ def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, research
     with mock.patch("k12vista.tasks.run_job.apply_async"):
         job = assist.retry_failed(run=run, user=researcher)
     execute_job(job.pk)
-    assert assist.counts(run) == {"total": 2, "ok": 2, "parse_failed": 0, "call_failed": 0, "pending": 0}
+    assert assist.counts(run) == {"total": 2, "ok": 2, "skipped": 0, "skipped_why": {}, "parse_failed": 0,
+                                  "call_failed": 0, "pending": 0}  # fmt: skip
     assert len(model_flags(first)) == 2
 
 
@@ -286,7 +307,8 @@ def test_a_batch_of_results_updates_its_rows_in_as_many_statements_for_4_as_for_
     large, many = result_updates(researcher, 24)  # 28 questions by then
     assert few == many <= 3  # one per set of columns: a failed call, an unreadable output, an answer
     # The second run asks about all 28 questions of the bank.
-    assert assist.counts(large) == {"total": 28, "ok": 14, "parse_failed": 7, "call_failed": 7, "pending": 0}
+    assert assist.counts(large) == {"total": 28, "ok": 14, "skipped": 0, "skipped_why": {}, "parse_failed": 7,
+                                    "call_failed": 7, "pending": 0}  # fmt: skip
     assert StepProposal.objects.filter(run_ref=assist.run_ref(large)).count() == 14  # each written back once
     first = large.results.order_by("id").first()
     assert (first.status, first.attempts, first.finished is not None) == ("call_failed", 1, True)

@@ -50,7 +50,7 @@ def test_it_makes_one_chain_per_answered_response():
     assert (report["created"], report["not_answered"], report["responses"]) == (1, 2, 3)
     cot = ChainOfThought.objects.get()
     assert cot.key == f"{question.hash_id}:{run.pk}" and cot.origin == ChainOfThought.Origin.INFERENCE
-    assert cot.step_source == ChainOfThought.StepSource.MODEL and cot.model_name == "qwen-7b"
+    assert cot.step_source == ChainOfThought.StepSource.RULE and cot.model_name == "qwen-7b"  # not "split by a model"
     assert (cot.subject, cot.stage, cot.qtype, cot.question) == ("physics", "middle", "fill_in_blank", question)
     assert cot.reference_answer == "\n".join(question.answers) and cot.response_text == ANSWER
     assert list(cot.steps.values_list("text", flat=True)) == GOLD

@@ -60,7 +60,9 @@ def chains_of(run, *texts):
 
 
 @pytest.mark.django_db
-def test_it_keeps_a_model_split_that_reproduces_the_text_and_falls_back_where_it_does_not(splitter, researcher, sent):
+def test_it_keeps_a_model_split_that_reproduces_the_text_and_falls_back_where_it_does_not(
+    splitter, researcher, sent, english
+):
     run = make_run()
     chains_of(run, GOOD, ALTERED, GARBLED, LABELLED)
     cots_from_run(inference_run=run)
@@ -79,6 +81,9 @@ def test_it_keeps_a_model_split_that_reproduces_the_text_and_falls_back_where_it
     altered = ChainOfThought.objects.get(response_text=ALTERED)
     assert list(altered.steps.values_list("text", flat=True)) == ["由题意 $a=1$。", "所以 $b=2$。"]  # the rule split
     assert (altered.splitter, altered.split_run) == ("rule", split_run)
+    # Each chain says which split made its steps (issue 29: fallbacks were listed as "split by a model").
+    assert (good.step_source, altered.step_source) == (ChainOfThought.StepSource.MODEL, ChainOfThought.StepSource.RULE)
+    assert altered.get_step_source_display() == "Split by the rule"
     assert labelled.steps.count() == 2 and ChainOfThought.objects.get(pk=labelled.pk).splitter == "rule"
     # Structured output was asked for, with the split_steps prompt.
     from tests.scripted_models import Models

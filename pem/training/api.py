@@ -17,23 +17,59 @@ from rest_framework.response import Response
 
 from annotation.jsonl_import import ImportFileError
 from k12vista.roles import HasRole, Role
-from k12vista.serializers import JobSerializer
+from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs as pem_jobs
 from pem.models import FilterRun, StepLabel, TrainingExport, TrainingRun
-from pem.training import exports, filters, formats, jobs, train
+from pem.training import exports, filters, formats, jobs, train, trainer
 
 MANAGERS = HasRole(Role.RESEARCHER, Role.ADMIN)
 
 
-class PEM800KImportInput(serializers.Serializer):
+class PEM800KImportInput(InputSerializer):
     file = serializers.FileField()
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class FilterInput(serializers.Serializer):
+# The filters' parameters typed field by field (issue 29), so that a client generated from the schema knows them
+# and a misspelt one is a 400; the ranges stay in filters.clean_params, the one place that checks them.
+class FormatParams(InputSerializer):
+    min_steps = serializers.IntegerField(required=False)
+    max_steps = serializers.IntegerField(required=False)
+    max_text_mismatch = serializers.IntegerField(required=False)
+
+
+class ConsistencyParams(InputSerializer):
+    require_reason = serializers.BooleanField(required=False)
+    check_final_answer = serializers.BooleanField(required=False)
+
+
+class CoverageParams(InputSerializer):
+    min_models = serializers.IntegerField(required=False)
+
+
+BalanceTarget = type(
+    "BalanceTarget",
+    (InputSerializer,),
+    {name: serializers.FloatField(required=False, help_text=f"share of {name}") for name in filters.CATEGORIES},
+)
+
+
+class BalanceParams(InputSerializer):
+    target = BalanceTarget(required=False)
+    seed = serializers.IntegerField(required=False)
+
+
+class FilterParams(InputSerializer):
+    format = FormatParams(required=False)
+    consistency = ConsistencyParams(required=False)
+    coverage = CoverageParams(required=False)
+    balance = BalanceParams(required=False)
+
+
+class FilterInput(InputSerializer):
     source = serializers.ChoiceField(choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON])
     rater = serializers.CharField(max_length=200)
-    params = serializers.DictField(required=False, default=dict)
+    params = FilterParams(required=False, default=dict)
 
 
 class FilterRunOutput(serializers.ModelSerializer):
@@ -44,7 +80,7 @@ class FilterRunOutput(serializers.ModelSerializer):
         fields = ["id", "label_source", "label_rater", "params", "kept", "funnel", "created", "finished", "job"]
 
 
-class TrainingExportInput(serializers.Serializer):
+class TrainingExportInput(InputSerializer):
     filter_run = serializers.PrimaryKeyRelatedField(queryset=FilterRun.objects.filter(finished__isnull=False))
     formats = serializers.ListField(child=serializers.ChoiceField(choices=formats.FORMATS),
                                     default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
@@ -67,10 +103,26 @@ class ExportOutput(serializers.ModelSerializer):
         return exports.export_files(export)
 
 
-class TrainInput(serializers.Serializer):
+def _hyperparameter(default: object) -> serializers.Field:
+    if isinstance(default, bool):
+        return serializers.BooleanField(required=False)
+    if isinstance(default, int):
+        return serializers.IntegerField(required=False)
+    return serializers.FloatField(required=False)
+
+
+# One field per hyper-parameter the trainer knows (trainer.DEFAULTS), typed by its default.
+Hyperparameters = type(
+    "Hyperparameters",
+    (InputSerializer,),
+    {name: _hyperparameter(default) for name, default in trainer.DEFAULTS.items()},
+)
+
+
+class TrainInput(InputSerializer):
     export = serializers.PrimaryKeyRelatedField(queryset=TrainingExport.objects.filter(status="done"))
     base_model = serializers.CharField(max_length=500)
-    hyperparameters = serializers.DictField(required=False, default=dict)
+    hyperparameters = Hyperparameters(required=False, default=dict)
 
 
 class TrainingRunOutput(serializers.ModelSerializer):
@@ -87,7 +139,7 @@ class TrainingRunOutput(serializers.ModelSerializer):
         return train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
 
 
-class CheckpointEndpointInput(serializers.Serializer):
+class CheckpointEndpointInput(InputSerializer):
     name = serializers.CharField(max_length=100)
 
 
@@ -117,7 +169,8 @@ def filter_runs(request: Request) -> Response:
     try:
         run = jobs.start_filters(**given.validated_data, user=request.user)
     except filters.FilterError as exc:
-        raise ValidationError({"params": [str(exc)]}) from exc
+        field = "rater" if isinstance(exc, filters.UnknownLabels) else "params"
+        raise ValidationError({field: [str(exc)]}) from exc
     return Response(FilterRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -96,6 +96,8 @@ def start_export(
         raise ExportError(gettext("choose formats among %(formats)s") % {"formats": ", ".join(formats.FORMATS)})
     if filter_run.finished is None:
         raise ExportError(gettext("%(run)s has not finished") % {"run": filter_run})
+    if not filter_run.kept:  # an export of nothing would "succeed" with 0 records and fail training later
+        raise ExportError(gettext("%(run)s kept no chains: nothing to export") % {"run": filter_run})
     if not 0 < min_pixels <= max_pixels:
         raise ExportError(gettext("min_pixels must be positive and at most max_pixels"))
     if style not in TrainingExport.Style.values:
@@ -353,6 +355,9 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     finally:
         for out in outs.values():
             out.close()
+    if not counts["records"]:  # the kept chains went meanwhile (a PEBench build took them): not a success
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ExportError(gettext("%(run)s has no chains left to export") % {"run": run})
     counts["images"] = images.written
     counts["statistics"] = table_3.result(counts["labels"])
     if "llamafactory" in export.formats:

@@ -62,6 +62,10 @@ class FilterError(ValueError):
     """Parameters the filters cannot run with; the message says why."""
 
 
+class UnknownLabels(FilterError):
+    """The named label source has no labels: a run over it would filter nothing."""
+
+
 def clean_params(given: dict | None) -> dict:
     """The defaults overlaid with ``given``, checked: every threshold a run used is recorded."""
     given = given or {}
@@ -330,7 +334,15 @@ def start_filter_run(*, source: str, rater: str, params: dict | None, user: Any)
         raise FilterError(gettext("cannot filter on labels of source %(source)r") % {"source": source})
     if not rater.strip():
         raise FilterError(gettext("name the labels to filter on (the import, judge or panel)"))
-    return FilterRun.objects.create(label_source=source, label_rater=rater.strip(), params=clean_params(params),
+    params = clean_params(params)
+    # A run over labels that do not exist would "succeed" with nothing in it (issue 29): refused before a job.
+    if not StepLabel.objects.filter(source=source, rater=rater.strip()).exists():
+        known = [name for kind, name in label_sources() if kind == source]
+        raise UnknownLabels(
+            gettext("no labels of source %(source)s by %(rater)s; known: %(known)s")
+            % {"source": source, "rater": rater.strip(), "known": ", ".join(known[:10]) or "-"}
+        )
+    return FilterRun.objects.create(label_source=source, label_rater=rater.strip(), params=params,
                                     created_by=user)  # fmt: skip
 
 

@@ -65,6 +65,8 @@ def check_export(export: TrainingExport) -> Path:
     """The export's directory, once it is finished, has the TRL format and every image it names."""
     if export.status != TrainingExport.Status.DONE:
         raise TrainingError(gettext("%(export)s is not finished") % {"export": export})
+    if not export.records:  # the trainer would stop on its first batch with a bare StopIteration
+        raise TrainingError(gettext("%(export)s has no records: nothing to train on") % {"export": export})
     if "trl" not in export.formats:
         raise TrainingError(
             gettext("%(export)s has no TRL format; export it with the trl format to train") % {"export": export}

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.jsonl_import import ImportFileError
 from k12vista.models import Job
-from k12vista.roles import Role, role_required
+from k12vista.roles import Role, role_required, token_accepted
 from pem import jobs as pem_jobs
 from pem.models import FilterRun, TrainingExport, TrainingRun
 from pem.training import exports, filters, jobs, train
@@ -115,6 +115,7 @@ def training_export_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "pem/training_export.html", {"export": export, "files": files})
 
 
+@token_accepted
 @role_required(*MANAGERS)
 @require_GET
 def training_export_file(request: HttpRequest, pk: int, name: str) -> FileResponse:
