@@ -41,13 +41,18 @@ LEADERBOARD_READERS = HasRole(Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
 # --- serializers -----------------------------------------------------------------
 
 ENDPOINT_FIELDS = [
-    "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds", "accepts_images",
-    "max_image_side", "supports_json_schema", "default_params",
+    "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
+    "accepts_images", "max_image_side", "supports_json_schema", "default_params",
 ]  # fmt: skip
 
 
 class EndpointInput(serializers.ModelSerializer):
     max_concurrency = serializers.IntegerField(min_value=1, max_value=512, default=8)
+    replica_urls = serializers.ListField(
+        child=serializers.CharField(max_length=300), max_length=64, default=list,
+        help_text="More servers of the same model (base URLs), each passing the allowlist; calls go to the least "
+                  "busy, and max_concurrency is each server's",
+    )  # fmt: skip
 
     class Meta:
         model = models.ModelEndpoint
@@ -157,7 +162,8 @@ class EndpointList(generics.ListAPIView):
         try:
             endpoint = services.save_endpoint(endpoint=models.ModelEndpoint(**given.validated_data), user=request.user)
         except services.EndpointError as exc:
-            raise ValidationError({"base_url": [str(exc)]}) from exc
+            field = "replica_urls" if isinstance(exc, services.ReplicaError) else "base_url"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
 
 

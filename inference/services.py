@@ -39,23 +39,30 @@ check_endpoint_url = client.check_endpoint_url
 MAX_REPLICAS = 64
 
 
+class ReplicaError(EndpointError):
+    """A replica URL that cannot be used: shown on the replicas' field, not the base URL's."""
+
+
 def check_replica_urls(urls: Any, *, endpoint: ModelEndpoint) -> list[str]:
     """The replica URLs normalised, each passing the checks the base URL passes (the allowlist,
-    the key's destinations); EndpointError for anything else, a repeat of another server included."""
+    the key's destinations); ReplicaError for anything else, a repeat of another server included."""
     if urls in (None, ""):
         return []
     if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
-        raise EndpointError(gettext("the replica URLs are a list of URLs"))
+        raise ReplicaError(gettext("the replica URLs are a list of URLs"))
     if len(urls) > MAX_REPLICAS:
-        raise EndpointError(gettext("at most %(count)s replica URLs") % {"count": MAX_REPLICAS})
+        raise ReplicaError(gettext("at most %(count)s replica URLs") % {"count": MAX_REPLICAS})
     checked: list[str] = []
     for url in (url.strip() for url in urls):
         if not url:
             continue
-        url = check_endpoint_url(url)
-        client.check_key_destination(endpoint.api_key_env, url)
+        try:
+            url = check_endpoint_url(url)
+            client.check_key_destination(endpoint.api_key_env, url)
+        except EndpointError as exc:
+            raise ReplicaError(str(exc)) from None
         if url == endpoint.base_url or url in checked:
-            raise EndpointError(gettext("%(url)s is named twice among the endpoint's servers") % {"url": url})
+            raise ReplicaError(gettext("%(url)s is named twice among the endpoint's servers") % {"url": url})
         checked.append(url)
     return checked
 
