@@ -41,8 +41,8 @@ LEADERBOARD_READERS = HasRole(Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
 # --- serializers -----------------------------------------------------------------
 
 ENDPOINT_FIELDS = [
-    "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds", "accepts_images",
-    "max_image_side", "supports_json_schema", "default_params",
+    "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
+    "accepts_images", "max_image_side", "supports_json_schema", "default_params",
 ]  # fmt: skip
 
 
@@ -53,6 +53,11 @@ class EndpointInput(ModelInputSerializer):
         queryset=models.PromptTemplate.objects.all(), required=False, allow_null=True, default=None,
         help_text="A trained step judge's own prompt: a judge_steps_trained prompt, or a registered reference "
         "set's judge_steps prompt (a K12-PEM-style PEM)",
+    )  # fmt: skip
+    replica_urls = serializers.ListField(
+        child=serializers.CharField(max_length=300), max_length=64, default=list,
+        help_text="More servers of the same model (base URLs), each passing the allowlist; calls go to the least "
+                  "busy, and max_concurrency is each server's",
     )  # fmt: skip
 
     class Meta:
@@ -188,7 +193,8 @@ class EndpointList(generics.ListAPIView):
         try:
             endpoint = services.save_endpoint(endpoint=models.ModelEndpoint(**given.validated_data), user=request.user)
         except services.EndpointError as exc:
-            raise ValidationError({"base_url": [str(exc)]}) from exc
+            field = "replica_urls" if isinstance(exc, services.ReplicaError) else "base_url"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
 
 

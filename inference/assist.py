@@ -184,7 +184,7 @@ async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Pr
         save_results(run, batch)
 
     try:
-        await calls.fan_out(pending, process, concurrency=run.endpoint.max_concurrency, save=save,
+        await calls.fan_out(pending, process, concurrency=run.endpoint.call_limit, save=save,
                             progress=progress, done=done, total=total)  # fmt: skip
     finally:
         await caller.close()

@@ -80,6 +80,8 @@ SAVE_SECONDS = 0.5
 DEMAND_SECONDS = 5.0
 # Seconds a slot may stay idle while another run wants slots before it goes back.
 IDLE_GRACE_SECONDS = 0.05
+# Seconds a server of an endpoint that failed (no connection, a 5xx) is set aside (MODEL_REPLICA_COOLDOWN).
+REPLICA_COOLDOWN_SECONDS = 10.0
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
 # How a synchronous caller's demand is told from a run's: it wants one slot, not a share.
@@ -187,7 +189,7 @@ class SharedSlots:
 
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.endpoint_id = endpoint.pk
-        self.limit = endpoint.max_concurrency
+        self.limit = endpoint.call_limit
         self.holder = uuid.uuid4().hex
         self.held: set[int] = set()
         self.busy = 0
@@ -419,7 +421,7 @@ class one_slot:  # noqa: N801 (used as a context manager, like open())
                 note_demand(endpoint_id=endpoint_id, holder=self.holder, seconds=DEMAND_SECONDS)
                 self.demanded, renewed = True, time.monotonic()
             with transaction.atomic():
-                self.slots = take_slots(endpoint_id=endpoint_id, limit=self.endpoint.max_concurrency,
+                self.slots = take_slots(endpoint_id=endpoint_id, limit=self.endpoint.call_limit,
                                         holder=self.holder, want=1)  # fmt: skip
             if self.slots:
                 # Long enough for the whole call: nothing renews a synchronous lease (nor its demand).
@@ -540,12 +542,71 @@ class Reachability:
             self.check()
 
 
+class Server:
+    """One of an endpoint's servers as one run sees it: its client, the requests it has in flight,
+    how many it was sent, and until when it is set aside after a failure."""
+
+    def __init__(self, endpoint: ModelEndpoint, url: str) -> None:
+        self.url = url
+        self.api = client.make_client(endpoint, url=url)
+        self.outstanding = 0
+        self.sent = 0
+        self.aside_until = -math.inf
+        self.set_aside_count = 0
+
+
+def server_failed(exc: BaseException) -> bool:
+    """Whether a failure is the server's rather than the question's: no connection, or a 5xx."""
+    if client.connection_failure(exc) is not None:
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+class Replicas:
+    """An endpoint's servers (its base URL and replica URLs) for one run. Each call goes to the
+    server with the fewest requests in flight from this run (the fewest sent on a tie, so an idle
+    endpoint's calls go round); a server that failed (no connection, a 5xx) is set aside for
+    ``MODEL_REPLICA_COOLDOWN`` seconds while the others take its calls, and tried again after.
+    The counters are in-process: each run spreads its own calls, and the endpoint's shared slots
+    (SharedSlots, the sum of its servers' limits) still bound them all together."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        self.servers = [Server(endpoint, url) for url in endpoint.server_urls()]
+        self.cooldown = float(getattr(settings, "MODEL_REPLICA_COOLDOWN", REPLICA_COOLDOWN_SECONDS))
+
+    def ready(self, *, avoid: Iterable[Server] = ()) -> list[Server]:
+        now = time.monotonic()
+        return [server for server in self.servers if server.aside_until <= now and server not in avoid]
+
+    def pick(self, *, avoid: Iterable[Server] = ()) -> Server:
+        avoid = list(avoid)
+        ready = self.ready(avoid=avoid)
+        if ready:
+            return min(ready, key=lambda server: (server.outstanding, server.sent))
+        # Every server is set aside or tried: the one back soonest (alone, the endpoint's only server).
+        untried = [server for server in self.servers if server not in avoid] or self.servers
+        return min(untried, key=lambda server: server.aside_until)
+
+    def set_aside(self, server: Server, exc: BaseException) -> bool:
+        """Sets the server aside when the failure is the server's; returns whether it was."""
+        if not server_failed(exc):
+            return False
+        server.aside_until = time.monotonic() + self.cooldown
+        server.set_aside_count += 1
+        return True
+
+    async def close(self) -> None:
+        for server in self.servers:
+            await server.api.close()
+
+
 class Caller:
-    """Calls to one endpoint from one run: its client, its shared slots and the retry rules."""
+    """Calls to one endpoint from one run: its servers, its shared slots and the retry rules."""
 
     def __init__(self, endpoint: ModelEndpoint, *, retries: int | None = None, backoff: float | None = None) -> None:
         self.endpoint = endpoint
-        self.api = client.make_client(endpoint)
+        self.replicas = Replicas(endpoint)
+        self.api = self.replicas.servers[0].api  # the base URL's client
         self.slots = SharedSlots(endpoint)
         rules = retry_rules(retries=retries, backoff=backoff)
         self.most_attempts: int = rules["stop"].max_attempt_number
@@ -563,19 +624,8 @@ class Caller:
         attempts = 0
         while True:
             attempts += 1
-            self.reach.check()
             try:
-                async with self.slots:
-                    started = time.perf_counter()
-                    with metrics.model_call(endpoint=self.endpoint.name, replica=self.endpoint.base_url) as call:
-                        try:
-                            reply = await self.api.post(**request)
-                        except openai.APIError as exc:
-                            self.reach.note(exc, attempt=attempts)
-                            raise
-                        call.used(reply.usage)
-                    self.reach.note(None, attempt=attempts)
-                return completion_of(reply, started=started, attempts=attempts)
+                return await self._attempt(request, attempts)
             except (openai.APIError, openai.APIConnectionError) as exc:
                 if attempts >= self.most_attempts or not worth_retrying(exc):
                     raise client.ModelCallError(client.describe(exc), transient=client.is_transient(exc),
@@ -583,9 +633,38 @@ class Caller:
                 # The slot went back when the attempt ended: none is held during the wait.
                 await asyncio.sleep(self.wait.seconds(attempts, exc))
 
+    async def _attempt(self, request: dict[str, Any], attempt: int) -> client.Completion:
+        """One attempt, on the server ``Replicas`` picks. When that server fails and another is
+        ready, the server is set aside and the attempt goes on at once on the other (no backoff,
+        no attempt counted, each server once): a replica down costs its calls nothing while
+        another answers. Only a failure with no other server left counts towards Reachability."""
+        tried: list[Server] = []
+        while True:
+            self.reach.check()
+            async with self.slots:
+                # Picked once the slot is ours: calls waiting for slots have not gone anywhere yet.
+                server = self.replicas.pick(avoid=tried)
+                server.outstanding += 1
+                server.sent += 1
+                started = time.perf_counter()
+                try:
+                    with metrics.model_call(endpoint=self.endpoint.name, replica=server.url) as call:
+                        reply = await server.api.post(**request)
+                        call.used(reply.usage)
+                except openai.APIError as exc:
+                    tried.append(server)
+                    if self.replicas.set_aside(server, exc) and self.replicas.ready(avoid=tried):
+                        continue
+                    self.reach.note(exc, attempt=attempt)
+                    raise
+                finally:
+                    server.outstanding -= 1
+                self.reach.note(None, attempt=attempt)
+            return completion_of(reply, started=started, attempts=attempt)
+
     async def close(self) -> None:
         await self.slots.close()
-        await self.api.close()
+        await self.replicas.close()
 
 
 def complete_sync(

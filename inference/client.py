@@ -222,23 +222,27 @@ def key_state(endpoint: ModelEndpoint) -> str:
 
 
 def check_endpoint(endpoint: ModelEndpoint) -> None:
-    """Everything a call needs from the endpoint's settings, before any request is made."""
-    check_endpoint_url(endpoint.base_url)
+    """Everything a call needs from the endpoint's settings, before any request is made: each of
+    its servers (the base URL and every replica) inside the allowlist and allowed the key."""
     check_key_variable(endpoint.api_key_env)
-    check_key_destination(endpoint.api_key_env, endpoint.base_url)
+    for url in endpoint.server_urls():
+        check_endpoint_url(url)
+        check_key_destination(endpoint.api_key_env, url)
 
 
 # --- building clients -----------------------------------------------------------------
 
 
-def build_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
+def build_client(endpoint: ModelEndpoint, url: str | None = None) -> openai.AsyncOpenAI:
     """The one way to get a client for an endpoint: checked URL, declared key, no redirects,
     no proxy but ``MODEL_HTTP_PROXY`` (the environment's HTTP_PROXY would send prompts and
     keys to a host no setting named), and no retries inside the SDK (inference.calls retries and
-    counts attempts)."""
+    counts attempts). ``url`` picks one of the endpoint's servers (a replica); the base URL by default."""
     check_endpoint(endpoint)
+    if url is not None and url not in endpoint.server_urls():
+        raise EndpointError(gettext("%(url)s is not one of the endpoint's servers") % {"url": repr(url)})
     return openai.AsyncOpenAI(
-        base_url=endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
+        base_url=url or endpoint.base_url, api_key=api_key(endpoint) or "missing", timeout=endpoint.timeout_seconds,
         max_retries=0,
         http_client=openai.DefaultAsyncHttpxClient(
             follow_redirects=False, trust_env=False, proxy=settings.MODEL_HTTP_PROXY
@@ -256,9 +260,12 @@ def build_sync_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     )  # fmt: skip
 
 
-def make_client(endpoint: ModelEndpoint, *, sync: bool = False) -> openai.AsyncOpenAI | openai.OpenAI:
-    """The client every caller uses (runs, scoring, assist, splitting, panels, OCR)."""
-    return build_sync_client(endpoint) if sync else build_client(endpoint)
+def make_client(
+    endpoint: ModelEndpoint, *, sync: bool = False, url: str | None = None
+) -> openai.AsyncOpenAI | openai.OpenAI:
+    """The client every caller uses (runs, scoring, assist, splitting, panels, OCR); ``url`` picks
+    one of the endpoint's servers for an asynchronous caller (inference.calls.Replicas)."""
+    return build_sync_client(endpoint) if sync else build_client(endpoint, url)
 
 
 def chat_request(*, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
@@ -302,12 +309,15 @@ def image_data_url(content: bytes, *, max_side: int) -> str:
 
 
 def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The text before the figures: the prompts put their fixed instructions first and the item's own
+    parts last, so requests of a run share a long prefix a server's prefix cache reuses; a figure
+    first would end that prefix at the system prompt (bench/prefix_share.py)."""
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
     if image_urls:
-        parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}} for url in image_urls]
-        parts.append({"type": "text", "text": user})
+        parts: list[dict[str, Any]] = [{"type": "text", "text": user}]
+        parts.extend({"type": "image_url", "image_url": {"url": url}} for url in image_urls)
         messages.append({"role": "user", "content": parts})
     else:
         messages.append({"role": "user", "content": user})

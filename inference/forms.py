@@ -24,16 +24,38 @@ from k12vista.forms import StorableJSONField
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class EndpointForm(forms.ModelForm):
-    """The URL is checked by services.save_endpoint (the allowlist lives there), not here."""
+class URLLinesField(forms.CharField):
+    """A list of URLs typed one per line (blank lines dropped); checked by services.save_endpoint."""
 
-    max_concurrency = forms.IntegerField(min_value=1, max_value=512, initial=8, label=_("Requests in flight at most"))
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value)
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class EndpointForm(forms.ModelForm):
+    """The URLs are checked by services.save_endpoint (the allowlist lives there), not here."""
+
+    max_concurrency = forms.IntegerField(
+        min_value=1, max_value=512, initial=8, label=_("Requests in flight at most"),
+        help_text=_("For each server: with replicas, the endpoint's limit is the sum of its servers'."),
+    )  # fmt: skip
+    replica_urls = URLLinesField(
+        required=False, max_length=64 * 310, label=_("Replica URLs"),
+        help_text=_("More servers of the same model, one base URL a line (vllm serve behind separate ports or "
+                    "hosts): calls go to the least busy, and one that fails is set aside for a while."),
+    )  # fmt: skip
 
     class Meta:
         model = ModelEndpoint
         fields = [
-            "name", "kind", "base_url", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
-            "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active", "judge_prompt",
+            "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency",
+            "timeout_seconds", "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
+            "judge_prompt",
         ]  # fmt: skip
         field_classes = {"default_params": StorableJSONField}
         help_texts = {

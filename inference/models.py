@@ -49,6 +49,9 @@ class ModelEndpoint(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices, default=Kind.OPENAI)
     base_url = models.URLField(_("base URL"), max_length=300, blank=True)  # for OPENAI
+    # More servers of the same model (vllm serve --data-parallel-size behind separate ports or hosts):
+    # calls are spread over base_url and these (inference.calls.Replicas), each its own max_concurrency.
+    replica_urls = models.JSONField(_("replica URLs"), default=list, blank=True)
     # The served model name, or a local path for the engines.
     model_name = models.CharField(_("model name"), max_length=200)
     api_key_env = models.CharField(_("environment variable holding the API key"), max_length=100, blank=True)
@@ -74,6 +77,16 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def server_urls(self) -> list[str]:
+        """Every server of the endpoint: the base URL first, then its replicas."""
+        return [self.base_url, *(url for url in self.replica_urls or [] if url)]
+
+    @property
+    def call_limit(self) -> int:
+        """Requests in flight at most over all of its servers: max_concurrency is each server's."""
+        servers = len(self.server_urls()) if self.kind == self.Kind.OPENAI else 1
+        return self.max_concurrency * max(1, servers)
 
     def api_key(self) -> str:
         """Read on the worker at call time, only from a declared variable (see client.api_key)."""

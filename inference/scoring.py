@@ -562,7 +562,7 @@ async def judge_pending(run: ScoringRun, pending: list[Judgment], progress: Prog
         return judgment, fields, steps
 
     try:
-        await calls.fan_out(pending, judge_one, concurrency=run.judge.max_concurrency, save=save_judgments,
+        await calls.fan_out(pending, judge_one, concurrency=run.judge.call_limit, save=save_judgments,
                             progress=progress, done=done, total=total)  # fmt: skip
     finally:
         await caller.close()

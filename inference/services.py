@@ -36,11 +36,46 @@ EndpointError = client.EndpointError
 check_endpoint_url = client.check_endpoint_url
 
 
+# More servers than this behind one endpoint is a typo, not a cluster.
+MAX_REPLICAS = 64
+
+
+class ReplicaError(EndpointError):
+    """A replica URL that cannot be used: shown on the replicas' field, not the base URL's."""
+
+
+def check_replica_urls(urls: Any, *, endpoint: ModelEndpoint) -> list[str]:
+    """The replica URLs normalised, each passing the checks the base URL passes (the allowlist,
+    the key's destinations); ReplicaError for anything else, a repeat of another server included."""
+    if urls in (None, ""):
+        return []
+    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        raise ReplicaError(gettext("the replica URLs are a list of URLs"))
+    if len(urls) > MAX_REPLICAS:
+        raise ReplicaError(gettext("at most %(count)s replica URLs") % {"count": MAX_REPLICAS})
+    checked: list[str] = []
+    for url in (url.strip() for url in urls):
+        if not url:
+            continue
+        try:
+            url = check_endpoint_url(url)
+            client.check_key_destination(endpoint.api_key_env, url)
+        except EndpointError as exc:
+            raise ReplicaError(str(exc)) from None
+        if url == endpoint.base_url or url in checked:
+            raise ReplicaError(gettext("%(url)s is named twice among the endpoint's servers") % {"url": url})
+        checked.append(url)
+    return checked
+
+
 @transaction.atomic
 def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
     if endpoint.kind == ModelEndpoint.Kind.OPENAI:
         endpoint.base_url = check_endpoint_url(endpoint.base_url)
         client.check_key_destination(endpoint.api_key_env, endpoint.base_url)
+        endpoint.replica_urls = check_replica_urls(endpoint.replica_urls, endpoint=endpoint)
+    else:
+        endpoint.replica_urls = []  # the offline engines have no servers
     if endpoint.max_concurrency < 1:
         raise EndpointError(gettext("max_concurrency must be at least 1"))
     if endpoint.pk is None:
@@ -375,7 +410,7 @@ async def answer_pending(run: InferenceRun, pending: list[Response], progress: P
             return response.pk, answer_fields(None, error=str(exc), attempts=exc.attempts)
 
     try:
-        await calls.fan_out(pending, answer, concurrency=run.endpoint.max_concurrency, save=save_answers,
+        await calls.fan_out(pending, answer, concurrency=run.endpoint.call_limit, save=save_answers,
                             progress=progress, done=done, total=total)  # fmt: skip
     finally:
         await caller.close()

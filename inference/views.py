@@ -152,7 +152,7 @@ def endpoint_form_page(request: HttpRequest, endpoint: ModelEndpoint) -> HttpRes
         try:
             saved = services.save_endpoint(endpoint=form.save(commit=False), user=request.user)
         except services.EndpointError as exc:
-            form.add_error("base_url", str(exc))
+            form.add_error("replica_urls" if isinstance(exc, services.ReplicaError) else "base_url", str(exc))
         else:
             messages.success(request, _("Saved the endpoint %(name)s.") % {"name": saved.name})
             return redirect("inference:endpoints")

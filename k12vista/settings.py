@@ -474,6 +474,9 @@ MODEL_CALL_RETRIES = env_int("MODEL_CALL_RETRIES", 4)
 # attempts in a row could not reach its endpoint (refused, DNS, TLS, connect
 # timeout, dropped), one of them a retry; its unanswered questions stay pending.
 MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
+# Seconds one server of an endpoint with replicas is set aside after it failed (no connection, a
+# 5xx) while the others take its calls; after that it is tried again (inference.calls.Replicas).
+MODEL_REPLICA_COOLDOWN = env_int("MODEL_REPLICA_COOLDOWN", 10, minimum=1)
 # Endpoints of kind "transformers" run small models on the worker's CPU. When the
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.

@@ -182,7 +182,7 @@ def run_given_steps_job(job: Job, progress: Progress) -> dict:
             return None
 
         try:
-            await calls.fan_out(work, one, concurrency=judge.max_concurrency, save=_saver(rater),
+            await calls.fan_out(work, one, concurrency=judge.call_limit, save=_saver(rater),
                                 progress=progress, done=0, total=len(work))  # fmt: skip
         finally:
             await caller.close()

@@ -186,7 +186,7 @@ async def _split_all(run: SplitRun, pending: list[SplitResult], progress: Progre
             return result, exc
 
     try:
-        await calls.fan_out(pending, split_one, concurrency=run.splitter.max_concurrency,
+        await calls.fan_out(pending, split_one, concurrency=run.splitter.call_limit,
                             save=lambda batch: save_splits(run, batch), progress=progress, done=done,
                             total=total)  # fmt: skip
     finally:
