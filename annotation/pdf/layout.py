@@ -14,6 +14,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points, y downwards
@@ -98,7 +99,7 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     stripped = []
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
-        kept = [s for s in page.spans if not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)]
+        kept = [s for s in page.spans if not _is_running(s, page, body, lambda s: seen[_running_key(s)] >= repeats)]
         stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
 
@@ -117,24 +118,29 @@ def _centered_header(span: Span, page: PageText) -> bool:
 QUESTION_START = re.compile(r"^\s*\d{1,3}\s*[．.、]")
 
 
-def _inside_a_line(span: Span, page: PageText) -> bool:
+def _inside_a_line(span: Span, page: PageText, repeated: Callable[[Span], bool] | None = None) -> bool:
     """A number set right against other text on its line ("21" + "．如图…", "倾角" + "30" + "度") is
-    part of that line, not a page number, even where the whole line lies in the margin."""
+    part of that line, not a page number, even where the whole line lies in the margin; with
+    ``repeated``, only text that is not itself repeated on other pages counts (a header "…中学" "2024"
+    "学年度…" is no line of the body)."""
     reach = 0.5 * span.size
     return any(
         s is not span
         and _overlap(s.bbox, span.bbox) > 0.5 * min(s.bbox[3] - s.bbox[1], span.bbox[3] - span.bbox[1])
         and (-reach <= s.bbox[0] - span.bbox[2] < reach or -reach <= span.bbox[0] - s.bbox[2] < reach)
+        and (repeated is None or not repeated(s))
         for s in page.spans
     )
 
 
-def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
+def _is_running(span: Span, page: PageText, body: list[Span], repeated: Callable[[Span], bool]) -> bool:
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
     page_number = PAGE_NUMBER.match(span.text) and not _inside_a_line(span, page)
-    running = page_number or (repeated and not QUESTION_START.match(span.text))
+    # So does the "16" of "16" + "．我国…" at the top of two pages: a number against text of its page.
+    numbered = span.text.strip().isdigit() and _inside_a_line(span, page, repeated)
+    running = page_number or (repeated(span) and not QUESTION_START.match(span.text) and not numbered)
     if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.
@@ -183,9 +189,12 @@ def gutters_of(spans: list[tuple[int, Span]], width: float, *, step: float = 2.0
         j = i
         while j < last and cover[j] <= tolerance:
             j += 1
-        x0, x1 = _core(cover, i, j, step)
-        if x1 - x0 >= min_gap and _is_column_edge(pieces, x0, x1):
-            gutters.append((x0 + x1) / 2)
+        # Its emptiest stretch first; else the whole low run, where one line crosses it (a header off
+        # centre) and leaves the emptiest stretch too narrow or away from where the next column starts.
+        for x0, x1 in (_core(cover, i, j, step), (i * step, j * step)):
+            if x1 - x0 >= min_gap and _is_column_edge(pieces, x0, x1):
+                gutters.append((x0 + x1) / 2)
+                break
         i = j
     return gutters
 
@@ -217,8 +226,12 @@ def _core(cover: list[int], i: int, j: int, step: float) -> tuple[float, float]:
     return best[0] * step, best[1] * step
 
 
+MIN_COLUMN_LINE = 50.0  # points: wider than a caption or a label, narrower than a line of a narrow column
+
+
 def _is_column_edge(pieces: list[tuple[tuple[int, int], float, float]], x0: float, x1: float) -> bool:
-    starts = {row for row, start, _ in pieces if x1 - 1 <= start <= x1 + 30}
+    # Rows of text start there, not only labels (figure captions beside the text: "第9题图", "图6").
+    starts = {row for row, start, end in pieces if x1 - 1 <= start <= x1 + 30 and end - start >= MIN_COLUMN_LINE}
     left = {row for row, _, end in pieces if end <= x0 + 1}
     right = {row for row, start, _ in pieces if start >= x1 - 1}
     return len(starts) >= 3 and len(left) >= 3 and len(right) >= 3

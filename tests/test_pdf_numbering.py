@@ -1,0 +1,142 @@
+"""How a paper numbers its questions, and the page geometry that keeps the numbers in order: each test builds
+the kind of paper (as lines, or as a PDF with PyMuPDF's built-in fonts) and asserts what is cut from it."""
+
+from __future__ import annotations
+
+import pymupdf
+
+from annotation.pdf import reading
+from annotation.pdf.layout import find_gutters
+from annotation.pdf.segment import segment
+from tests.test_pdf_robust import analysis_of
+from tests.test_pdf_segment_kinds import lines
+
+CHOICES = "A．甲 B．乙 C．丙 D．丁"
+
+
+def test_questions_numbered_in_brackets_running_on_are_questions_and_their_key_is_matched_back():
+    parsed = segment(
+        lines(
+            "注意事项：",
+            "1．答卷前，考生务必将自己的姓名填写在答题卡上。",
+            "2．考试结束后，将本试卷和答题卡一并交回。",
+            *[row for n in range(7, 12) for row in (f"（{n}）下列关于第{n}种物质的说法正确的是（）", CHOICES)],
+            "参考答案",
+            "7．A 8．B 9．C 10．D 11．A",
+        )
+    )
+    assert [q.number for q in parsed.questions] == [7, 8, 9, 10, 11]
+    assert [q.option_count for q in parsed.questions] == [4] * 5
+    assert [q.answer for q in parsed.questions] == ["A", "B", "C", "D", "A"]
+    assert parsed.questions[0].text == "下列关于第7种物质的说法正确的是（）"
+
+
+def test_bracketed_numbers_inside_a_numbered_item_stay_its_parts():
+    """Sub-questions (1)-(5) between question 1 and question 2, an outline's points (1)-(6) between its
+    items 1． and 2．: the bracketed run is enclosed by the dot numbers, so it numbers parts, not questions."""
+    parts = [f"（{n}）求第{n}个量的值；" for n in range(1, 6)]
+    parsed = segment(lines("一、解答题", "1．已知某物体做匀加速直线运动。", *parts, "2．求该物体的位移。"))
+    assert [q.number for q in parsed.questions] == [1, 2]
+    assert parsed.questions[0].text.count("(") == 5
+    points = [f"（{n}）第{n}个考点的内容要求" for n in range(1, 7)]
+    outline = segment(lines("五、考试内容", "1．数与式", *points, "2．方程与不等式", *points, "3．函数"))
+    assert not any(q.number > 3 for q in outline.questions)
+
+
+def test_a_question_numbered_past_the_notices_points_ends_the_notice():
+    parsed = segment(
+        lines(
+            "注意事项：",
+            "1．答卷前，考生务必将自己的姓名填写在答题卡上。",
+            "2．考试结束后，将本试卷和答题卡一并交回。",
+            "6．下列说法正确的是（）",
+            CHOICES,
+            "7．下列说法错误的是（）",
+            CHOICES,
+        )
+    )
+    assert [q.number for q in parsed.questions] == [6, 7]
+
+
+def test_a_paper_numbered_by_numerals_with_its_solutions_in_an_answer_section():
+    parsed = segment(
+        lines(
+            "一、已知函数f(x)=x+1，则f(2)的值为多少，请写出过程。",
+            "二、已知数列的首项为1，公差为2，则第5项为多少，请写出过程。",
+            "三、已知x为实数，比较x+|x|与0的大小，请写出过程。",
+            "参考答案",
+            "一、解：f(2)=2+1=3。",
+            "二、解：第5项为1+4×2=9。",
+            "三、解：因为|x|≥-x，所以x+|x|≥0。",
+        )
+    )
+    assert [q.label for q in parsed.questions] == ["一", "二", "三"]
+    assert all(q.solution for q in parsed.questions)
+
+
+def test_a_number_in_the_worked_solution_of_a_numeral_paper_starts_no_question():
+    parsed = segment(
+        lines(
+            "一、执行如图的程序框图，输出的S为多少，请写出判断的过程。",
+            "【详解】解：第一次循环S=1，第二次循环S=2，",
+            "3 .故选：B。",
+            "二、一物体静止在水平地面上，求拉力做的功，请写出判断的过程。",
+            "【详解】解：由动能定理得W=2J。",
+        )
+    )
+    assert [q.label for q in parsed.questions] == ["一", "二"]
+    assert "故选" in parsed.questions[0].solution
+
+
+def _a3_two_columns(header: list[tuple[float, str]]) -> bytes:
+    """An A3 landscape page of two columns whose lines face each other, and a header line in the margin."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=1191, height=842)
+    for x, text in header:
+        page.insert_text((x, 40), text, fontname="china-s", fontsize=10)
+    for column, first in ((60, 1), (610, 6)):
+        for i in range(5):
+            y = 120 + 60 * i
+            stem = f"{first + i}．下列关于第{first + i}题的说法正确的是（）"
+            page.insert_text((column, y), stem, fontname="china-s", fontsize=11)
+            page.insert_text((column + 20, y + 20), "A．甲  B．乙  C．丙  D．丁", fontname="china-s", fontsize=11)
+    return doc.tobytes()
+
+
+def test_a_gutter_crossed_by_one_off_centre_header_line_still_parts_the_columns():
+    # The header crosses the gutter's right part: its emptiest stretch (left of the header) is no column edge.
+    content = _a3_two_columns([(360, "育才中学二〇二四学年度高三年级第一次模拟考试")])
+    parsed = analysis_of(content).parsed
+    assert [q.number for q in parsed.questions] == list(range(1, 11))
+    assert all(q.option_count == 4 for q in parsed.questions)
+
+
+def test_figure_captions_beside_the_text_make_no_column():
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    for i in range(12):
+        page.insert_text((56, 120 + 20 * i), "已知某物体做匀加速直线运动，求加速度。", fontname="china-s", fontsize=11)
+    for i, caption in enumerate(["第3题图", "图4", "第5题图", "题图"]):
+        page.insert_text((470, 130 + 60 * i), caption, fontname="china-s", fontsize=9)
+    with pymupdf.open("pdf", doc.tobytes()) as pdf:
+        text = reading.text_layer(pdf.load_page(0), 1)
+    assert find_gutters(text.spans, text.width) == []
+
+
+def test_a_number_at_the_top_of_two_pages_is_a_question_and_a_headers_year_is_not():
+    """Numbers "16" + "．…" and "20" + "．…" at the same place on two pages repeat as "#": against text of their
+    own page, they start questions. A year inside a header repeated on every page is the header's."""
+    doc = pymupdf.open()
+    for first, topic in ((16, "关于力"), (20, "关于光")):
+        page = doc.new_page(width=595, height=842)
+        page.insert_text((200, 40), "育才中学", fontname="china-s", fontsize=9)
+        page.insert_text((236, 40), "2024", fontname="helv", fontsize=9)
+        page.insert_text((257, 40), "学年度高三模拟考试", fontname="china-s", fontsize=9)
+        for i in range(4):
+            y = 70 + 120 * i
+            page.insert_text((56, y), str(first + i), fontname="helv", fontsize=11)
+            page.insert_text((68, y), f"．下列{topic}的说法正确的是（）", fontname="china-s", fontsize=11)
+            page.insert_text((76, y + 20), "A．甲  B．乙  C．丙  D．丁", fontname="china-s", fontsize=11)
+    parsed = analysis_of(doc.tobytes()).parsed
+    assert [q.number for q in parsed.questions] == list(range(16, 24))
+    assert not any("2024" in q.text + "".join(o["text"] for o in q.options) for q in parsed.questions)
