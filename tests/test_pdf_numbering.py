@@ -74,6 +74,20 @@ def test_a_paper_numbered_by_numerals_with_its_solutions_in_an_answer_section():
     assert all(q.solution for q in parsed.questions)
 
 
+def test_a_paper_numbered_by_numerals_after_a_notice_whose_items_ask_without_solutions():
+    parsed = segment(
+        lines(
+            "注意事项：",
+            "1．答卷前，考生务必将自己的姓名填写在答题卡上。",
+            "2．考试结束后，将本试卷和答题卡一并交回。",
+            "一、已知集合A={1,2}，则A的子集的个数为，请写出判断的过程。",
+            "二、一物体静止在水平地面上，拉力对它做的功为，请写出判断的过程。",
+            "三、某农场的鼠大量繁殖吸引鹰前来捕食，下列叙述错误的是，请写出判断的过程。",
+        )
+    )
+    assert [q.label for q in parsed.questions] == ["一", "二", "三"]
+
+
 def test_a_number_in_the_worked_solution_of_a_numeral_paper_starts_no_question():
     parsed = segment(
         lines(
@@ -124,10 +138,11 @@ def test_figure_captions_beside_the_text_make_no_column():
 
 
 def test_a_number_at_the_top_of_two_pages_is_a_question_and_a_headers_year_is_not():
-    """Numbers "16" + "．…" and "20" + "．…" at the same place on two pages repeat as "#": against text of their
-    own page, they start questions. A year inside a header repeated on every page is the header's."""
+    """Question lines at the same place on two pages ("16" "．下列说法…", "20" "．下列说法…") repeat as "#"
+    and the same words: they start questions all the same. A year inside a header repeated on every page
+    is the header's."""
     doc = pymupdf.open()
-    for first, topic in ((16, "关于力"), (20, "关于光")):
+    for first in (16, 20):
         page = doc.new_page(width=595, height=842)
         page.insert_text((200, 40), "育才中学", fontname="china-s", fontsize=9)
         page.insert_text((236, 40), "2024", fontname="helv", fontsize=9)
@@ -135,8 +150,29 @@ def test_a_number_at_the_top_of_two_pages_is_a_question_and_a_headers_year_is_no
         for i in range(4):
             y = 70 + 120 * i
             page.insert_text((56, y), str(first + i), fontname="helv", fontsize=11)
-            page.insert_text((68, y), f"．下列{topic}的说法正确的是（）", fontname="china-s", fontsize=11)
+            page.insert_text((68, y), "．下列说法正确的是（）", fontname="china-s", fontsize=11)
             page.insert_text((76, y + 20), "A．甲  B．乙  C．丙  D．丁", fontname="china-s", fontsize=11)
     parsed = analysis_of(doc.tobytes()).parsed
     assert [q.number for q in parsed.questions] == list(range(16, 24))
-    assert not any("2024" in q.text + "".join(o["text"] for o in q.options) for q in parsed.questions)
+    assert [q.text for q in parsed.questions] == ["下列说法正确的是（）"] * 8
+
+
+def test_a_caption_whose_number_is_set_in_another_font_is_the_figures_not_the_questions():
+    """A caption "第" "4" "题图": Word and typesetters set its digits in a Latin font, three runs in all."""
+    from tests import fixtures_pdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((60, 80), "3．一物体从斜面上滑下，求它的加速度。", fontname="china-s", fontsize=11)
+    page.insert_text((60, 102), "4．如图所示，一辆汽车在平直公路上行驶，求它的速度。", fontname="china-s", fontsize=11)
+    page.insert_image(pymupdf.Rect(80, 120, 200, 200), stream=fixtures_pdf.raster_figure_png())
+    page.insert_text((115, 216), "第", fontname="china-s", fontsize=10)
+    page.insert_text((125, 216), "4", fontname="helv", fontsize=10)
+    page.insert_text((131, 216), "题图", fontname="china-s", fontsize=10)
+    page.insert_text((60, 250), "5．一个小球从高处落下，求它落地的时间。", fontname="china-s", fontsize=11)
+    analysis = analysis_of(doc.tobytes())
+    questions = analysis.parsed.questions
+    assert [q.number for q in questions] == [3, 4, 5]
+    assert questions[1].text == "如图所示，一辆汽车在平直公路上行驶，求它的速度。"
+    placed = {questions[i].number: [r.caption for r in regions] for i, regions in analysis.figures.items()}
+    assert placed == {4: ["第4题图"]}

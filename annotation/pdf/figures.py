@@ -98,8 +98,22 @@ def _with_labels(box: Box, page_text: PageText, em: float) -> Box:
               if LABEL.match(s.text) and _overlaps(s.bbox, reach) and _alone(s, page_text)]  # fmt: skip
     grown = union([box, *labels])
     below = (grown[0] - em, grown[3], grown[2] + em, grown[3] + CAPTION_REACH_EM * em)
-    captions = [s.bbox for s in page_text.spans if is_caption(s.text) and _inside(s.bbox, below)]
+    captions = [b for b, text in text_runs(page_text) if is_caption(text) and _inside(b, below)]
     return union([grown, *captions])
+
+
+def text_runs(page_text: PageText) -> list[tuple[Box, str]]:
+    """Runs set one against the next on a baseline, joined: a caption "第" "4" "题图" (its digits in a
+    Latin font) reads as one."""
+    runs: list[tuple[Box, str, Span]] = []
+    for span in sorted(page_text.spans, key=lambda s: (round(s.baseline), s.bbox[0])):
+        if runs:
+            box, text, last = runs[-1]
+            if abs(span.baseline - last.baseline) <= 1 and span.bbox[0] - last.bbox[2] < 0.3 * max(span.size, 1):
+                runs[-1] = (union([box, span.bbox]), text + span.text, span)
+                continue
+        runs.append((span.bbox, span.text, span))
+    return [(box, text) for box, text, _ in runs]
 
 
 # A vertex, a point, a quantity beside a drawing: a few Latin or Greek letters, digits, primes (no Chinese).
@@ -243,7 +257,7 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
 
 def _caption_of(box: Box, page_text: PageText) -> str:
     """The figure's own caption (图1, 第5题图), from the text inside its grown box; "" where it has none."""
-    found = [s.text.strip() for s in page_text.spans if _inside(s.bbox, box) and FIGURE_NUMBER.match(s.text.strip())]
+    found = [text.strip() for b, text in text_runs(page_text) if _inside(b, box) and FIGURE_NUMBER.match(text.strip())]
     return found[0][:20] if found else ""
 
 

@@ -14,7 +14,6 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points, y downwards
@@ -99,9 +98,33 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     stripped = []
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
-        kept = [s for s in page.spans if not _is_running(s, page, body, lambda s: seen[_running_key(s)] >= repeats)]
+        starts = _question_lines(page)
+        kept = [
+            s
+            for s in page.spans
+            if id(s) in starts or not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)
+        ]
         stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
+
+
+def _question_lines(page: PageText) -> set[int]:
+    """The runs of margin lines that start a question ("6" "、已知集合" " A={x|…" at the top of a column): a
+    question's number and first words may repeat at that place on another page ("3" "、已知集合"), they
+    are no header."""
+    margin = sorted((s for s in page.spans if _in_margin(s, page)), key=lambda s: (round(s.baseline), s.bbox[0]))
+    found: set[int] = set()
+    line: list[Span] = []
+    for span in [*margin, None]:
+        glued = (span is not None and line and abs(span.baseline - line[-1].baseline) <= 1
+                 and span.bbox[0] - line[-1].bbox[2] < 0.5 * max(span.size, line[-1].size))  # fmt: skip
+        if glued:
+            line.append(span)  # type: ignore[arg-type]
+            continue
+        if line and QUESTION_START.match("".join(s.text for s in line)):
+            found |= {id(s) for s in line}
+        line = [span] if span is not None else []
+    return found
 
 
 def _centered_header(span: Span, page: PageText) -> bool:
@@ -118,29 +141,24 @@ def _centered_header(span: Span, page: PageText) -> bool:
 QUESTION_START = re.compile(r"^\s*\d{1,3}\s*[．.、]")
 
 
-def _inside_a_line(span: Span, page: PageText, repeated: Callable[[Span], bool] | None = None) -> bool:
+def _inside_a_line(span: Span, page: PageText) -> bool:
     """A number set right against other text on its line ("21" + "．如图…", "倾角" + "30" + "度") is
-    part of that line, not a page number, even where the whole line lies in the margin; with
-    ``repeated``, only text that is not itself repeated on other pages counts (a header "…中学" "2024"
-    "学年度…" is no line of the body)."""
+    part of that line, not a page number, even where the whole line lies in the margin."""
     reach = 0.5 * span.size
     return any(
         s is not span
         and _overlap(s.bbox, span.bbox) > 0.5 * min(s.bbox[3] - s.bbox[1], span.bbox[3] - span.bbox[1])
         and (-reach <= s.bbox[0] - span.bbox[2] < reach or -reach <= span.bbox[0] - s.bbox[2] < reach)
-        and (repeated is None or not repeated(s))
         for s in page.spans
     )
 
 
-def _is_running(span: Span, page: PageText, body: list[Span], repeated: Callable[[Span], bool]) -> bool:
+def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
     page_number = PAGE_NUMBER.match(span.text) and not _inside_a_line(span, page)
-    # So does the "16" of "16" + "．我国…" at the top of two pages: a number against text of its page.
-    numbered = span.text.strip().isdigit() and _inside_a_line(span, page, repeated)
-    running = page_number or (repeated(span) and not QUESTION_START.match(span.text) and not numbered)
+    running = page_number or (repeated and not QUESTION_START.match(span.text))
     if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.

@@ -306,9 +306,10 @@ class Segmenter:
             self._add(self.current, single.group(2))
             return
         item = CN_ITEM.match(text)
-        if item and not self.in_answers and not self.in_notice and self._next_item(item.group(1)):
-            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question.
-            self.section += 1
+        if item and not self.in_answers and self._next_item(item.group(1)):
+            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question (it ends the
+            # notice numbered 1．2．3． before it).
+            self.section, self.in_notice = self.section + 1, False
             last = self.questions[-1].number if self.questions else 0
             self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
             self.current.name, self.current.confidence, self.current.by_numeral = item.group(1), 0.8, True
@@ -619,8 +620,9 @@ class Segmenter:
         by_numeral = [q for q in self.questions if q.by_numeral]
         if by_numeral and len(by_numeral) == len(self.questions):
             # Numbered by numerals alone, a paper shows each question's 解 (after it, or in an answer
-            # section by the same numerals): a syllabus or a report numbers its headings so too.
-            solved = sum(1 for q in by_numeral if q.solution or q.answer)
+            # section by the same numerals), or its items ask: a syllabus or a report numbers its headings
+            # so too, and asks nothing.
+            solved = sum(1 for q in by_numeral if q.solution or q.answer or ASKS.search(q.text))
             if solved < max(1, (len(by_numeral) + 1) // 2):
                 self.questions, self.entries = [], []
                 self.notes = [(note("not_exam"), [])]
@@ -871,6 +873,7 @@ def _head(text: str) -> str:
 
 ASKS = re.compile(
     r"_{2,}|＿|[(（]\s*[)）]|[？?]|(?:^|[，,。；;：:\s)）])(?:求|试求|计算)|多大|多少|[(（]\s*\d{1,2}\s*分\s*[)）]"
+    r"|请\s*(?:写出|说明|计算|证明|判断|回答|画出|求出|解答)"
 )
 
 
