@@ -176,3 +176,76 @@ def test_a_caption_whose_number_is_set_in_another_font_is_the_figures_not_the_qu
     assert questions[1].text == "如图所示，一辆汽车在平直公路上行驶，求它的速度。"
     placed = {questions[i].number: [r.caption for r in regions] for i, regions in analysis.figures.items()}
     assert placed == {4: ["第4题图"]}
+
+
+def test_option_a_about_the_set_a_is_an_option_and_points_a_b_are_a_stem():
+    parsed = segment(lines("5．已知集合A={x|x>0}，B={x|x<1}，则（）", "A、A∩B=∅", "B、A∪B=R", "C、B⊆A", "D、A⊆B"))
+    assert [o["text"] for o in parsed.questions[0].options] == ["A∩B=∅", "A∪B=R", "B⊆A", "A⊆B"]
+    parsed = segment(
+        lines("5．A、B两地相距10 km，甲从A地出发，需要的时间为（）", "A．1 h", "B．2 h", "C．3 h", "D．4 h")
+    )
+    assert parsed.questions[0].text.startswith("A、B两地") and parsed.questions[0].option_count == 4
+
+
+def test_a_blank_after_statements_proven_in_its_text_is_a_fill_in():
+    parsed = segment(lines("13．证明DNA是遗传物质的实验是________①豌豆杂交实验②果蝇杂交实验③肺炎双球菌转化实验"))
+    assert parsed.questions[0].qtype == "fill_in_blank"
+    parsed = segment(lines("13．已知三角形ABC中AB=AC，D为BC的中点，________", "求证：AD⊥BC。"))
+    assert parsed.questions[0].qtype == "free_response"
+
+
+def test_material_introducing_one_question_goes_with_it_not_with_the_question_before():
+    parsed = segment(
+        lines(
+            "9．下列说法正确的是（）",
+            CHOICES,
+            "读图，完成第10题。",
+            "图示区域内自南向北年降水量由约200 mm增至500 mm左右。",
+            "10．甲地区农业发达，其成功之处在于（）",
+            CHOICES,
+        )
+    )
+    first, second = parsed.questions
+    assert first.text == "下列说法正确的是（）"
+    assert second.shared.startswith("读图，完成第10题。") and second.text.endswith("其成功之处在于（）")
+
+
+def test_a_ruled_answer_key_of_short_cells_is_read_not_taken_for_a_figure():
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    for i, text in enumerate(["7．下列说法正确的是（）", CHOICES, "8．下列说法错误的是（）", CHOICES, "参考答案"]):
+        page.insert_text((60, 80 + 22 * i), text, fontname="china-s", fontsize=11)
+    top, cell = 200, 34
+    for row, (name, values) in enumerate((("题号", ["7", "8"]), ("答案", ["C", "A"]))):
+        y = top + 20 * (row + 1) - 6
+        page.insert_text((62, y), name, fontname="china-s", fontsize=11)
+        for i, value in enumerate(values):
+            page.insert_text((100 + i * cell + 12, y), value, fontname="helv", fontsize=11)
+    for r in range(3):
+        page.draw_line((58, top + 20 * r), (100 + 2 * cell, top + 20 * r), width=0.5)
+    for x in (58, 100, 100 + cell, 100 + 2 * cell):
+        page.draw_line((x, top), (x, top + 40), width=0.5)
+    parsed = analysis_of(doc.tobytes()).parsed
+    assert [(q.number, q.answer) for q in parsed.questions] == [(7, "C"), (8, "A")]
+
+
+def test_a_number_inside_a_line_at_the_top_of_two_pages_is_kept():
+    """Lines "阅读材料，完成第" "5" "题。" and "根据材料，完成第" "9" "题。" at the same place on two pages: the
+    number repeats as "#", the line is this page's own text."""
+    doc = pymupdf.open()
+    for first, intro in ((5, "阅读材料，完成第"), (9, "根据材料，完成第")):
+        page = doc.new_page(width=595, height=842)
+        page.insert_text((56, 70), intro, fontname="china-s", fontsize=11)
+        page.insert_text((144, 70), str(first), fontname="helv", fontsize=11)
+        page.insert_text((151, 70), "题。", fontname="china-s", fontsize=11)
+        page.insert_text(
+            (56, 92), f"{'甲乙'[first > 5]}地区年降水量由约200 mm增至500 mm左右。", fontname="china-s", fontsize=11
+        )
+        for i in range(4):
+            y = 120 + 60 * i
+            page.insert_text((56, y), f"{first + i}．下列说法正确的是（）", fontname="china-s", fontsize=11)
+            page.insert_text((76, y + 20), CHOICES, fontname="china-s", fontsize=11)
+    parsed = analysis_of(doc.tobytes()).parsed
+    assert [q.number for q in parsed.questions] == list(range(5, 13))
+    shared = {q.number: q.shared for q in parsed.questions if q.shared}
+    assert sorted(shared) == [5, 9] and shared[9].startswith("根据材料，完成第9题。")

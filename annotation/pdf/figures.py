@@ -304,13 +304,26 @@ TABLE_CHARS = 30
 
 
 def _is_table(box: Box, page_text: PageText) -> bool:
-    """Ruled lines around much text are a table (or a framed question): its text is read, it is no figure."""
-    inside = 0
+    """Ruled lines around much text are a table (or a framed question), and so are ruled lines around a grid
+    of short cells (an answer key: 题号 7 8 9 / 答案 D D A): its text is read, it is no figure."""
+    inside = []
     for span in page_text.spans:
         cx, cy = (span.bbox[0] + span.bbox[2]) / 2, (span.bbox[1] + span.bbox[3]) / 2
-        if box[0] <= cx <= box[2] and box[1] <= cy <= box[3]:
-            inside += len(span.text.strip())
-    return inside > TABLE_CHARS
+        if box[0] <= cx <= box[2] and box[1] <= cy <= box[3] and span.text.strip():
+            inside.append(span)
+    return sum(len(s.text.strip()) for s in inside) > TABLE_CHARS or _grid(inside)
+
+
+def _grid(spans: list[Span]) -> bool:
+    """Two rows or more of three cells or more, standing one under the other: a graph's tick labels make one
+    such row at most (its other axis's labels stand one a row)."""
+    rows: dict[int, list[float]] = {}
+    for span in spans:
+        rows.setdefault(round(span.baseline / 3), []).append((span.bbox[0] + span.bbox[2]) / 2)
+    wide = [sorted(xs) for xs in rows.values() if len(xs) >= 3]
+    return any(
+        sum(1 for x in a if any(abs(x - y) <= 6 for y in b)) >= 3 for i, a in enumerate(wide) for b in wide[i + 1 :]
+    )
 
 
 # --- figures on scanned pages ----------------------------------------------------------------

@@ -14,6 +14,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points, y downwards
@@ -98,22 +99,24 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     stripped = []
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
-        starts = _question_lines(page)
+        starts, own = _body_lines(page, lambda s: seen[_running_key(s)] >= repeats)
         kept = [
             s
             for s in page.spans
-            if id(s) in starts or not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)
+            if id(s) in starts
+            or not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats and id(s) not in own)
         ]
         stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
 
 
-def _question_lines(page: PageText) -> set[int]:
-    """The runs of margin lines that start a question ("6" "、已知集合" " A={x|…" at the top of a column): a
-    question's number and first words may repeat at that place on another page ("3" "、已知集合"), they
-    are no header."""
+def _body_lines(page: PageText, repeated: Callable[[Span], bool]) -> tuple[set[int], set[int]]:
+    """The runs of margin lines that are the body's: a line that starts a question ("6" "、已知集合" " A={x|…"
+    at the top of a column), whose number and first words may repeat at that place on another page ("3"
+    "、已知集合"), and a line mostly of this page's own words with a number in it ("据此完成第" "6" "题。")."""
     margin = sorted((s for s in page.spans if _in_margin(s, page)), key=lambda s: (round(s.baseline), s.bbox[0]))
     found: set[int] = set()
+    own: set[int] = set()  # repeated runs in a line of this page's own words: not repeated for that
     line: list[Span] = []
     for span in [*margin, None]:
         glued = (span is not None and line and abs(span.baseline - line[-1].baseline) <= 1
@@ -121,10 +124,16 @@ def _question_lines(page: PageText) -> set[int]:
         if glued:
             line.append(span)  # type: ignore[arg-type]
             continue
-        if line and QUESTION_START.match("".join(s.text for s in line)):
+        if line and QUESTION_START.match(_joined(line)):
             found |= {id(s) for s in line}
+        elif line and 2 * sum(len(s.text.strip()) for s in line if not repeated(s)) >= len(_joined(line)):
+            own |= {id(s) for s in line}
         line = [span] if span is not None else []
-    return found
+    return found, own
+
+
+def _joined(line: list[Span]) -> str:
+    return "".join(s.text.strip() for s in line)
 
 
 def _centered_header(span: Span, page: PageText) -> bool:

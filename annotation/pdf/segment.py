@@ -102,6 +102,7 @@ MAX_JUMP = 12  # questions that may be missing from a file when the numbering go
 SHARED_STEM = re.compile(
     r"(?:回答|完成|解答|作答|做|answer)\s*第?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题"
     r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
+    r"|(?:回答|完成|解答|作答)\s*第\s*(\d{1,3})\s*小?题"  # 读图，完成第6题: material for one question
 )
 # A paper's title ("1978年普通高等学校招生全国统一考试"): short, no heading, no question, no instruction.
 TITLE = re.compile(r"考试|试卷|试题|测试|练习|招生|高考|学年|学期")
@@ -642,9 +643,10 @@ class Segmenter:
         intro = SHARED_STEM.search(text)
         if not intro:
             return False
-        first, last = int(intro.group(1) or intro.group(3)), int(intro.group(2) or intro.group(4))
+        first = int(intro.group(1) or intro.group(3) or intro.group(5))
+        last = int(intro.group(2) or intro.group(4) or intro.group(5))
         expected = self.questions[-1].number + 1 if self.questions else first
-        if not first < last <= first + 20 or first != expected:
+        if not first <= last <= first + 20 or first != expected:
             return False
         if self.shared:
             self.shared[-1].open = False
