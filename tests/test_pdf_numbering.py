@@ -6,7 +6,7 @@ from __future__ import annotations
 import pymupdf
 
 from annotation.pdf import reading
-from annotation.pdf.layout import find_gutters
+from annotation.pdf.layout import Line, find_gutters
 from annotation.pdf.segment import segment
 from tests.test_pdf_robust import analysis_of
 from tests.test_pdf_segment_kinds import lines
@@ -249,3 +249,17 @@ def test_a_number_inside_a_line_at_the_top_of_two_pages_is_kept():
     assert [q.number for q in parsed.questions] == list(range(5, 13))
     shared = {q.number: q.shared for q in parsed.questions if q.shared}
     assert sorted(shared) == [5, 9] and shared[9].startswith("根据材料，完成第9题。")
+
+
+def test_badges_numbering_past_1_and_a_badge_at_the_top_of_the_next_column():
+    """Numbers alone on their line, a little right of the text's edge (centred in a badge), from 7 on; 9's
+    badge heads the second column while 8's text is still the last read, at the first column's edge."""
+    rows: list[Line] = []
+    for number, column, y in ((7, 0, 0), (8, 0, 200), (9, 1, 0)):
+        x = 40 + 300 * column
+        rows.append(Line(str(number), (x + 7, y, x + 13, y + 12), 1, (1, 0, column, y)))
+        rows.append(Line("下列说法正确的是（）", (x, y + 16, x + 200, y + 28), 1, (1, 0, column, y + 16)))
+        rows.append(Line(CHOICES, (x + 20, y + 36, x + 200, y + 48), 1, (1, 0, column, y + 36)))
+    parsed = segment(rows)
+    assert [q.number for q in parsed.questions] == [7, 8, 9]
+    assert [q.option_count for q in parsed.questions] == [4, 4, 4]

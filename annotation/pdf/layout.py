@@ -162,12 +162,26 @@ def _inside_a_line(span: Span, page: PageText) -> bool:
     )
 
 
+def _badge(span: Span, page: PageText) -> bool:
+    """A lone number right above a line of text, at its left edge: a question's number in a badge at the top
+    of a column, not the page's number (that stands apart, centred or at the outer edge)."""
+    if not span.text.strip().isdigit():
+        return False
+    height = max(1.0, span.bbox[3] - span.bbox[1])
+    return any(
+        0 <= s.bbox[1] - span.bbox[3] <= height
+        and abs(s.bbox[0] - span.bbox[0]) <= 1.5 * height
+        and not s.text.strip().isdigit()
+        for s in page.spans
+    )
+
+
 def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
     page_number = PAGE_NUMBER.match(span.text) and not _inside_a_line(span, page)
-    running = page_number or (repeated and not QUESTION_START.match(span.text))
+    running = (page_number or (repeated and not QUESTION_START.match(span.text))) and not _badge(span, page)
     if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.

@@ -14,6 +14,7 @@ import re
 
 from annotation.pdf.layout import Line
 
+LONE_NUMBER = re.compile(r"^\s*(\d{1,3})\s*$")
 PAREN_NUMBER = re.compile(r"^[(（]\s*(\d{1,3})\s*[)）]\s*")
 DOT_NUMBER = re.compile(r"^(\d{1,3})\s*[．、.]\s*")
 MIN_RUN = 5  # four bracketed choices (1)-(4), or a syllabus's four topics, are no paper's questions
@@ -67,3 +68,18 @@ def _nested(chain: list[tuple[int, int]], dots: list[tuple[int, int]]) -> bool:
     before = [value for at, value in dots if at < chain[0][0]]
     after = [value for at, value in dots if at > chain[-1][0]]
     return bool(before and after) and after[0] == before[-1] + 1
+
+
+def badge_runs(lines: list[Line]) -> set[int]:
+    """The ids of numbers alone on their line that run on (7, 8, 9 …), each just above the text it heads, at
+    its left edge: question numbers printed in badges, wherever the paper's numbering starts."""
+    chains: list[list[tuple[int, int]]] = []
+    for at, line in enumerate(lines[:-1]):
+        lone = LONE_NUMBER.match(line.text)
+        below = lines[at + 1]
+        height = max(1.0, line.bbox[3] - line.bbox[1])
+        close = below.page == line.page and 0 <= below.bbox[1] - line.bbox[3] <= 2 * height
+        heads = close and abs(below.bbox[0] - line.bbox[0]) <= 1.5 * height and not LONE_NUMBER.match(below.text)
+        if lone and heads:
+            _extend(chains, at, int(lone.group(1)))
+    return {id(lines[at]) for chain in chains if len(chain) >= 3 for at, _ in chain}

@@ -30,7 +30,7 @@ from annotation.pdf.answers import (
 from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
 from annotation.pdf.notes import Note, english, note
-from annotation.pdf.numbering import PAREN_NUMBER, bracketed_questions
+from annotation.pdf.numbering import PAREN_NUMBER, badge_runs, bracketed_questions
 from annotation.pdf.options import (
     BARE_A,
     LOOKALIKE_A,
@@ -254,6 +254,7 @@ class Segmenter:
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
         self.numeral = ""  # the numeral of the section being read
         self.bracketed: set[int] = set()  # ids of lines whose （n） numbers a question (numbering.py)
+        self.badges: set[int] = set()  # ids of lone numbers running on, each heading a line (numbering.py)
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
@@ -669,11 +670,15 @@ class Segmenter:
             return False
         value = int(text)
         last = self.questions[-1].number if self.questions else 0
-        if value != last + 1:
+        if value != last + 1 and not (not self.questions and id(line) in self.badges):
+            return False  # the first badge may number past 1 (a paper's second part): known by its run
+        current = self.current or ParsedQuestion(0, 0, "")
+        # Centred in a badge about a character wide at the column's edge; further in, inside the text (a
+        # fraction's denominator on a line of its own), it is text.
+        reach = 2 + 1.2 * max(0.0, line.bbox[3] - line.bbox[1])
+        column = [ln.bbox[0] for ln in current.lines if ln.key[:1] + ln.key[2:3] == line.key[:1] + line.key[2:3]]
+        if column and line.bbox[0] > min(column) + reach:  # the lines of its column, not the column before
             return False
-        current = self.current
-        if current is not None and current.lines and line.bbox[0] > min(ln.bbox[0] for ln in current.lines) + 2:
-            return False  # inside the text (a fraction's denominator on a line of its own): text
         self.badge = (value, line)
         return True
 
@@ -891,7 +896,7 @@ def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
     segmenter = Segmenter(default_type=default_type)
-    segmenter.bracketed = bracketed_questions(lines)
+    segmenter.bracketed, segmenter.badges = bracketed_questions(lines), badge_runs(lines)
     following: int | None = None
     for line in reversed(lines):  # each line's next numbered line: a jump the numbering goes on from is real
         segmenter.following[id(line)] = following
