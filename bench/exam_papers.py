@@ -282,9 +282,12 @@ class Writer:
                 self.line(piece, indent + hang)
 
     def centered(self, text: str, size: float) -> None:
+        x0, x1 = self.columns[self.column][0], self.columns[self.column][1]
+        # A title wider than its column is set smaller to fit it, as a typesetter would: it does not run
+        # past the page's margin and across the gutter.
+        size = min(size, (x1 - x0) / max(text_width(text, 1.0), 1e-6))
         self.ensure(size * 2)
         self.y += size * 2
-        x0, x1 = self.columns[self.column][0], self.columns[self.column][1]
         self.put(x0 + (x1 - x0 - text_width(text, size)) / 2, self.y - size * 0.5, text, size)
 
     def badge(self, number: int) -> None:
