@@ -282,9 +282,12 @@ class Writer:
                 self.line(piece, indent + hang)
 
     def centered(self, text: str, size: float) -> None:
+        x0, x1 = self.columns[self.column][0], self.columns[self.column][1]
+        # A title wider than its column is set smaller to fit it, as a typesetter would: it does not run
+        # past the page's margin and across the gutter.
+        size = min(size, (x1 - x0) / max(text_width(text, 1.0), 1e-6))
         self.ensure(size * 2)
         self.y += size * 2
-        x0, x1 = self.columns[self.column][0], self.columns[self.column][1]
         self.put(x0 + (x1 - x0 - text_width(text, size)) / 2, self.y - size * 0.5, text, size)
 
     def badge(self, number: int) -> None:
@@ -398,6 +401,7 @@ class Question:
     solution: str = ""
     figure: Figure | None = None
     passage: str = ""  # the shared stem printed before this question's group
+    shared: str = ""  # what the page prints for the group this question is in (intro and passage)
     features: list[str] = field(default_factory=list)
 
     @property
@@ -501,7 +505,9 @@ def generate(seed: int, index: int, *, scanned_share: float = 0.04, outlined_sha
                 "text": q.text,
                 "stem": q.stem,
                 "option_texts": q.options,
-                "shared_stem": q.passage,
+                # Material every question of its group shares, as printed (intro and passage): a reader
+                # may show it with each of them.
+                "shared_stem": q.shared,
                 "solution": q.solution if style.answers != "none" else "",
                 "features": q.features,
                 "source": q.item.source,
@@ -554,8 +560,11 @@ def _body(w: Writer, questions: list[Question], rng: random.Random) -> None:
         if q.passage:
             group = [x for x in questions if x.item.passage == q.item.passage and x.item.source == q.item.source]
             span = f"{group[0].number}～{group[-1].number}" if len(group) > 1 else f"第{q.number}"
-            w.paragraph(rng.choice([f"阅读下列材料，回答{span}题。", f"据此完成{span}题。", f"读图，完成{span}题。"]))
+            intro = rng.choice([f"阅读下列材料，回答{span}题。", f"据此完成{span}题。", f"读图，完成{span}题。"])
+            w.paragraph(intro)
             w.paragraph(q.passage, first="　　" if rng.random() < 0.5 else "")
+            for member in group:
+                member.shared = intro + q.passage
         w.ensure(w.leading * 3)
         if q.figure and style.figure_place == "beside":
             w.figure_beside(q.figure)

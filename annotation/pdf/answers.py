@@ -7,6 +7,7 @@ import re
 from annotation.pdf.consistency import MAX_SKIPPED
 
 MARKER = re.compile(r"【(答案|解析|详解|分析|解答|点评|点睛|考点|详析)】")
+WORKED = re.compile(r"^(?:【解】|解\s*[:：])\s*")
 CHOSEN = re.compile(r"故选\s*[:：]?\s*([A-H]+)")
 
 SCOPED_ITEM = re.compile(r"(?:^|(?<=\s)|(?<=[\]】。;；]))[(（]\s*(\d{1,2})\s*[)）]|^(\d{1,2})\s*(?:[．、]|\.(?!\d))")
@@ -53,6 +54,9 @@ def split_entry(text: str) -> tuple[str, str]:
     """(answer, solution) of an answer-section entry: 【答案】 and 【解析】 if marked, else all answer."""
     pieces = MARKER.split(text)
     answer, solution = pieces[0].strip(), []
+    if worked := WORKED.match(answer):
+        # "一、解：f(2)=3。" — a worked solution without 【】 markers, as the question would print it after 解.
+        answer, solution = "", [answer[worked.end() :].strip()]
     for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
         if marker == "答案":
             answer = f"{answer} {piece.strip()}".strip()

@@ -98,8 +98,22 @@ def _with_labels(box: Box, page_text: PageText, em: float) -> Box:
               if LABEL.match(s.text) and _overlaps(s.bbox, reach) and _alone(s, page_text)]  # fmt: skip
     grown = union([box, *labels])
     below = (grown[0] - em, grown[3], grown[2] + em, grown[3] + CAPTION_REACH_EM * em)
-    captions = [s.bbox for s in page_text.spans if is_caption(s.text) and _inside(s.bbox, below)]
+    captions = [b for b, text in text_runs(page_text) if is_caption(text) and _inside(b, below)]
     return union([grown, *captions])
+
+
+def text_runs(page_text: PageText) -> list[tuple[Box, str]]:
+    """Runs set one against the next on a baseline, joined: a caption "第" "4" "题图" (its digits in a
+    Latin font) reads as one."""
+    runs: list[tuple[Box, str, Span]] = []
+    for span in sorted(page_text.spans, key=lambda s: (round(s.baseline), s.bbox[0])):
+        if runs:
+            box, text, last = runs[-1]
+            if abs(span.baseline - last.baseline) <= 1 and span.bbox[0] - last.bbox[2] < 0.3 * max(span.size, 1):
+                runs[-1] = (union([box, span.bbox]), text + span.text, span)
+                continue
+        runs.append((span.bbox, span.text, span))
+    return [(box, text) for box, text, _ in runs]
 
 
 # A vertex, a point, a quantity beside a drawing: a few Latin or Greek letters, digits, primes (no Chinese).
@@ -243,7 +257,7 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
 
 def _caption_of(box: Box, page_text: PageText) -> str:
     """The figure's own caption (图1, 第5题图), from the text inside its grown box; "" where it has none."""
-    found = [s.text.strip() for s in page_text.spans if _inside(s.bbox, box) and FIGURE_NUMBER.match(s.text.strip())]
+    found = [text.strip() for b, text in text_runs(page_text) if _inside(b, box) and FIGURE_NUMBER.match(text.strip())]
     return found[0][:20] if found else ""
 
 
@@ -290,13 +304,26 @@ TABLE_CHARS = 30
 
 
 def _is_table(box: Box, page_text: PageText) -> bool:
-    """Ruled lines around much text are a table (or a framed question): its text is read, it is no figure."""
-    inside = 0
+    """Ruled lines around much text are a table (or a framed question), and so are ruled lines around a grid
+    of short cells (an answer key: 题号 7 8 9 / 答案 D D A): its text is read, it is no figure."""
+    inside = []
     for span in page_text.spans:
         cx, cy = (span.bbox[0] + span.bbox[2]) / 2, (span.bbox[1] + span.bbox[3]) / 2
-        if box[0] <= cx <= box[2] and box[1] <= cy <= box[3]:
-            inside += len(span.text.strip())
-    return inside > TABLE_CHARS
+        if box[0] <= cx <= box[2] and box[1] <= cy <= box[3] and span.text.strip():
+            inside.append(span)
+    return sum(len(s.text.strip()) for s in inside) > TABLE_CHARS or _grid(inside)
+
+
+def _grid(spans: list[Span]) -> bool:
+    """Two rows or more of three cells or more, standing one under the other: a graph's tick labels make one
+    such row at most (its other axis's labels stand one a row)."""
+    rows: dict[int, list[float]] = {}
+    for span in spans:
+        rows.setdefault(round(span.baseline / 3), []).append((span.bbox[0] + span.bbox[2]) / 2)
+    wide = [sorted(xs) for xs in rows.values() if len(xs) >= 3]
+    return any(
+        sum(1 for x in a if any(abs(x - y) <= 6 for y in b)) >= 3 for i, a in enumerate(wide) for b in wide[i + 1 :]
+    )
 
 
 # --- figures on scanned pages ----------------------------------------------------------------

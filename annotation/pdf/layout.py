@@ -14,6 +14,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points, y downwards
@@ -98,9 +99,41 @@ def strip_running_text(pages: list[PageText]) -> list[PageText]:
     stripped = []
     for page in pages:
         body = [s for s in page.spans if not _in_margin(s, page)]
-        kept = [s for s in page.spans if not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats)]
+        starts, own = _body_lines(page, lambda s: seen[_running_key(s)] >= repeats)
+        kept = [
+            s
+            for s in page.spans
+            if id(s) in starts
+            or not _is_running(s, page, body, repeated=seen[_running_key(s)] >= repeats and id(s) not in own)
+        ]
         stripped.append(PageText(page.number, page.width, page.height, kept, page.ocr, page.gutters))
     return stripped
+
+
+def _body_lines(page: PageText, repeated: Callable[[Span], bool]) -> tuple[set[int], set[int]]:
+    """The runs of margin lines that are the body's: a line that starts a question ("6" "、已知集合" " A={x|…"
+    at the top of a column), whose number and first words may repeat at that place on another page ("3"
+    "、已知集合"), and a line mostly of this page's own words with a number in it ("据此完成第" "6" "题。")."""
+    margin = sorted((s for s in page.spans if _in_margin(s, page)), key=lambda s: (round(s.baseline), s.bbox[0]))
+    found: set[int] = set()
+    own: set[int] = set()  # repeated runs in a line of this page's own words: not repeated for that
+    line: list[Span] = []
+    for span in [*margin, None]:
+        glued = (span is not None and line and abs(span.baseline - line[-1].baseline) <= 1
+                 and span.bbox[0] - line[-1].bbox[2] < 0.5 * max(span.size, line[-1].size))  # fmt: skip
+        if glued:
+            line.append(span)  # type: ignore[arg-type]
+            continue
+        if line and QUESTION_START.match(_joined(line)):
+            found |= {id(s) for s in line}
+        elif line and 2 * sum(len(s.text.strip()) for s in line if not repeated(s)) >= len(_joined(line)):
+            own |= {id(s) for s in line}
+        line = [span] if span is not None else []
+    return found, own
+
+
+def _joined(line: list[Span]) -> str:
+    return "".join(s.text.strip() for s in line)
 
 
 def _centered_header(span: Span, page: PageText) -> bool:
@@ -129,12 +162,26 @@ def _inside_a_line(span: Span, page: PageText) -> bool:
     )
 
 
+def _badge(span: Span, page: PageText) -> bool:
+    """A lone number right above a line of text, at its left edge: a question's number in a badge at the top
+    of a column, not the page's number (that stands apart, centred or at the outer edge)."""
+    if not span.text.strip().isdigit():
+        return False
+    height = max(1.0, span.bbox[3] - span.bbox[1])
+    return any(
+        0 <= s.bbox[1] - span.bbox[3] <= height
+        and abs(s.bbox[0] - span.bbox[0]) <= 1.5 * height
+        and not s.text.strip().isdigit()
+        for s in page.spans
+    )
+
+
 def _is_running(span: Span, page: PageText, body: list[Span], *, repeated: bool) -> bool:
     if not _in_margin(span, page):
         return False
     # "14." at the top of a column repeats as "#." on every page; it starts a question, it is no header.
     page_number = PAGE_NUMBER.match(span.text) and not _inside_a_line(span, page)
-    running = page_number or (repeated and not QUESTION_START.match(span.text))
+    running = (page_number or (repeated and not QUESTION_START.match(span.text))) and not _badge(span, page)
     if not running and not _centered_header(span, page):
         return False
     # An exponent on the first line can reach into the margin; it shares its line with body text.
@@ -183,9 +230,12 @@ def gutters_of(spans: list[tuple[int, Span]], width: float, *, step: float = 2.0
         j = i
         while j < last and cover[j] <= tolerance:
             j += 1
-        x0, x1 = _core(cover, i, j, step)
-        if x1 - x0 >= min_gap and _is_column_edge(pieces, x0, x1):
-            gutters.append((x0 + x1) / 2)
+        # Its emptiest stretch first; else the whole low run, where one line crosses it (a header off
+        # centre) and leaves the emptiest stretch too narrow or away from where the next column starts.
+        for x0, x1 in (_core(cover, i, j, step), (i * step, j * step)):
+            if x1 - x0 >= min_gap and _is_column_edge(pieces, x0, x1):
+                gutters.append((x0 + x1) / 2)
+                break
         i = j
     return gutters
 
@@ -217,8 +267,12 @@ def _core(cover: list[int], i: int, j: int, step: float) -> tuple[float, float]:
     return best[0] * step, best[1] * step
 
 
+MIN_COLUMN_LINE = 50.0  # points: wider than a caption or a label, narrower than a line of a narrow column
+
+
 def _is_column_edge(pieces: list[tuple[tuple[int, int], float, float]], x0: float, x1: float) -> bool:
-    starts = {row for row, start, _ in pieces if x1 - 1 <= start <= x1 + 30}
+    # Rows of text start there, not only labels (figure captions beside the text: "第9题图", "图6").
+    starts = {row for row, start, end in pieces if x1 - 1 <= start <= x1 + 30 and end - start >= MIN_COLUMN_LINE}
     left = {row for row, _, end in pieces if end <= x0 + 1}
     right = {row for row, start, _ in pieces if start >= x1 - 1}
     return len(starts) >= 3 and len(left) >= 3 and len(right) >= 3

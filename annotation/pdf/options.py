@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 # Not after a Latin letter, so "AB." is no option; OCR runs options together ("A.-1B.0").
 OPTION = re.compile(r"(?:(?<![A-Za-z])([A-H])\s*[.．、:：]|[(（]\s*([A-H])\s*[)）])\s*")
-POINT_LIST = re.compile(r"^[A-H]\s*、\s*[A-H](?!\s*[.．、:：])")
+# "A、B 两地" names points; "A、A∩B=∅" is option A about the set A (a point list names another letter).
+POINT_LIST = re.compile(r"^([A-H])\s*、\s*(?!\1)[A-H](?!\s*[.．、:：])")
 
 
 def option_label(match: re.Match) -> str:
@@ -202,6 +203,7 @@ def guess_type(question: ParsedQuestion, *, options: bool = True) -> str:
     if options and len(question.options) >= 2 and not question.options_in_part:
         return QuestionType.MULTIPLE_CHOICE
     blanks = re.search(r"_{3,}|＿{2,}", question.text)
-    if blanks and not re.search(r"求|计算|写出|说明|推导|证明", question.text):
+    # 证明 asks only as an instruction (求证, 试证明, 证明：); "证明 DNA是遗传物质的实验是____" is a fill-in.
+    if blanks and not re.search(r"求|计算|写出|说明|推导|求证|[试并请]证明|证明\s*[:：]", question.text):
         return QuestionType.FILL_IN_BLANK
     return QuestionType.FREE_RESPONSE

@@ -30,6 +30,7 @@ from annotation.pdf.answers import (
 from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
 from annotation.pdf.notes import Note, english, note
+from annotation.pdf.numbering import PAREN_NUMBER, badge_runs, bracketed_questions
 from annotation.pdf.options import (
     BARE_A,
     LOOKALIKE_A,
@@ -101,6 +102,7 @@ MAX_JUMP = 12  # questions that may be missing from a file when the numbering go
 SHARED_STEM = re.compile(
     r"(?:回答|完成|解答|作答|做|answer)\s*第?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题"
     r"|[(（]?\s*(\d{1,3})\s*[-—–~～至到]\s*(\d{1,3})\s*小?题\s*[)）]?\s*(?:共用|阅读|根据)"
+    r"|(?:回答|完成|解答|作答)\s*第\s*(\d{1,3})\s*小?题"  # 读图，完成第6题: material for one question
 )
 # A paper's title ("1978年普通高等学校招生全国统一考试"): short, no heading, no question, no instruction.
 TITLE = re.compile(r"考试|试卷|试题|测试|练习|招生|高考|学年|学期")
@@ -251,6 +253,8 @@ class Segmenter:
         self.notice_last = 0  # the last point number of the notice being read
         self.typed_sections = 0  # headings such as 一、选择题 seen: the document is an exam paper
         self.numeral = ""  # the numeral of the section being read
+        self.bracketed: set[int] = set()  # ids of lines whose （n） numbers a question (numbering.py)
+        self.badges: set[int] = set()  # ids of lone numbers running on, each heading a line (numbering.py)
 
     def feed(self, line: Line) -> None:
         text = line.text.strip()
@@ -304,9 +308,10 @@ class Segmenter:
             self._add(self.current, single.group(2))
             return
         item = CN_ITEM.match(text)
-        if item and not self.in_answers and not self.in_notice and self._next_item(item.group(1)):
-            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question.
-            self.section += 1
+        if item and not self.in_answers and self._next_item(item.group(1)):
+            # 一、已知… 解：… : a paper numbered only by section numerals, each a whole question (it ends the
+            # notice numbered 1．2．3． before it).
+            self.section, self.in_notice = self.section + 1, False
             last = self.questions[-1].number if self.questions else 0
             self.current = ParsedQuestion(number=last + 1, section=self.section, qtype=QuestionType.FREE_RESPONSE)
             self.current.name, self.current.confidence, self.current.by_numeral = item.group(1), 0.8, True
@@ -326,7 +331,7 @@ class Segmenter:
             for piece in pieces:  # "14．D 15．AD 16．CD": a key on one line
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
-        number = NUMBER.match(text)
+        number = self._number(line, text)
         if not number and not self.in_answers and not self.in_notice and self._opens_shared(text):
             self.shared[-1].lines.append(line)
             return
@@ -342,7 +347,7 @@ class Segmenter:
             # The notice ends at a heading, or where the numbering starts again ("1．" after its "1．2．3．").
             value = int(number.group(1)) if number else None
             follows = bool(self.questions) and value == self.questions[-1].number + 1
-            if value is None or (value > self.notice_last and not follows):
+            if value is None or (value == self.notice_last + 1 and not follows):
                 self.notice_last = value or self.notice_last
                 return
             self.in_notice = False
@@ -365,6 +370,14 @@ class Segmenter:
         elif self.current is not None:
             self.current.lines.append(line)
             self._add(self.current, text)
+
+    def _number(self, line: Line, text: str) -> re.Match | None:
+        """The question (or answer) number a line starts with: ``1．``, or ``（1）`` in a paper numbered so."""
+        if number := NUMBER.match(text):
+            return number
+        if id(line) in self.bracketed or (self.in_answers and self.bracketed):
+            return PAREN_NUMBER.match(text)
+        return None
 
     def _add_to_entry(self, entry: AnswerEntry, text: str) -> None:
         # Sub-answers and 【】 parts start on their own line; wrapped lines join.
@@ -446,11 +459,14 @@ class Segmenter:
             return True
         if last is None or number == last + 1 or (self.current is None and number == 1):
             return True
+        if all(q.by_numeral for q in self.questions):
+            return False  # a paper numbered 一、二、 alone: "3 .故选" in a worked solution is no question
         if number < last and self._repeats(number, rest):
             return True  # the paper again, now with its answers: matched back in result()
         if number > last and (self.current is None or SCORE_PREFIX.match(rest)) and number <= last + 40:
             return True  # after a heading, or "25．（17 分）": a 理综 paper's part goes on with its own numbers
-        if last + 1 < number <= last + 1 + MAX_SKIPPED:
+        solving = current is not None and current.part in ("answer", "solution")
+        if last + 1 < number <= last + 1 + MAX_SKIPPED and (not solving or self.next_number == number + 1):
             self._say(note("skipped", missing=_span(last + 1, number - 1), next=number), self.questions[-1])
             self.jumped = True
             return True
@@ -602,11 +618,13 @@ class Segmenter:
                 # Four options of its own, asked as a choice, in a section of another type (a 非选择题 part
                 # that holds a choice, an 实验题 with A-D): it is a choice question.
                 question.qtype = QuestionType.MULTIPLE_CHOICE
+        self._match_answers()  # before the checks below: an answer section shows a paper is an exam
         by_numeral = [q for q in self.questions if q.by_numeral]
         if by_numeral and len(by_numeral) == len(self.questions):
-            # Numbered by numerals alone, a paper shows each question's 解: a syllabus or a report numbers
-            # its headings so too.
-            solved = sum(1 for q in by_numeral if q.solution or q.answer)
+            # Numbered by numerals alone, a paper shows each question's 解 (after it, or in an answer
+            # section by the same numerals), or its items ask: a syllabus or a report numbers its headings
+            # so too, and asks nothing.
+            solved = sum(1 for q in by_numeral if q.solution or q.answer or ASKS.search(q.text))
             if solved < max(1, (len(by_numeral) + 1) // 2):
                 self.questions, self.entries = [], []
                 self.notes = [(note("not_exam"), [])]
@@ -615,7 +633,6 @@ class Segmenter:
             self.notes = [(note("not_exam"), [])]
         elif not self.questions and self.text_chars >= LEFTOVER_CHARS and not self._said("not_exam"):
             self._say(note("no_questions", chars=self.text_chars))
-        self._match_answers()
         self._attach_shared()
         self._uncut_pages()
         report = consistency_report(self.questions, self.stated, self.leftover, notes=self.notes,
@@ -627,9 +644,10 @@ class Segmenter:
         intro = SHARED_STEM.search(text)
         if not intro:
             return False
-        first, last = int(intro.group(1) or intro.group(3)), int(intro.group(2) or intro.group(4))
+        first = int(intro.group(1) or intro.group(3) or intro.group(5))
+        last = int(intro.group(2) or intro.group(4) or intro.group(5))
         expected = self.questions[-1].number + 1 if self.questions else first
-        if not first < last <= first + 20 or first != expected:
+        if not first <= last <= first + 20 or first != expected:
             return False
         if self.shared:
             self.shared[-1].open = False
@@ -652,11 +670,15 @@ class Segmenter:
             return False
         value = int(text)
         last = self.questions[-1].number if self.questions else 0
-        if value != last + 1:
+        if value != last + 1 and not (not self.questions and id(line) in self.badges):
+            return False  # the first badge may number past 1 (a paper's second part): known by its run
+        current = self.current or ParsedQuestion(0, 0, "")
+        # Centred in a badge about a character wide at the column's edge; further in, inside the text (a
+        # fraction's denominator on a line of its own), it is text.
+        reach = 2 + 1.2 * max(0.0, line.bbox[3] - line.bbox[1])
+        column = [ln.bbox[0] for ln in current.lines if ln.key[:1] + ln.key[2:3] == line.key[:1] + line.key[2:3]]
+        if column and line.bbox[0] > min(column) + reach:  # the lines of its column, not the column before
             return False
-        current = self.current
-        if current is not None and current.lines and line.bbox[0] > min(ln.bbox[0] for ln in current.lines) + 2:
-            return False  # inside the text (a fraction's denominator on a line of its own): text
         self.badge = (value, line)
         return True
 
@@ -858,6 +880,7 @@ def _head(text: str) -> str:
 
 ASKS = re.compile(
     r"_{2,}|＿|[(（]\s*[)）]|[？?]|(?:^|[，,。；;：:\s)）])(?:求|试求|计算)|多大|多少|[(（]\s*\d{1,2}\s*分\s*[)）]"
+    r"|请\s*(?:写出|说明|计算|证明|判断|回答|画出|求出|解答)"
 )
 
 
@@ -873,10 +896,11 @@ def _looks_like_exam(questions: list[ParsedQuestion]) -> bool:
 
 def segment(lines: list[Line], *, default_type: str | None = None) -> Segmented:
     segmenter = Segmenter(default_type=default_type)
+    segmenter.bracketed, segmenter.badges = bracketed_questions(lines), badge_runs(lines)
     following: int | None = None
     for line in reversed(lines):  # each line's next numbered line: a jump the numbering goes on from is real
         segmenter.following[id(line)] = following
-        if number := NUMBER.match(line.text.strip()):
+        if number := segmenter._number(line, line.text.strip()):
             following = int(number.group(1))
     for line in lines:
         segmenter.feed(line)
