@@ -459,11 +459,14 @@ class Assignment(TimedWork):
     def lock_expiry():
         return timezone.now() + timedelta(minutes=settings.ASSIGNMENT_LOCK_MINUTES)
 
-    def renew(self, *, active_seconds: Any = None) -> None:
-        """Extends the holder's lock while they keep working (autosave, reload), and counts the
-        active time the page sent with the save (a number from the page, clamped)."""
+    def renew(self) -> None:
+        """Extends the holder's lock while they keep working (autosave, reload)."""
         self.locked_until = self.lock_expiry()
         Assignment.objects.filter(pk=self.pk, done_at__isnull=True).update(locked_until=self.locked_until)
+
+    def count_active_time(self, active_seconds: Any) -> None:
+        """Counts the active time a page sent with a save (a number from the page, clamped). Called only
+        once the save has won: a refused save's page gives its seconds back and sends them again."""
         if self.done_at is None:
             self.add_active_seconds(guidelines.active_seconds(active_seconds))
 

@@ -108,7 +108,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404
     question = assignment.question
     if request.method == "POST":
-        assignment.renew(active_seconds=request.POST.get("active_seconds"))
+        assignment.renew()
     form = QuestionForm.for_question(question, request.POST or None)
     conflict = None
     if request.method == "POST" and form.is_valid():
@@ -121,6 +121,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
                 expected_version=form.cleaned_data["version"],
                 note="ocr review",
             )
+            assignment.count_active_time(request.POST.get("active_seconds"))
             if action == "accept":
                 services.advance(
                     question=question, action="accept_ocr", user=request.user, expected_version=question.version
@@ -145,7 +146,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
         "form": form,
         "conflict": conflict,
         "reject_form": RejectForm(),
-        "status": 409 if conflict else 200,
+        "status": refused_status(request, conflict),
     }
     # The segmentation screen's page viewer, with the questions detected after this one that may merge into it.
     ctx["viewer_pages"] = segmentation.pages_of(question)
@@ -191,7 +192,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404
     question = assignment.question
     if request.method == "POST":
-        assignment.renew(active_seconds=request.POST.get("active_seconds"))
+        assignment.renew()
     proposal = question.step_proposals.filter(status=StepProposal.Status.PENDING).first()
     initial_steps = question.solution_steps or (proposal.steps if proposal else [])
     form = StepsForm(request.POST or None, steps=initial_steps, initial={"version": question.version})
@@ -205,6 +206,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
                 expected_version=form.cleaned_data["version"],
                 note="step correction",
             )
+            assignment.count_active_time(request.POST.get("active_seconds"))
             if request.POST.get("action") == "submit":
                 services.submit_steps(question=question, user=request.user, proposal=proposal)
                 assignment.complete()
@@ -232,7 +234,15 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if request.htmx and conflict:
         return render(request, "annotation/steps.html#conflict", ctx, status=409)
-    return render(request, "annotation/steps.html", ctx, status=409 if conflict else 200)
+    return render(request, "annotation/steps.html", ctx, status=refused_status(request, conflict))
+
+
+def refused_status(request: HttpRequest, conflict: object) -> int:
+    """409 for a save that lost to another, 422 for an autosave the form refused (so the page says it
+    failed and keeps its active seconds for the next save); 200 for a page shown."""
+    if conflict:
+        return 409
+    return 422 if request.method == "POST" and request.htmx else 200
 
 
 # --- browsing -----------------------------------------------------------------------

@@ -43,17 +43,23 @@ class VisionSegmentBackend(SegmentationBackend):
         if not name:
             raise VisionUnavailable(
                 "The vision-model segmentation backend needs SEGMENTATION_ENDPOINT (or OCR_VISION_ENDPOINT): "
-                "the name of a model endpoint that reads images."
+                "the name of a model endpoint that reads images.",
+                cause="endpoint_unset",
             )
+        # Each cause is a code worded where the note is shown (annotation.pdf.notes), in the reader's language.
         endpoint = ModelEndpoint.objects.filter(name=name).first()
         if endpoint is None:
-            raise VisionUnavailable(f"{setting}={name!r}: no model endpoint has that name.")
+            raise VisionUnavailable(f"{setting}={name!r}: no model endpoint has that name.",
+                                    cause="endpoint_unknown", setting=setting, name=name)  # fmt: skip
         if not endpoint.active:
-            raise VisionUnavailable(f"{setting}={name!r}: the endpoint is switched off.")
+            raise VisionUnavailable(f"{setting}={name!r}: the endpoint is switched off.",
+                                    cause="endpoint_off", setting=setting, name=name)  # fmt: skip
         if endpoint.kind != ModelEndpoint.Kind.OPENAI:
-            raise VisionUnavailable(f"{setting}={name!r}: only OpenAI-compatible HTTP endpoints can read pages.")
+            raise VisionUnavailable(f"{setting}={name!r}: only OpenAI-compatible HTTP endpoints can read pages.",
+                                    cause="endpoint_not_http", setting=setting, name=name)  # fmt: skip
         if not endpoint.accepts_images:
-            raise VisionUnavailable(f"{setting}={name!r}: the endpoint does not accept images.")
+            raise VisionUnavailable(f"{setting}={name!r}: the endpoint does not accept images.",
+                                    cause="endpoint_no_images", setting=setting, name=name)  # fmt: skip
         return endpoint
 
     def read_page(self, *, image: bytes, text: str, page: int) -> str:
@@ -70,9 +76,11 @@ class VisionSegmentBackend(SegmentationBackend):
         try:
             completion = calls.complete_sync(endpoint, messages, params, backoff=self.backoff_seconds)
         except client.EndpointError as exc:  # outside the allowlist, or an undeclared key variable
-            raise VisionUnavailable(f"endpoint {endpoint}: {exc}") from exc
+            raise VisionUnavailable(f"endpoint {endpoint}: {exc}", cause="endpoint_not_allowed",
+                                    name=endpoint.name) from exc  # fmt: skip
         except client.ModelCallError as exc:
-            if not exc.transient:
-                raise VisionUnavailable(f"endpoint {endpoint} refused the request: {exc}") from exc
+            if not exc.transient:  # the server's own words, as it said them
+                raise VisionUnavailable(f"endpoint {endpoint} refused the request: {exc}",
+                                        cause="endpoint_refused", name=endpoint.name) from exc  # fmt: skip
             raise VisionServiceError(f"endpoint {endpoint} failed {exc.attempts} times: {exc}") from exc
         return completion.text

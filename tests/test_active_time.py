@@ -99,7 +99,7 @@ def test_the_team_page_shows_done_today_and_the_median_time_per_person(annotator
     for seconds in (10, 30, 200):
         make_question()
         held = queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
-        held.renew(active_seconds=seconds)
+        held.count_active_time(seconds)
         held.complete()
     cot = make_cot()
     labelling.open_labelling(cot)
@@ -138,7 +138,7 @@ def test_the_question_export_carries_who_reviewed_it_for_how_long_under_which_ru
     guidelines.publish(kind="ocr_review", text="rules", by=administrator)
     make_question()
     held = queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
-    held.renew(active_seconds=42)
+    held.count_active_time(42)
     held.complete()
     (question,) = question_export.streamed(Question.objects.filter(pk=held.question_id))
     work = question_export.studio_record(question, [])["work"]
@@ -170,3 +170,36 @@ def test_the_team_page_shows_where_pebench_stands(annotator, inspector, login):
     page = login(inspector).get(reverse("annotation:team")).content.decode()
     assert 'id="overall-pebench"' in page
     assert "New: <strong data-count>1</strong>" in page and "Being labelled: <strong data-count>1</strong>" in page
+
+
+def test_an_ocr_review_save_that_lost_or_was_invalid_counts_no_time(annotator, login):
+    make_question()
+    held = queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
+    client = login(annotator)
+    url = reverse("annotation:review", args=[held.pk])
+    question = Question.objects.get(pk=held.question_id)
+    saved = client.post(url, review_post(question, text="改过", active_seconds="25"), HTTP_HX_REQUEST="true")
+    assert saved.status_code == 200
+    stale = review_post(question, text="另一个版本", active_seconds="25")  # the version the page had: now stale
+    assert client.post(url, stale, HTTP_HX_REQUEST="true").status_code == 409
+    invalid = client.post(url, review_post(Question.objects.get(pk=held.question_id), options="nonsense",
+                                           active_seconds="25"), HTTP_HX_REQUEST="true")  # fmt: skip
+    assert invalid.status_code == 422  # refused, so the page gives the seconds back to send with the next save
+    held.refresh_from_db()
+    assert held.active_seconds == 25
+
+
+def test_a_step_correction_save_that_lost_counts_no_time(annotator, login):
+    Question.objects.filter(pk=make_question().pk).update(status=Question.Status.OCR_REVIEWED)
+    held = queues.next_assignment(annotator=annotator, task=Assignment.Task.STEP_CORRECTION)
+    client = login(annotator)
+    url = reverse("annotation:steps", args=[held.pk])
+    version = Question.objects.get(pk=held.question_id).version
+    first = {"version": version, "step": ["第一步"], "action": "autosave", "active_seconds": "25"}
+    assert client.post(url, first, HTTP_HX_REQUEST="true").status_code == 200
+    stale = {**first, "step": ["另一步"]}
+    assert client.post(url, stale, HTTP_HX_REQUEST="true").status_code == 409
+    empty = {**first, "version": version + 1, "step": [" "]}
+    assert client.post(url, empty, HTTP_HX_REQUEST="true").status_code == 422
+    held.refresh_from_db()
+    assert held.active_seconds == 25

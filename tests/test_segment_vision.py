@@ -174,6 +174,56 @@ def test_the_backend_says_what_is_not_set_up(settings):
         VisionSegmentBackend().read_page(image=b"", text="", page=1)
 
 
+def _switched_off(settings):
+    ModelEndpoint.objects.filter(name="page-vlm").update(active=False)
+
+
+def _no_images(settings):
+    ModelEndpoint.objects.filter(name="page-vlm").update(accepts_images=False)
+
+
+def _unknown(settings):
+    settings.SEGMENTATION_ENDPOINT = "nobody"
+
+
+def _unset(settings):
+    settings.SEGMENTATION_ENDPOINT, settings.OCR_VISION_ENDPOINT = "", ""
+
+
+@pytest.mark.parametrize(
+    ("setup", "cause", "words"),
+    [(_unset, "endpoint_unset", "SEGMENTATION_ENDPOINT"), (_unknown, "endpoint_unknown", "没有这个名字"),
+     (_switched_off, "endpoint_off", "已停用"), (_no_images, "endpoint_no_images", "不接受图片")],
+)  # fmt: skip
+def test_each_setup_problem_is_a_code_worded_in_the_readers_language(vision_model, settings, setup, cause, words):
+    setup(settings)
+    document, summary = imported(gap_paper(), reader="vision")
+    (said,) = [n for n in summary.notes if n["code"] == "vision_unavailable"]
+    assert said["params"]["cause"] == cause
+    with translation.override("zh-hans"):
+        chinese = note_text(said)
+    assert words in chinese and "视觉模型不可用" in chinese
+    assert not any(english in chinese for english in ("endpoint", "switched off", "images", "no model"))
+    with translation.override("en"):
+        assert "not available" in note_text(said)
+    assert Question.objects.filter(source_document=document).count() == 3  # the rules cut the paper
+
+
+@pytest.mark.parametrize(
+    ("path", "cause"),
+    [("", "backend_unset"), ("annotation.models.Page", "backend_not_subclass"), ("no.such.Backend", "backend_import")],
+)
+def test_a_backend_setting_problem_is_a_code_too(settings, tmp_path, path, cause):
+    settings.SEGMENTATION_BACKEND, settings.MEDIA_ROOT = path, tmp_path / "media"
+    document, summary = imported(gap_paper(), reader="vision")
+    (said,) = [n for n in summary.notes if n["code"] == "vision_unavailable"]
+    assert said["params"]["cause"] == cause
+    with translation.override("zh-hans"):
+        chinese = note_text(said)
+    assert "SEGMENTATION_BACKEND" in chinese and "视觉模型不可用" in chinese
+    assert not any(english in chinese for english in ("is empty", "cannot be imported", "subclass"))
+
+
 def test_the_pages_the_rules_are_unsure_of():
     from annotation.pdf.layout import Line
     from annotation.pdf.segment import segment
@@ -229,12 +279,16 @@ def test_a_page_the_rules_are_unsure_of_is_read_by_the_model(vision_model):
     assert third.boxes[0][0] == 1 and third.boxes[0][2] == 185.24  # thousandths of the 842 pt page: 220 -> 185.24
 
 
-@pytest.mark.parametrize("reply", ["not json at all", json.dumps({"questions": [question(3, box=(0, 0, 9999, 9))]})])
-def test_a_hostile_reply_keeps_the_rules_reading_and_says_so(vision_model, reply):
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [("not json at all", "vision_reply_bad"),
+     (json.dumps({"questions": [question(3, box=(0, 0, 9999, 9))]}), "vision_box_off")],
+)  # fmt: skip
+def test_a_hostile_reply_keeps_the_rules_reading_and_says_so(vision_model, reply, expected):
     vision_model.replies = [reply]
     document, summary = imported(gap_paper())
     said = codes(summary.notes)
-    assert ("vision_reply_bad" in said) or ("vision_box_off" in said)
+    assert expected in said and ({"vision_reply_bad", "vision_box_off"} - {expected}).isdisjoint(said)
     assert "gap" in said and "vision_read" not in said  # the rules' reading, with its gap
     assert Question.objects.filter(source_document=document).count() == 3
     flagged = Flag.objects.filter(question__source_document=document, code=Flag.Code.IMPORT_GAP)

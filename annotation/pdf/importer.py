@@ -357,10 +357,11 @@ def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str,
     (annotation.pdf.vision); its questions replace the rules' on those pages, with figures assigned anew."""
     if reader == "rules":
         return analysis
+    problem: vision.VisionUnavailable | None = None
     try:
-        backend, problem = vision.get_segmentation_backend(), ""
+        backend = vision.get_segmentation_backend()
     except vision.VisionUnavailable as exc:
-        backend, problem = None, str(exc)
+        backend, problem = None, exc
     numbers = [p.row.number for p in pages]
     chosen = numbers if reader == "vision" else vision.unsure_pages(analysis.parsed, numbers)
     if not chosen:
@@ -368,7 +369,7 @@ def _read_by_vision(analysis: Analysis, pages: list[ImportedPage], reader: str,
     if backend is None:
         if not problem and reader == "unsure":
             return analysis  # no lab model: the rules' reading, whose report already says what is unsure
-        said = [(note("vision_unavailable", error=(problem or "SEGMENTATION_BACKEND is empty")[:200]), chosen[0])]
+        said = [(vision.unavailable_note(problem), chosen[0])]
         parsed = vision.merge(analysis.parsed, [], analysis.layouts, said)
         return replace(analysis, parsed=parsed)
     inputs = []

@@ -33,6 +33,29 @@ def _range(params: dict[str, Any]) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
 
+# Why the vision model could not read the pages (VisionUnavailable.cause), in the active language. A cause
+# not here (a lab's own backend) shows the error it gave.
+UNAVAILABLE_CAUSES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "backend_unset": lambda p: _("SEGMENTATION_BACKEND is not set"),
+    "backend_import": lambda p: _("SEGMENTATION_BACKEND %(path)s cannot be imported") % p,
+    "backend_not_subclass": lambda p: _("SEGMENTATION_BACKEND %(path)s is not a page segmentation backend") % p,
+    "endpoint_unset": lambda p: _("neither SEGMENTATION_ENDPOINT nor OCR_VISION_ENDPOINT names a model endpoint"),
+    "endpoint_unknown": lambda p: _("%(setting)s=%(name)s: no model endpoint has that name") % p,
+    "endpoint_off": lambda p: _("%(setting)s=%(name)s: the endpoint is switched off") % p,
+    "endpoint_not_http": lambda p: _("%(setting)s=%(name)s: only OpenAI-compatible HTTP endpoints can read pages") % p,
+    "endpoint_no_images": lambda p: _("%(setting)s=%(name)s: the endpoint does not accept images") % p,
+    "endpoint_not_allowed": lambda p: (
+        _("the endpoint %(name)s may not be called: its address is outside the allowlist or its key is not set") % p
+    ),  # fmt: skip
+    "endpoint_refused": lambda p: _("the endpoint %(name)s refused the request: %(error)s") % p,
+}
+
+
+def _unavailable(params: dict[str, Any]) -> str:
+    cause = UNAVAILABLE_CAUSES.get(str(params.get("cause", "")))
+    return cause(params) if cause else str(params["error"])
+
+
 # Each code's wording, called in the active language. Unknown codes and parameters that do not fit
 # are shown as the code itself (see note_text), never as an error page.
 WORDINGS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -95,7 +118,9 @@ WORDINGS: dict[str, Callable[[dict[str, Any]], str]] = {
     "vision_failed": lambda p: (
         _("Page %(page)s could not be read by the vision model (%(error)s); the rules' reading was kept.") % p
     ),  # fmt: skip
-    "vision_unavailable": lambda p: _("The vision model is not available (%(error)s); the rules cut the paper.") % p,
+    "vision_unavailable": lambda p: (
+        _("The vision model is not available (%(error)s); the rules cut the paper.") % {"error": _unavailable(p)}
+    ),  # fmt: skip
     "import_stopped": lambda p: _("The import stopped (%(error)s); run it again to continue.") % p,
 }
 

@@ -52,7 +52,22 @@ RECOMPUTED = {"gap", "duplicate", "skipped", "section_count"}
 
 
 class VisionUnavailable(ImproperlyConfigured):
-    """No backend here, or one that cannot run (no endpoint, switched off, refused): a setup problem."""
+    """No backend here, or one that cannot run (no endpoint, switched off, refused): a setup problem.
+
+    ``cause`` is a code worded in annotation.pdf.notes (UNAVAILABLE_CAUSES) with ``params``, so the
+    import's note reads in the reader's language; the message is for logs and a lab's own backend."""
+
+    def __init__(self, message: str, *, cause: str = "", **params: str) -> None:
+        super().__init__(message)
+        self.cause, self.params = cause, params
+
+
+def unavailable_note(problem: VisionUnavailable | None) -> Note:
+    """The note saying why the vision model did not read the pages (None: no backend is set)."""
+    if problem is None:
+        return note("vision_unavailable", cause="backend_unset", error="SEGMENTATION_BACKEND")
+    return note("vision_unavailable", cause=problem.cause, error=_short(problem),
+                **{k: str(v)[:200] for k, v in problem.params.items()})  # fmt: skip
 
 
 class VisionServiceError(RuntimeError):
@@ -84,11 +99,14 @@ def get_segmentation_backend(path: str | None = None) -> SegmentationBackend | N
             try:
                 backend_class = import_string(path)
             except ImportError as exc:
-                raise VisionUnavailable(f"SEGMENTATION_BACKEND={path!r} cannot be imported: {exc}") from exc
+                raise VisionUnavailable(
+                    f"SEGMENTATION_BACKEND={path!r} cannot be imported: {exc}", cause="backend_import", path=path
+                ) from exc
             if not (isinstance(backend_class, type) and issubclass(backend_class, SegmentationBackend)):
                 raise VisionUnavailable(
-                    f"SEGMENTATION_BACKEND={path!r} is not a subclass of annotation.pdf.vision.SegmentationBackend"
-                )
+                    f"SEGMENTATION_BACKEND={path!r} is not a subclass of annotation.pdf.vision.SegmentationBackend",
+                    cause="backend_not_subclass", path=path,
+                )  # fmt: skip
             _instances[path] = backend_class()
         return _instances[path]
 
@@ -304,7 +322,7 @@ def read_pages(
         try:
             reply = backend.read_page(image=image, text=text, page=number)
         except VisionUnavailable as exc:
-            said.append((note("vision_unavailable", error=_short(exc)), number))
+            said.append((unavailable_note(exc), number))
             break
         except (VisionServiceError, ValueError, OSError, RuntimeError) as exc:
             # A failed call, or a backend of a lab's own that broke on this page: the page keeps the rules'.
