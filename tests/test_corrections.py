@@ -198,10 +198,40 @@ def test_what_postgresql_cannot_store_is_refused_not_saved(v1, researcher, annot
 
 def test_a_fix_of_the_wrong_kind_is_refused_before_it_reaches_the_database(v1, researcher, annotator):
     correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
-    for changes in ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"}):
-        with pytest.raises(corrections.CorrectionError):
+    wrong = ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"},
+             {"options": [{"label": ["A"], "text": {"x": 1}}]}, {"options": [{"label": "A", "text": 1}]},
+             {"difficulty": True}, {"grade": "9"}, {"knowledge_points": [1]}, {"knowledge_points": "x"})  # fmt: skip
+    for changes in wrong:
+        with pytest.raises(corrections.CorrectionError) as refused:
             corrections.fix_correction(correction=correction, changes=changes, by=annotator)
+        assert "not supported" not in str(refused.value), changes  # worded for people, not a Python TypeError
     assert Correction.objects.get().state == "open"
+
+
+def test_a_hostile_fix_stored_earlier_is_refused_on_accept_not_a_500(v1, researcher, inspector, annotator):
+    question = released(v1)
+    correction = corrections.open_correction(question=question, problem="错", by=researcher)
+    # As the fix of this kind was stored before validate() refused it.
+    hostile = [{"label": ["A"], "text": {"x": 1}}]
+    Correction.objects.filter(pk=correction.pk).update(
+        state="fixed", fixed_by=annotator, base_version=question.version,
+        changes={"options": {"before": question.options, "after": hostile}},
+    )  # fmt: skip
+    with pytest.raises(corrections.CorrectionError, match="options"):
+        corrections.check_correction(correction=correction, accept=True, by=inspector)
+    question.refresh_from_db()
+    assert question.options != hostile
+
+
+def test_the_validation_messages_read_in_chinese(v1, researcher, annotator):
+    from django.utils import translation
+
+    correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
+    with translation.override("zh-hans"):
+        with pytest.raises(corrections.CorrectionError, match="选项"):
+            corrections.fix_correction(correction=correction, changes={"options": [{"label": 1}]}, by=annotator)
+        with pytest.raises(corrections.CorrectionError, match="年级"):
+            corrections.fix_correction(correction=correction, changes={"grade": 13}, by=annotator)
 
 
 def test_the_correction_pages_read_in_chinese(v1, client, settings):
@@ -219,6 +249,7 @@ def test_the_correction_pages_read_in_chinese(v1, client, settings):
     other = make_person("质检员小刘", Role.INSPECTOR)
     corrections.check_correction(correction=correction, accept=False, note="还要改解析", by=other)
     corrections.fix_correction(correction=correction, changes={"answers": ["C"], "raw_solution": "改后"}, by=annotator)
+    corrections.check_correction(correction=correction, accept=True, by=other)
     v2 = build(v1.candidate_set, researcher)
     pages = {
         researcher: [reverse("annotation:question_detail", args=[question.hash_id]), reverse("annotation:corrections"),
@@ -238,4 +269,10 @@ def test_the_correction_pages_read_in_chinese(v1, client, settings):
                 found[path] = words
     assert found == {}
     client.force_login(inspector, backend="django.contrib.auth.backends.ModelBackend")
-    assert "修改前" in client.get(reverse("annotation:correction", args=[correction.pk])).content.decode()
+    page = client.get(reverse("annotation:correction", args=[correction.pk])).content.decode()
+    assert "修改前" in page
+    assert "['C']" not in page and '<td class="after">C</td>' in page  # the value as read, not a Python list
+    client.force_login(researcher, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("annotation:release", args=[v2.version]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "<td>answers</td>" not in page and "<td>原始解析</td>" in page
+    assert "['C']" not in page and '<td class="after">C</td>' in page

@@ -10,6 +10,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from annotation import services
 from annotation.checks import FORMULA_PLACEHOLDER
 from annotation.models import Assignment, Figure, Question
 from annotation.pdf.notes import note_text
@@ -20,10 +21,7 @@ register = template.Library()
 @register.filter
 def field_label(name: str) -> str:
     """``raw_solution`` -> 原始解析: the field's verbose name, else the name as stored."""
-    try:
-        return str(getattr(Question._meta.get_field(name), "verbose_name", name))
-    except FieldDoesNotExist:
-        return name
+    return services.field_label(name)
 
 
 @register.filter
@@ -33,6 +31,9 @@ def field_value(value: object, name: str) -> object:
         choices = dict(getattr(Question._meta.get_field(name), "choices", None) or ())
     except FieldDoesNotExist:
         return value
+    if isinstance(value, list):  # answers, steps, options: as the editor shows them, never a Python list
+        return "; ".join(f"{v.get('label', '')}. {v.get('text', '')}" if isinstance(v, dict) else str(v)
+                         for v in value)  # fmt: skip
     return choices.get(value, value) if isinstance(value, str) else value
 
 
