@@ -48,6 +48,10 @@ def may_open(user: Any) -> bool:
     return any(has_role(user, role) for role in OPENERS)
 
 
+def is_fixer(user: Any) -> bool:
+    return any(has_role(user, role) for role in FIXERS)
+
+
 def may_fix(user: Any, correction: Correction) -> bool:
     return any(has_role(user, role) for role in FIXERS) and correction.state in (
         Correction.State.OPEN,

@@ -178,10 +178,17 @@ def test_the_pages_refuse_the_wrong_role_and_hostile_input(v1, researcher, inspe
     assert b'id="fix-form"' not in login(researcher).get(detail).content
     assert login(researcher).post(reverse("annotation:correction_fix", args=[correction.pk]),
                                   {"answers": "C"}).status_code == 403  # fmt: skip
-    for hostile in ({"options": "A. 1\nB."}, {"answers": "\x00"}, {}):
-        assert login(annotator).post(
-            reverse("annotation:correction_fix", args=[correction.pk]), hostile
-        ).status_code in (302, 400)
+    fix = reverse("annotation:correction_fix", args=[correction.pk])
+    # Refused as the question editor refuses them: a line that is no option wipes nothing.
+    for hostile in ({"options": "junk line only"}, {"options": "A. 1\njunk"}, {"answers": "\x00"}, {}):
+        assert login(annotator).post(fix, hostile).status_code == 302
+        correction.refresh_from_db()
+        assert (correction.state, correction.changes) == ("open", {}), hostile
+    # Read as the editor reads them: the full-width colon and the parenthesis are labels too.
+    assert login(annotator).post(fix, {"options": "A：1\nB) 2"}).status_code == 302
+    correction.refresh_from_db()
+    assert correction.state == "fixed"
+    assert correction.changes["options"]["after"] == [{"label": "A", "text": "1"}, {"label": "B", "text": "2"}]
     assert login(inspector).post(reverse("annotation:correction_check", args=[correction.pk]),
                                  {"decision": "maybe"}).status_code == 302  # fmt: skip
     assert login(annotator).get(reverse("annotation:corrections")).status_code == 200
