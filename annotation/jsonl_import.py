@@ -395,6 +395,8 @@ def difficulty(value: Any) -> float | None:
 def question_type(value: Any) -> str:
     try:
         return question_type_from_name(string(value, "type", required=True)).value
+    except RecordError:  # names its field already
+        raise
     except ValueError as exc:
         raise RecordError("type", str(exc).removeprefix("type: ")) from None
 

@@ -201,6 +201,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
         studio("lying-image", figures=["data:image/png;base64," + b64(image_bytes("JPEG"))]),
         studio("path-outside-zip", figures=[{"path": "images/a.png"}]),
         studio("bad-grade", grade=13),
+        studio("type-not-text", type=5),
         "",
         reference("good2"),
     ]
@@ -211,7 +212,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
     assert report.created == 2
     assert set(Question.objects.values_list("hash_id", flat=True)) == {"good1", "good2"}
     reasons = {entry["line"]: entry["reason"] for entry in report.failed_lines}
-    assert report.failed == len(reasons) == 9
+    assert report.failed == len(reasons) == 10
     assert reasons[2].startswith("not valid JSON")
     assert reasons[3].startswith("subject: unknown subject 'music'")
     assert reasons[4].startswith("subject: unknown subject tag 'music-g9'")
@@ -221,6 +222,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
     assert reasons[8] == "figures[0]: claims to be PNG but the data is JPEG"
     assert reasons[9].startswith("figures[0]: a figure given by path needs a zip archive")
     assert reasons[10].startswith("grade:")
+    assert reasons[11] == "type: expected text"  # the field named once
     assert {entry["hash_id"] for entry in report.failed_lines if entry["line"] > 2} >= {"bad-subject", "bad-grade"}
 
 
@@ -583,3 +585,11 @@ def test_a_batch_the_database_refuses_is_written_line_by_line(researcher, tmp_pa
     ]
     assert set(Question.objects.values_list("hash_id", flat=True)) == {"b1", "b3"}
     assert Figure.objects.count() == 2
+
+
+def test_a_type_error_names_its_field_once_in_chinese():
+    from django.utils import translation
+
+    with translation.override("zh-hans"), pytest.raises(jsonl_import.RecordError) as refused:
+        jsonl_import.question_type(5)
+    assert str(refused.value).count("type") == 1, str(refused.value)
