@@ -239,7 +239,10 @@ def question_members(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
     if not candidates and wrappers:
         return sorted(wrappers, key=lambda i: i.filename)
     raise ImportFileError(
-        "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a published set."
+        gettext(
+            "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a "
+            "published set."
+        )
     )
 
 
@@ -282,6 +285,7 @@ class ImportSource:
     open_lines: Callable[[], Any]
     archive: zipfile.ZipFile | None = None
     members: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # archive files that are no published set's: not read
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
@@ -330,7 +334,8 @@ def open_source(path: str | Path) -> Iterator[ImportSource]:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise ImportFileError(f"The zip archive cannot be read: {exc}") from None
+        raise ImportFileError(gettext("The zip archive cannot be read: %(error)s") % {"error": exc}) from None
+    skipped: list[str] = []
     with archive:
         members = check_archive(archive, archive_size=Path(path).stat().st_size)
         if members[0].filename.lower().endswith(".jsonl"):
@@ -340,15 +345,20 @@ def open_source(path: str | Path) -> Iterator[ImportSource]:
             for info in members:
                 with open_member(archive, info) as stream:
                     found = wrapper_lines_of(stream.read(), info.filename)
-                if found is None:
-                    raise ImportFileError(
-                        f"{info.filename} in the archive is not a published set's file (keywords and example)."
-                    )
-                read += found
+                if found is None:  # a notes or metadata file beside the set's: skipped and reported
+                    skipped.append(info.filename)
+                else:
+                    read += found
+            if skipped and len(skipped) == len(members):
+                raise ImportFileError(
+                    gettext("%(name)s in the archive is not a published set's file (keywords and example).")
+                    % {"name": ", ".join(skipped)}
+                )
             open_lines = lambda: io.BytesIO(b"\n".join(read))  # noqa: E731
         yield ImportSource(
-            open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()}
-        )
+            open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()},
+            skipped=skipped,
+        )  # fmt: skip
 
 
 def _read_whole(handle: IO[bytes]) -> bytes:
@@ -698,6 +708,9 @@ def import_questions_file(
 
     report = ImportReport()
     with open_source(path) as source:
+        for name in source.skipped:  # line 0: the file, not a line of it
+            report.fail(0, name, gettext("%(name)s in the archive is not a published set's file (keywords and "
+                                         "example).") % {"name": name})  # fmt: skip
         total = source.count_lines()
         if progress:
             progress(0, total)

@@ -165,3 +165,24 @@ def test_the_report_on_the_import_page_reads_in_chinese(researcher, login, tmp_p
     report = body.split('id="import-formats"')[1].split("</dl>")[0]
     assert "K12Vista 发布版" in report and "年级" in report
     assert read(report).found == []
+
+
+def test_an_unrelated_json_in_a_published_zip_is_skipped_and_reported(researcher, tmp_path):
+    from annotation.jsonl_import import ImportFileError
+
+    path = BENCH / "2010-2022_Math_I_MCQs.json"
+    archive = tmp_path / "bench.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.write(path, f"Data/{path.name}")
+        out.writestr("Data/notes.json", "{}")
+    report = import_questions_file(path=archive, user=researcher)
+    assert report.created == len(published(path)["example"])
+    assert [(e["hash_id"], "not a published set" in e["reason"]) for e in report.failed_lines] == [
+        ("Data/notes.json", True)
+    ]
+    alone = tmp_path / "notes.zip"
+    with zipfile.ZipFile(alone, "w") as out:
+        out.writestr("Data/notes.json", "{}")
+    with translation.override("zh-hans"), pytest.raises(ImportFileError) as refused:
+        import_questions_file(path=alone, user=researcher)
+    assert "notes.json" in str(refused.value) and "公开" in str(refused.value)
