@@ -593,3 +593,35 @@ def test_a_type_error_names_its_field_once_in_chinese():
     with translation.override("zh-hans"), pytest.raises(jsonl_import.RecordError) as refused:
         jsonl_import.question_type(5)
     assert str(refused.value).count("type") == 1, str(refused.value)
+
+
+def test_the_upload_check_sniffs_a_published_set_without_parsing_it_whole():
+    import io
+    import json as jsonlib
+
+    from annotation.jsonl_import import SNIFF_BYTES
+    from annotation.uploads import check_import_file
+
+    class Counting(io.BytesIO):
+        read_bytes = 0
+
+        def read(self, size=-1):
+            chunk = super().read(size)
+            self.read_bytes += len(chunk)
+            return chunk
+
+        def readline(self, size=-1):
+            chunk = super().readline(size)
+            self.read_bytes += len(chunk)
+            return chunk
+
+    record = {"year": "2010", "question": "题" * 200, "answer": ["A"], "index": 0}
+    wrapper = {"keywords": "2010-2022_Math_I_MCQs", "example": [record] * 3000}
+    content = jsonlib.dumps(wrapper, ensure_ascii=False, indent=4).encode()
+    assert len(content) > 4 * SNIFF_BYTES
+    handle = Counting(content)
+    assert check_import_file(handle, size=len(content)) == "jsonl"
+    # The kind, the first line and the head: the job reads it whole, not the web request.
+    assert handle.read_bytes <= 2 * SNIFF_BYTES + 1024
+    with pytest.raises(ImportFileError):  # a JSON document that is no published set is still refused
+        check_import_file(Counting(b'{\n"a": 1,\n' + b" " * SNIFF_BYTES + b"}"), size=SNIFF_BYTES)
