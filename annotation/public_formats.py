@@ -45,10 +45,11 @@ SUBJECT_NAMES = {
 # How the keywords name the kind of question; anything else is guessed from the record.
 TYPE_WORDS = (("mcq", QuestionType.MULTIPLE_CHOICE), ("fill", QuestionType.FILL_IN_BLANK),
               ("blank", QuestionType.FILL_IN_BLANK))  # fmt: skip
-# What each published field becomes; the report lists it beside the counts.
+# What each published field becomes: the published keys, then the studio's fields. The report stores these
+# codes; the page words the fields in the reader's language (question_extras.mapped_row).
 MAPPED = [
-    "question → text + options", "answer → answers", "analysis → raw_solution, solution_steps",
-    "year + category → source", "picture → figures", "keywords + index → hash_id",
+    ["question", ["text", "options"]], ["answer", ["answers"]], ["analysis", ["raw_solution", "solution_steps"]],
+    ["year + category", ["source"]], ["picture", ["figures"]], ["keywords + index", ["hash_id"]],
 ]  # fmt: skip
 # The release's own JSONL and the studio's are the studio's formats (docs/formats.md): only the public
 # sets' mapping is worth a line in the report.

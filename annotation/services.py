@@ -151,6 +151,8 @@ def field_label(name: str) -> str:
     """``raw_solution`` -> 原始解析: a question field's name as the reader reads it, else the name as stored."""
     if name == "knowledge_points":
         return gettext("knowledge points")
+    if name == "figures":
+        return gettext("Figures")
     try:
         return str(getattr(Question._meta.get_field(name), "verbose_name", name))
     except FieldDoesNotExist:

@@ -25,6 +25,16 @@ def field_label(name: str) -> str:
 
 
 @register.filter
+def mapped_row(row: object) -> SafeString:
+    """A public set's field mapping as an import report stores it ([published key, [fields]]): the key as
+    published, the fields in the reader's language; a row stored as text by an older report as it is."""
+    if isinstance(row, list) and len(row) == 2 and isinstance(row[1], list):
+        fields = " + ".join(field_label(str(name)) for name in row[1])
+        return format_html('<code translate="no">{}</code> → {}', row[0], fields)
+    return escape(str(row))
+
+
+@register.filter
 def field_value(value: object, name: str) -> object:
     """A stored value of field ``name``: coded choices (status, subject, type) by their label."""
     try:
