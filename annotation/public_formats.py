@@ -23,10 +23,11 @@ from typing import Any
 
 from django.utils.translation import gettext
 
-from annotation.jsonl_import import (
-    ImportSource,
+from annotation.record_fields import (
+    ImageSource,
     RecordError,
     figure,
+    question_type,
     split_options,
     split_steps,
     string,
@@ -95,7 +96,7 @@ def guessed_type(keywords: str, options: list[dict], answers: list[str]) -> Ques
     return QuestionType.FREE_RESPONSE
 
 
-def picture_path(path: str, member: str, source: ImportSource) -> str:
+def picture_path(path: str, member: str, source: ImageSource) -> str:
     """The archive entry a published picture path names: relative to the wrapper's folder, or,
     when the archive was made from inside that folder, the entry that ends like the path."""
     wanted = path.replace("\\", "/")
@@ -111,7 +112,7 @@ def picture_path(path: str, member: str, source: ImportSource) -> str:
     return wanted  # not there: read_image names it
 
 
-def from_gaokao(record: dict, source: ImportSource) -> tuple[QuestionData, str, list[str]]:
+def from_gaokao(record: dict, source: ImageSource) -> tuple[QuestionData, str, list[str]]:
     """The question, the format's name and what was guessed (``type``, ``subject_grade_tag``…)."""
     found = record.get(WRAPPER_KEY)
     context: dict = found if isinstance(found, dict) else {}
@@ -132,8 +133,6 @@ def from_gaokao(record: dict, source: ImportSource) -> tuple[QuestionData, str, 
     text, options = split_options(string(record.get("question"), "question", required=True))
     answers = string_list(record.get("answer"), "answer")
     if "type" in record:
-        from annotation.jsonl_import import question_type
-
         qtype: str = question_type(record.get("type"))
     else:
         qtype = guessed_type(keywords or member, options, answers)
