@@ -5,7 +5,6 @@ the fix and the check, and a release's corrections file."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django.contrib import messages
@@ -18,33 +17,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import corrections
 from annotation.benchmark_views import RESEARCHERS, get_release_for_user
+from annotation.forms import FixForm
 from annotation.models import Correction, Question
 from k12vista.roles import role_required
-
-OPTION_LINE = re.compile(r"^\s*([A-H])\s*[.．、:]\s*(.*)$")
-
-
-def lines(value: str) -> list[str]:
-    return [line.strip() for line in value.splitlines() if line.strip()]
-
-
-def options_from(value: str) -> list[dict]:
-    """ "A. …" lines; a line without a label continues the option before."""
-    found: list[dict] = []
-    for line in value.splitlines():
-        match = OPTION_LINE.match(line)
-        if match:
-            found.append({"label": match.group(1), "text": match.group(2).strip()})
-        elif line.strip() and found:
-            found[-1]["text"] = f"{found[-1]['text']}\n{line.strip()}"
-    return found
-
-
-# The fields the fix form offers, each read from its text box; the API takes any editable field.
-FORM_FIELDS = {
-    "text": lambda v: v.strip(), "options": options_from, "answers": lines, "raw_solution": lambda v: v.strip(),
-    "solution_steps": lines,
-}  # fmt: skip
 
 
 def form_values(question: Question | Any) -> dict[str, str]:
@@ -58,10 +33,17 @@ def form_values(question: Question | Any) -> dict[str, str]:
 
 
 def changes_from(post: Any, question: Question) -> dict[str, Any]:
-    """The fields whose box differs from the question as shown."""
+    """The fields whose box differs from the question as shown, read by the question editor's form.
+    Raises CorrectionError naming a box the form cannot read (a line that is no option is refused,
+    never merged or dropped)."""
     shown = form_values(question)
-    return {name: read(post.get(name, "")) for name, read in FORM_FIELDS.items()
-            if name in post and post.get(name, "").strip() != shown[name].strip()}  # fmt: skip
+    edited = [name for name in FixForm.FIELDS if name in post and post.get(name, "").strip() != shown[name].strip()]
+    form = FixForm(post)
+    form.is_valid()
+    refused = [str(error) for name in edited for error in form.errors.get(name, [])]
+    if refused:
+        raise corrections.CorrectionError(" ".join(refused))
+    return {name: form.cleaned_data[name] for name in edited}
 
 
 @login_required
@@ -115,10 +97,12 @@ def correction_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def correction_fix(request: HttpRequest, pk: int) -> HttpResponse:
+    if not corrections.is_fixer(request.user):
+        raise PermissionDenied
     correction = get_object_or_404(Correction.objects.select_related("question"), pk=pk)
     try:
-        corrections.fix_correction(correction=correction, changes=changes_from(request.POST, correction.question),
-                                   by=request.user)  # fmt: skip
+        changes = changes_from(request.POST, correction.question)
+        corrections.fix_correction(correction=correction, changes=changes, by=request.user)
     except corrections.CorrectionError as exc:
         messages.error(request, str(exc))
     else:

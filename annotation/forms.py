@@ -78,6 +78,22 @@ class QuestionForm(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if k != "version"}
 
 
+class FixForm(QuestionForm):
+    """The fix of a correction (annotation.corrections): the question form's content fields, read and
+    refused as the editor reads and refuses them, and the solution steps, one a line."""
+
+    FIELDS = ("text", "options", "answers", "raw_solution", "solution_steps")
+    solution_steps = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in set(self.fields) - set(self.FIELDS):
+            del self.fields[name]
+
+    def clean_solution_steps(self):
+        return lines(self.cleaned_data["solution_steps"])
+
+
 # How each edited field reads on a conflict card (the form's labels, without their typing hints).
 CHANGE_LABELS = {
     "subject": _("Subject"),

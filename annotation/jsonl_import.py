@@ -40,8 +40,6 @@ limits; reads stop at each entry's declared size.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import io
 import json
@@ -59,10 +57,24 @@ from django.conf import settings
 from django.core.files import File
 from django.db import OperationalError
 from django.utils.translation import gettext
-from PIL import Image
 
 from annotation.line_stream import READ_CHUNK, numbered_lines
 from annotation.models import Figure, Question, SourceDocument
+from annotation.public_formats import MAPPED_OF, from_gaokao, is_gaokao, is_wrapper, wrapper_lines
+from annotation.record_fields import (  # noqa: F401 (the readers' home; kept importable from here)
+    DATA_URI,
+    FORMAT_OF_EXTENSION,
+    OPTION_MARKER,
+    STEP_MARKER,
+    RecordError,
+    check_claimed_format,
+    figure,
+    question_type,
+    split_options,
+    split_steps,
+    string,
+    string_list,
+)
 from annotation.reference_format import canonical_positions, take_placeholders
 from annotation.services import (
     FigureData,
@@ -78,7 +90,6 @@ from k12vista.vocabulary import (
     QuestionType,
     Subject,
     parse_release_tag,
-    question_type_from_name,
     stage_of_grade,
 )
 
@@ -94,15 +105,6 @@ SNIFF_BYTES = 64 * 1024
 
 class ImportFileError(ValueError):
     """The file as a whole cannot be imported; the message says why."""
-
-
-class RecordError(ValueError):
-    """One line cannot be imported; the message starts with the field at fault."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        # The field is the file's own key: the Chinese text quotes it (“type”：应为文本).
-        named = gettext("%(field)s: %(message)s") % {"field": field_name, "message": message}
-        super().__init__(named if field_name else message)
 
 
 # --- the report -----------------------------------------------------------------
@@ -122,8 +124,6 @@ class ImportReport(LineReport):
             self.guessed[name] = self.guessed.get(name, 0) + 1
 
     def as_dict(self) -> dict:
-        from annotation.public_formats import MAPPED_OF
-
         return {
             **super().as_dict(), "formats": self.formats, "guessed": self.guessed,
             "mapped": {fmt: MAPPED_OF[fmt] for fmt in self.formats if fmt in MAPPED_OF},
@@ -240,15 +240,16 @@ def question_members(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
     if not candidates and wrappers:
         return sorted(wrappers, key=lambda i: i.filename)
     raise ImportFileError(
-        "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a published set."
+        gettext(
+            "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a "
+            "published set."
+        )
     )
 
 
 def wrapper_lines_of(content: bytes, name: str) -> list[bytes] | None:
     """A published set's file (a wrapper, or a JSON list of records) as one line a record; None
     when the content is not one (a JSONL file, whose lines are read one by one)."""
-    from annotation.public_formats import is_wrapper, wrapper_lines
-
     try:
         value = json.loads(content.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -283,6 +284,7 @@ class ImportSource:
     open_lines: Callable[[], Any]
     archive: zipfile.ZipFile | None = None
     members: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # archive files that are no published set's: not read
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
@@ -331,7 +333,8 @@ def open_source(path: str | Path) -> Iterator[ImportSource]:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise ImportFileError(f"The zip archive cannot be read: {exc}") from None
+        raise ImportFileError(gettext("The zip archive cannot be read: %(error)s") % {"error": exc}) from None
+    skipped: list[str] = []
     with archive:
         members = check_archive(archive, archive_size=Path(path).stat().st_size)
         if members[0].filename.lower().endswith(".jsonl"):
@@ -341,15 +344,20 @@ def open_source(path: str | Path) -> Iterator[ImportSource]:
             for info in members:
                 with open_member(archive, info) as stream:
                     found = wrapper_lines_of(stream.read(), info.filename)
-                if found is None:
-                    raise ImportFileError(
-                        f"{info.filename} in the archive is not a published set's file (keywords and example)."
-                    )
-                read += found
+                if found is None:  # a notes or metadata file beside the set's: skipped and reported
+                    skipped.append(info.filename)
+                else:
+                    read += found
+            if skipped and len(skipped) == len(members):
+                raise ImportFileError(
+                    gettext("%(name)s in the archive is not a published set's file (keywords and example).")
+                    % {"name": ", ".join(skipped)}
+                )
             open_lines = lambda: io.BytesIO(b"\n".join(read))  # noqa: E731
         yield ImportSource(
-            open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()}
-        )
+            open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()},
+            skipped=skipped,
+        )  # fmt: skip
 
 
 def _read_whole(handle: IO[bytes]) -> bytes:
@@ -360,24 +368,6 @@ def _read_whole(handle: IO[bytes]) -> bytes:
 
 
 # --- records to QuestionData -------------------------------------------------------
-
-
-def string(value: Any, field_name: str, *, required: bool = False) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise RecordError(field_name, gettext("expected text") if required else gettext("expected a string"))
-    return value
-
-
-def string_list(value: Any, field_name: str) -> list[str]:
-    """A list of strings; a lone string or number is one item, numbers become text."""
-    if value is None:
-        return []
-    items = value if isinstance(value, list) else [value]
-    if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
-        raise RecordError(field_name, gettext("expected a list of strings"))
-    return [item if isinstance(item, str) else str(item) for item in items]
 
 
 def knowledge_points(value: Any) -> list[str]:
@@ -391,13 +381,6 @@ def difficulty(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RecordError("difficulty", gettext("expected a number, got %(value)s") % {"value": repr(value)})
     return float(value)  # 1 and 1.0 must hash alike
-
-
-def question_type(value: Any) -> str:
-    try:
-        return question_type_from_name(string(value, "type", required=True)).value
-    except ValueError as exc:
-        raise RecordError("type", str(exc).removeprefix("type: ")) from None
 
 
 def options(value: Any) -> list[dict]:
@@ -421,93 +404,6 @@ def options(value: Any) -> list[dict]:
 
 
 # A label starts a line, follows a space, or follows the closing bracket of "（　　）" or a formula.
-OPTION_MARKER = re.compile(r"(?:^|(?<=[\s）)$]))([A-H])\s*[.．、]")
-
-
-def split_options(text: str) -> tuple[str, list[dict]]:
-    """Splits "stem A. x B. y C. z D. w" into the stem and its options.
-
-    The block is the last run of markers A, B, C… in order, so a stray "A."
-    in the stem does not start it.
-    """
-    markers = list(OPTION_MARKER.finditer(text))
-    for start in reversed([i for i, m in enumerate(markers) if m.group(1) == "A"]):
-        chain = [markers[start]]
-        for marker in markers[start + 1 :]:
-            if ord(marker.group(1)) == ord(chain[-1].group(1)) + 1:
-                chain.append(marker)
-        ends = [m.start() for m in chain[1:]] + [len(text)]
-        found = [{"label": m.group(1), "text": text[m.end() : end].strip()} for m, end in zip(chain, ends, strict=True)]
-        # Empty "options" are a list of points ("A、B、C、D 四点"), not options.
-        if len(found) >= 2 and all(option["text"] for option in found):
-            return text[: chain[0].start()].rstrip(), found
-    return text, []
-
-
-STEP_MARKER = re.compile(r"^\s*(?:步骤\s*\d+\s*[：:.．、]?|第\s*\d+\s*步\s*[：:.．、]?|\d+\s*[.．、)）](?!\d))\s*")
-
-
-def split_steps(solution: str) -> list[str]:
-    """Steps from "步骤1：…" or "1. …" lines; lines without a marker continue the step before.
-
-    A solution without markers gives no steps: restructuring it is the
-    solution-correction stage's job, not a guess here.
-    """
-    lines = [line for line in solution.splitlines() if line.strip()]
-    if not any(STEP_MARKER.match(line) for line in lines):
-        return []
-    steps: list[str] = []
-    for line in lines:
-        marker = STEP_MARKER.match(line)
-        if marker or not steps:  # a line before the first marker is a preamble step of its own
-            steps.append(line[marker.end() if marker else 0 :].strip())
-        else:
-            steps[-1] = f"{steps[-1]}\n{line.strip()}"
-    return steps
-
-
-FORMAT_OF_EXTENSION = {
-    "jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "gif": "GIF", "webp": "WEBP", "bmp": "BMP", "tif": "TIFF",
-    "tiff": "TIFF",
-}  # fmt: skip
-DATA_URI = re.compile(r"^data:image/([a-z0-9.+-]+);base64,", re.IGNORECASE)
-
-
-def check_claimed_format(content: bytes, claimed: str, field_name: str) -> None:
-    """A figure whose name or data URI says one format must be that format."""
-    try:
-        actual = Image.open(io.BytesIO(content)).format
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
-        return  # not an image at all: create_question reports that with its own message
-    if actual != claimed:
-        raise RecordError(field_name, f"claims to be {claimed} but the data is {actual or 'unknown'}")
-
-
-def figure(value: Any, field_name: str, source: ImportSource) -> FigureData:
-    if isinstance(value, dict) and isinstance(value.get("path"), str):
-        path = value["path"]
-        extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
-        if extension and extension not in FORMAT_OF_EXTENSION:
-            raise RecordError(field_name, gettext("%(path)s is not an image file name") % {"path": repr(path)})
-        content = source.read_image(path, field_name)
-        claimed = FORMAT_OF_EXTENSION.get(extension)
-    elif isinstance(value, str):
-        claimed = None
-        uri = DATA_URI.match(value)
-        if uri:
-            value = value[uri.end() :]
-            claimed = FORMAT_OF_EXTENSION.get(uri.group(1).lower(), uri.group(1).upper())
-        try:
-            content = base64.b64decode("".join(value.split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise RecordError(field_name, gettext("not valid base64")) from None
-    else:
-        raise RecordError(field_name, 'expected a base64 string or {"path": ...}')
-    if claimed:
-        check_claimed_format(content, claimed, field_name)
-    return FigureData(content=content, name=field_name, origin=Figure.Origin.IMPORTED)
-
-
 def figures(value: Any, field_name: str, source: ImportSource) -> list[FigureData]:
     if value is None or value == "":
         return []
@@ -652,8 +548,6 @@ def record_to_data(record: Any, source: ImportSource) -> QuestionData:
 
 def read_record(record: Any, source: ImportSource) -> tuple[QuestionData, str, list[str]]:
     """The question, the name of the format it was read in, and the fields guessed for it."""
-    from annotation.public_formats import from_gaokao, is_gaokao
-
     if not isinstance(record, dict):
         raise RecordError("", gettext("the line is not a JSON object"))
     if is_gaokao(record):
@@ -697,6 +591,9 @@ def import_questions_file(
 
     report = ImportReport()
     with open_source(path) as source:
+        for name in source.skipped:  # line 0: the file, not a line of it
+            report.fail(0, name, gettext("%(name)s in the archive is not a published set's file (keywords and "
+                                         "example).") % {"name": name})  # fmt: skip
         total = source.count_lines()
         if progress:
             progress(0, total)

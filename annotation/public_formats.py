@@ -23,10 +23,11 @@ from typing import Any
 
 from django.utils.translation import gettext
 
-from annotation.jsonl_import import (
-    ImportSource,
+from annotation.record_fields import (
+    ImageSource,
     RecordError,
     figure,
+    question_type,
     split_options,
     split_steps,
     string,
@@ -45,10 +46,11 @@ SUBJECT_NAMES = {
 # How the keywords name the kind of question; anything else is guessed from the record.
 TYPE_WORDS = (("mcq", QuestionType.MULTIPLE_CHOICE), ("fill", QuestionType.FILL_IN_BLANK),
               ("blank", QuestionType.FILL_IN_BLANK))  # fmt: skip
-# What each published field becomes; the report lists it beside the counts.
+# What each published field becomes: the published keys, then the studio's fields. The report stores these
+# codes; the page words the fields in the reader's language (question_extras.mapped_row).
 MAPPED = [
-    "question → text + options", "answer → answers", "analysis → raw_solution, solution_steps",
-    "year + category → source", "picture → figures", "keywords + index → hash_id",
+    ["question", ["text", "options"]], ["answer", ["answers"]], ["analysis", ["raw_solution", "solution_steps"]],
+    ["year + category", ["source"]], ["picture", ["figures"]], ["keywords + index", ["hash_id"]],
 ]  # fmt: skip
 # The release's own JSONL and the studio's are the studio's formats (docs/formats.md): only the public
 # sets' mapping is worth a line in the report.
@@ -94,7 +96,7 @@ def guessed_type(keywords: str, options: list[dict], answers: list[str]) -> Ques
     return QuestionType.FREE_RESPONSE
 
 
-def picture_path(path: str, member: str, source: ImportSource) -> str:
+def picture_path(path: str, member: str, source: ImageSource) -> str:
     """The archive entry a published picture path names: relative to the wrapper's folder, or,
     when the archive was made from inside that folder, the entry that ends like the path."""
     wanted = path.replace("\\", "/")
@@ -110,7 +112,7 @@ def picture_path(path: str, member: str, source: ImportSource) -> str:
     return wanted  # not there: read_image names it
 
 
-def from_gaokao(record: dict, source: ImportSource) -> tuple[QuestionData, str, list[str]]:
+def from_gaokao(record: dict, source: ImageSource) -> tuple[QuestionData, str, list[str]]:
     """The question, the format's name and what was guessed (``type``, ``subject_grade_tag``…)."""
     found = record.get(WRAPPER_KEY)
     context: dict = found if isinstance(found, dict) else {}
@@ -131,8 +133,6 @@ def from_gaokao(record: dict, source: ImportSource) -> tuple[QuestionData, str, 
     text, options = split_options(string(record.get("question"), "question", required=True))
     answers = string_list(record.get("answer"), "answer")
     if "type" in record:
-        from annotation.jsonl_import import question_type
-
         qtype: str = question_type(record.get("type"))
     else:
         qtype = guessed_type(keywords or member, options, answers)

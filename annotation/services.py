@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import checks, images
 from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument, StepProposal
@@ -109,22 +111,57 @@ def hash_content(content: dict) -> str:
 
 
 def validate(data: QuestionData) -> None:
-    if not data.hash_id or len(data.hash_id) > 64:
-        raise QuestionDataError("hash_id must be 1-64 characters")
-    if data.subject not in Subject.values:
-        raise QuestionDataError(f"unknown subject {data.subject!r}")
-    if data.qtype not in QuestionType.values:
-        raise QuestionDataError(f"unknown question type {data.qtype!r}")
-    if not isinstance(data.grade, int) or not 1 <= data.grade <= 12:
-        raise QuestionDataError(f"grade must be an integer 1-12, got {data.grade!r}")
-    if not all(isinstance(a, str) for a in data.answers):
-        raise QuestionDataError("answers must be a list of strings")
-    if not all(isinstance(s, str) for s in data.solution_steps):
-        raise QuestionDataError("solution_steps must be a list of strings")
-    if not all(isinstance(o, dict) and {"label", "text"} <= o.keys() for o in data.options):
-        raise QuestionDataError("options must be a list of {label, text}")
-    if data.difficulty is not None and not 0 <= data.difficulty <= 1:
-        raise QuestionDataError(f"difficulty must be between 0 and 1, got {data.difficulty!r}")
+    """Every field of the kind and size its column holds: every path into the bank (create, edit, import,
+    correction) calls this, so a value of the wrong kind is refused here, never met later by the checks.
+    Raises QuestionDataError with a message in the reader's language."""
+    if not isinstance(data.hash_id, str) or not 1 <= len(data.hash_id) <= HASH_ID_MAX:
+        raise QuestionDataError(gettext("hash_id must be 1-64 characters"))
+    if not isinstance(data.subject, str) or data.subject not in Subject.values:
+        raise QuestionDataError(gettext("unknown subject %(value)r") % {"value": data.subject})
+    if not isinstance(data.qtype, str) or data.qtype not in QuestionType.values:
+        raise QuestionDataError(gettext("unknown question type %(value)r") % {"value": data.qtype})
+    if isinstance(data.grade, bool) or not isinstance(data.grade, int) or not 1 <= data.grade <= 12:
+        raise QuestionDataError(gettext("grade must be an integer 1-12, got %(value)r") % {"value": data.grade})
+    for name in ("text", "raw_solution", "source"):
+        value, limit = getattr(data, name), TEXT_LIMITS.get(name)
+        if not isinstance(value, str):
+            raise QuestionDataError(gettext("%(field)s must be text") % {"field": field_label(name)})
+        if limit is not None and len(value) > limit:
+            raise QuestionDataError(
+                gettext("%(field)s must be at most %(limit)s characters") % {"field": field_label(name), "limit": limit}
+            )
+    for name in ("answers", "solution_steps", "knowledge_points"):
+        value = getattr(data, name)
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise QuestionDataError(gettext("%(field)s must be a list of strings") % {"field": field_label(name)})
+    if not isinstance(data.options, list) or not all(
+        isinstance(o, dict) and isinstance(o.get("label"), str) and isinstance(o.get("text"), str) for o in data.options
+    ):
+        raise QuestionDataError(gettext("options must be a list of {label, text}, both text"))
+    difficulty = data.difficulty
+    if difficulty is not None and (
+        isinstance(difficulty, bool) or not isinstance(difficulty, int | float) or not 0 <= difficulty <= 1
+    ):
+        raise QuestionDataError(
+            gettext("difficulty must be a number between 0 and 1, got %(value)r") % {"value": difficulty}
+        )
+
+
+def field_label(name: str) -> str:
+    """``raw_solution`` -> 原始解析: a question field's name as the reader reads it, else the name as stored."""
+    if name == "knowledge_points":
+        return gettext("knowledge points")
+    if name == "figures":
+        return gettext("Figures")
+    try:
+        return str(getattr(Question._meta.get_field(name), "verbose_name", name))
+    except FieldDoesNotExist:
+        return name
+
+
+# The text columns with a length limit: validate() refuses what they cannot hold.
+HASH_ID_MAX = Question._meta.get_field("hash_id").max_length or 64
+TEXT_LIMITS = {"source": Question._meta.get_field("source").max_length}
 
 
 def knowledge_points_for(subject: str, names: Iterable[str]) -> list[KnowledgePoint]:
@@ -231,17 +268,19 @@ def edit_question(
     """
     unknown = set(changes) - set(EDITABLE_FIELDS)
     if unknown:
-        raise QuestionDataError(f"these fields cannot be edited: {', '.join(sorted(unknown))}")
+        raise QuestionDataError(
+            gettext("these fields cannot be edited: %(fields)s") % {"fields": ", ".join(sorted(unknown))}
+        )
     current = Question.objects.select_for_update().get(pk=question.pk)
     if current.version != expected_version:
         raise EditConflict(current, changes_since(current, expected_version))
 
     before = content_of(current)
     after = {**before, **changes}
+    validate(QuestionData(hash_id=current.hash_id, knowledge_points=after["knowledge_points"],
+                          **{k: after[k] for k in Question.CONTENT_FIELDS}))  # fmt: skip
     if "knowledge_points" in changes:
         after["knowledge_points"] = sorted(dict.fromkeys(n.strip() for n in changes["knowledge_points"] if n.strip()))
-    candidate = QuestionData(hash_id=current.hash_id, **{k: after[k] for k in Question.CONTENT_FIELDS})
-    validate(candidate)
     if "grade" in changes and changes["grade"] != before["grade"]:
         after.pop("grade_known", None)  # a person set the grade: it is known now
 

@@ -10,7 +10,9 @@ imports calls ``check_import_file`` (JSONL, zip) or ``annotation.pdf.importer``'
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 import zipfile
 from typing import IO
 
@@ -22,7 +24,6 @@ from annotation.jsonl_import import (
     ImportFileError,
     check_archive,
     sniff_kind,
-    wrapper_lines_of,
 )
 from annotation.models import SourceDocument
 
@@ -83,7 +84,21 @@ def _check_first_line(handle: IO[bytes]) -> None:
 
 
 def _is_published_set(handle: IO[bytes]) -> bool:
-    """A GAOKAO-Bench / GAOKAO-MM file: one JSON document, a wrapper or a list of records."""
+    """A GAOKAO-Bench / GAOKAO-MM file (one JSON document, a wrapper), sniffed from its first bytes: a JSON
+    object whose ``example`` list starts within them, small enough for the job to read whole. The web
+    request never parses the whole file (up to the upload limit); the job does, and reports what it cannot read.
+    """
+    handle.seek(0, 2)
+    if handle.tell() > MAX_LINE_BYTES:
+        return False
     handle.seek(0)
-    content = handle.read(MAX_LINE_BYTES + 1)
-    return len(content) <= MAX_LINE_BYTES and wrapper_lines_of(content, "") is not None
+    head = handle.read(SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf")
+    try:  # the head may end inside a character
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return PUBLISHED_HEAD.match(text) is not None
+
+
+# A wrapper's opening: an object whose keys before ``example`` are short strings (``keywords``).
+PUBLISHED_HEAD = re.compile(r'\s*\{(?:\s*"[^"]*"\s*:\s*"(?:[^"\\]|\\.)*"\s*,)*\s*"example"\s*:\s*\[')

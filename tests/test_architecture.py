@@ -52,3 +52,19 @@ def test_it_notices_a_forbidden_import(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("from inference.models import Run\nimport review.services\n")
     assert imported_apps(module) == {"inference", "review"}
+
+
+def modules_imported(path: Path) -> tuple[set[str], set[str]]:
+    """The modules a file imports at its top, and those it imports inside functions (a cycle's mark)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    inner = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} - top
+    return top, inner
+
+
+def test_the_import_and_the_public_formats_share_their_field_readers_without_a_cycle():
+    importer, public = ROOT / "annotation" / "jsonl_import.py", ROOT / "annotation" / "public_formats.py"
+    assert "annotation.jsonl_import" not in set().union(*modules_imported(public))
+    top, inner = modules_imported(importer)
+    assert "annotation.public_formats" in top and "annotation.public_formats" not in inner
+    assert "annotation.record_fields" in top and "annotation.record_fields" in modules_imported(public)[0]

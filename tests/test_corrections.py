@@ -178,10 +178,17 @@ def test_the_pages_refuse_the_wrong_role_and_hostile_input(v1, researcher, inspe
     assert b'id="fix-form"' not in login(researcher).get(detail).content
     assert login(researcher).post(reverse("annotation:correction_fix", args=[correction.pk]),
                                   {"answers": "C"}).status_code == 403  # fmt: skip
-    for hostile in ({"options": "A. 1\nB."}, {"answers": "\x00"}, {}):
-        assert login(annotator).post(
-            reverse("annotation:correction_fix", args=[correction.pk]), hostile
-        ).status_code in (302, 400)
+    fix = reverse("annotation:correction_fix", args=[correction.pk])
+    # Refused as the question editor refuses them: a line that is no option wipes nothing.
+    for hostile in ({"options": "junk line only"}, {"options": "A. 1\njunk"}, {"answers": "\x00"}, {}):
+        assert login(annotator).post(fix, hostile).status_code == 302
+        correction.refresh_from_db()
+        assert (correction.state, correction.changes) == ("open", {}), hostile
+    # Read as the editor reads them: the full-width colon and the parenthesis are labels too.
+    assert login(annotator).post(fix, {"options": "A：1\nB) 2"}).status_code == 302
+    correction.refresh_from_db()
+    assert correction.state == "fixed"
+    assert correction.changes["options"]["after"] == [{"label": "A", "text": "1"}, {"label": "B", "text": "2"}]
     assert login(inspector).post(reverse("annotation:correction_check", args=[correction.pk]),
                                  {"decision": "maybe"}).status_code == 302  # fmt: skip
     assert login(annotator).get(reverse("annotation:corrections")).status_code == 200
@@ -198,10 +205,40 @@ def test_what_postgresql_cannot_store_is_refused_not_saved(v1, researcher, annot
 
 def test_a_fix_of_the_wrong_kind_is_refused_before_it_reaches_the_database(v1, researcher, annotator):
     correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
-    for changes in ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"}):
-        with pytest.raises(corrections.CorrectionError):
+    wrong = ({"text": ["a list"]}, {"source": "长" * 301}, {"answers": [1]}, {"grade": 13}, {"difficulty": "x"},
+             {"options": [{"label": ["A"], "text": {"x": 1}}]}, {"options": [{"label": "A", "text": 1}]},
+             {"difficulty": True}, {"grade": "9"}, {"knowledge_points": [1]}, {"knowledge_points": "x"})  # fmt: skip
+    for changes in wrong:
+        with pytest.raises(corrections.CorrectionError) as refused:
             corrections.fix_correction(correction=correction, changes=changes, by=annotator)
+        assert "not supported" not in str(refused.value), changes  # worded for people, not a Python TypeError
     assert Correction.objects.get().state == "open"
+
+
+def test_a_hostile_fix_stored_earlier_is_refused_on_accept_not_a_500(v1, researcher, inspector, annotator):
+    question = released(v1)
+    correction = corrections.open_correction(question=question, problem="错", by=researcher)
+    # As the fix of this kind was stored before validate() refused it.
+    hostile = [{"label": ["A"], "text": {"x": 1}}]
+    Correction.objects.filter(pk=correction.pk).update(
+        state="fixed", fixed_by=annotator, base_version=question.version,
+        changes={"options": {"before": question.options, "after": hostile}},
+    )  # fmt: skip
+    with pytest.raises(corrections.CorrectionError, match="options"):
+        corrections.check_correction(correction=correction, accept=True, by=inspector)
+    question.refresh_from_db()
+    assert question.options != hostile
+
+
+def test_the_validation_messages_read_in_chinese(v1, researcher, annotator):
+    from django.utils import translation
+
+    correction = corrections.open_correction(question=released(v1), problem="错", by=researcher)
+    with translation.override("zh-hans"):
+        with pytest.raises(corrections.CorrectionError, match="选项"):
+            corrections.fix_correction(correction=correction, changes={"options": [{"label": 1}]}, by=annotator)
+        with pytest.raises(corrections.CorrectionError, match="年级"):
+            corrections.fix_correction(correction=correction, changes={"grade": 13}, by=annotator)
 
 
 def test_the_correction_pages_read_in_chinese(v1, client, settings):
@@ -219,6 +256,7 @@ def test_the_correction_pages_read_in_chinese(v1, client, settings):
     other = make_person("质检员小刘", Role.INSPECTOR)
     corrections.check_correction(correction=correction, accept=False, note="还要改解析", by=other)
     corrections.fix_correction(correction=correction, changes={"answers": ["C"], "raw_solution": "改后"}, by=annotator)
+    corrections.check_correction(correction=correction, accept=True, by=other)
     v2 = build(v1.candidate_set, researcher)
     pages = {
         researcher: [reverse("annotation:question_detail", args=[question.hash_id]), reverse("annotation:corrections"),
@@ -238,4 +276,10 @@ def test_the_correction_pages_read_in_chinese(v1, client, settings):
                 found[path] = words
     assert found == {}
     client.force_login(inspector, backend="django.contrib.auth.backends.ModelBackend")
-    assert "修改前" in client.get(reverse("annotation:correction", args=[correction.pk])).content.decode()
+    page = client.get(reverse("annotation:correction", args=[correction.pk])).content.decode()
+    assert "修改前" in page
+    assert "['C']" not in page and '<td class="after">C</td>' in page  # the value as read, not a Python list
+    client.force_login(researcher, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("annotation:release", args=[v2.version]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "<td>answers</td>" not in page and "<td>原始解析</td>" in page
+    assert "['C']" not in page and '<td class="after">C</td>' in page

@@ -201,6 +201,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
         studio("lying-image", figures=["data:image/png;base64," + b64(image_bytes("JPEG"))]),
         studio("path-outside-zip", figures=[{"path": "images/a.png"}]),
         studio("bad-grade", grade=13),
+        studio("type-not-text", type=5),
         "",
         reference("good2"),
     ]
@@ -211,7 +212,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
     assert report.created == 2
     assert set(Question.objects.values_list("hash_id", flat=True)) == {"good1", "good2"}
     reasons = {entry["line"]: entry["reason"] for entry in report.failed_lines}
-    assert report.failed == len(reasons) == 9
+    assert report.failed == len(reasons) == 10
     assert reasons[2].startswith("not valid JSON")
     assert reasons[3].startswith("subject: unknown subject 'music'")
     assert reasons[4].startswith("subject: unknown subject tag 'music-g9'")
@@ -221,6 +222,7 @@ def test_it_reports_bad_lines_by_number_and_keeps_the_good_ones(researcher, tmp_
     assert reasons[8] == "figures[0]: claims to be PNG but the data is JPEG"
     assert reasons[9].startswith("figures[0]: a figure given by path needs a zip archive")
     assert reasons[10].startswith("grade:")
+    assert reasons[11] == "type: expected text"  # the field named once
     assert {entry["hash_id"] for entry in report.failed_lines if entry["line"] > 2} >= {"bad-subject", "bad-grade"}
 
 
@@ -583,3 +585,43 @@ def test_a_batch_the_database_refuses_is_written_line_by_line(researcher, tmp_pa
     ]
     assert set(Question.objects.values_list("hash_id", flat=True)) == {"b1", "b3"}
     assert Figure.objects.count() == 2
+
+
+def test_a_type_error_names_its_field_once_in_chinese():
+    from django.utils import translation
+
+    with translation.override("zh-hans"), pytest.raises(jsonl_import.RecordError) as refused:
+        jsonl_import.question_type(5)
+    assert str(refused.value).count("type") == 1, str(refused.value)
+
+
+def test_the_upload_check_sniffs_a_published_set_without_parsing_it_whole():
+    import io
+    import json as jsonlib
+
+    from annotation.jsonl_import import SNIFF_BYTES
+    from annotation.uploads import check_import_file
+
+    class Counting(io.BytesIO):
+        read_bytes = 0
+
+        def read(self, size=-1):
+            chunk = super().read(size)
+            self.read_bytes += len(chunk)
+            return chunk
+
+        def readline(self, size=-1):
+            chunk = super().readline(size)
+            self.read_bytes += len(chunk)
+            return chunk
+
+    record = {"year": "2010", "question": "题" * 200, "answer": ["A"], "index": 0}
+    wrapper = {"keywords": "2010-2022_Math_I_MCQs", "example": [record] * 3000}
+    content = jsonlib.dumps(wrapper, ensure_ascii=False, indent=4).encode()
+    assert len(content) > 4 * SNIFF_BYTES
+    handle = Counting(content)
+    assert check_import_file(handle, size=len(content)) == "jsonl"
+    # The kind, the first line and the head: the job reads it whole, not the web request.
+    assert handle.read_bytes <= 2 * SNIFF_BYTES + 1024
+    with pytest.raises(ImportFileError):  # a JSON document that is no published set is still refused
+        check_import_file(Counting(b'{\n"a": 1,\n' + b" " * SNIFF_BYTES + b"}"), size=SNIFF_BYTES)

@@ -50,7 +50,8 @@ def test_a_gaokao_bench_file_is_taken_as_published_and_imported(researcher):
     summary = report.as_dict()
     assert summary["formats"] == {"GAOKAO-Bench": len(records)}
     assert summary["guessed"] == {"type": len(records), "subject_grade_tag": len(records)}
-    assert any(line.startswith("analysis → raw_solution") for line in summary["mapped"]["GAOKAO-Bench"])
+    # Codes, worded on the page.
+    assert ["analysis", ["raw_solution", "solution_steps"]] in summary["mapped"]["GAOKAO-Bench"]
 
     again = import_questions_file(path=path, user=researcher)
     assert (again.created, again.unchanged) == (0, len(records))
@@ -165,3 +166,34 @@ def test_the_report_on_the_import_page_reads_in_chinese(researcher, login, tmp_p
     report = body.split('id="import-formats"')[1].split("</dl>")[0]
     assert "K12Vista 发布版" in report and "年级" in report
     assert read(report).found == []
+
+    # A published set's file: its fields' mapping worded in Chinese, its own keys as published.
+    gaokao = register_upload(path=BENCH / "2010-2022_Biology_MCQs.json", user=researcher)
+    execute_job(start_import(document=gaokao, user=researcher).pk)
+    with translation.override("zh-hans"):
+        body = client.get(f"/annotate/imports/{gaokao.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    report = body.split('id="import-formats"')[1].split("</dl>")[0]
+    mapped = report.split('data-mapped="GAOKAO-Bench"')[1].split("</p>")[0]
+    assert '<code translate="no">analysis</code> → 原始解析 + ' in mapped and "raw_solution" not in mapped
+    assert read(report).found == []
+
+
+def test_an_unrelated_json_in_a_published_zip_is_skipped_and_reported(researcher, tmp_path):
+    from annotation.jsonl_import import ImportFileError
+
+    path = BENCH / "2010-2022_Math_I_MCQs.json"
+    archive = tmp_path / "bench.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.write(path, f"Data/{path.name}")
+        out.writestr("Data/notes.json", "{}")
+    report = import_questions_file(path=archive, user=researcher)
+    assert report.created == len(published(path)["example"])
+    assert [(e["hash_id"], "not a published set" in e["reason"]) for e in report.failed_lines] == [
+        ("Data/notes.json", True)
+    ]
+    alone = tmp_path / "notes.zip"
+    with zipfile.ZipFile(alone, "w") as out:
+        out.writestr("Data/notes.json", "{}")
+    with translation.override("zh-hans"), pytest.raises(ImportFileError) as refused:
+        import_questions_file(path=alone, user=researcher)
+    assert "notes.json" in str(refused.value) and "公开" in str(refused.value)

@@ -34,7 +34,7 @@ def test_it_creates_a_question_with_stage_figures_and_history(annotator):
         ({"difficulty": 1.5}, "difficulty"),
     ],
 )
-def test_it_refuses_invalid_data_and_saves_nothing(overrides, message):
+def test_it_refuses_invalid_data_and_saves_nothing(overrides, message, english):
     with pytest.raises(QuestionDataError, match=message):
         make_question(**overrides)
     assert not Question.objects.exists()

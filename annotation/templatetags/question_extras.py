@@ -10,6 +10,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from annotation import services
 from annotation.checks import FORMULA_PLACEHOLDER
 from annotation.models import Assignment, Figure, Question
 from annotation.pdf.notes import note_text
@@ -20,10 +21,17 @@ register = template.Library()
 @register.filter
 def field_label(name: str) -> str:
     """``raw_solution`` -> 原始解析: the field's verbose name, else the name as stored."""
-    try:
-        return str(getattr(Question._meta.get_field(name), "verbose_name", name))
-    except FieldDoesNotExist:
-        return name
+    return services.field_label(name)
+
+
+@register.filter
+def mapped_row(row: object) -> SafeString:
+    """A public set's field mapping as an import report stores it ([published key, [fields]]): the key as
+    published, the fields in the reader's language; a row stored as text by an older report as it is."""
+    if isinstance(row, list) and len(row) == 2 and isinstance(row[1], list):
+        fields = " + ".join(field_label(str(name)) for name in row[1])
+        return format_html('<code translate="no">{}</code> → {}', row[0], fields)
+    return escape(str(row))
 
 
 @register.filter
@@ -33,6 +41,9 @@ def field_value(value: object, name: str) -> object:
         choices = dict(getattr(Question._meta.get_field(name), "choices", None) or ())
     except FieldDoesNotExist:
         return value
+    if isinstance(value, list):  # answers, steps, options: as the editor shows them, never a Python list
+        return "; ".join(f"{v.get('label', '')}. {v.get('text', '')}" if isinstance(v, dict) else str(v)
+                         for v in value)  # fmt: skip
     return choices.get(value, value) if isinstance(value, str) else value
 
 
