@@ -1,4 +1,4 @@
-"""Answer sections: how a key's entries are cut and read (annotation.pdf.segment matches them back)."""
+"""Answer sections: how a key's entries are cut and read (annotation.pdf.matching matches them back)."""
 
 from __future__ import annotations
 

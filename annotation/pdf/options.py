@@ -1,6 +1,6 @@
 """Options and types of a question being segmented: option markers as printed or as OCR misreads them,
 letters set alone under pictures or over table columns, choices numbered like sub-questions, and the type
-of a question outside any typed section (annotation.pdf.segment reads the paper with these)."""
+of a question outside any typed section (annotation.pdf.segment and annotation.pdf.parts read the paper with these)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,11 @@ sub-questions start with ``(1)``, ``（1）`` or ``①``; ``【答案】`` and
 
 Only numbers that follow on from the previous question start a new one, so a
 ``2.`` inside a solution or a wrapped line does not split a question.
+
+This module cuts the paper into questions and reads its answer section;
+``parts.py`` routes a question's lines to its stem, options, answer and
+solution, and ``matching.py`` merges a second print of the paper and matches
+the answer section's entries back to the questions.
 """
 
 from __future__ import annotations
@@ -17,38 +22,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from annotation.pdf.answers import (
-    CHOSEN,
-    MARKER,
-    OCR_KEY,
-    SCOPED_ITEM,
-    answer_pieces,
-    item_number,
-    later_dot_items,
-    split_entry,
-)
+from annotation.pdf.answers import MARKER, SCOPED_ITEM, answer_pieces, item_number, later_dot_items
 from annotation.pdf.consistency import LEFTOVER_CHARS, MAX_SKIPPED, consistency_report
 from annotation.pdf.layout import Line
+from annotation.pdf.matching import match_answers, merge_copies, opening, scope_numbers
 from annotation.pdf.notes import Note, english, note
 from annotation.pdf.numbering import PAREN_NUMBER, badge_runs, bracketed_questions
 from annotation.pdf.options import (
-    BARE_A,
-    LOOKALIKE_A,
-    as_options,
     fill_option_gaps,
-    force_a,
     guess_type,
-    letter_row,
-    lettered_answer,
     numbered_options,
     numbered_picture_options,
-    option_label,
-    option_markers,
     own_choice,
     split_answer,
-    starts_option_b,
-    starts_options,
 )
+from annotation.pdf.parts import SUB_QUESTION, add_text, join_line
 from k12vista.vocabulary import QuestionType
 
 CN_NUMERAL = "一二三四五六七八九十"
@@ -77,7 +65,6 @@ STATED_COUNT = re.compile(r"共\s*(\d{1,2})\s*(?:小)?题|有\s*(\d{1,2})\s*个?
 SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
-SUB_QUESTION = re.compile(r"^(?:[(（]\s*(\d{1,2})\s*[)）]|([①②③④⑤⑥⑦⑧⑨⑩]))\s*")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
 CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
 # What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
@@ -96,7 +83,6 @@ LONE_NUMBER = re.compile(r"^\s*\d{1,3}\s*$")
 # An answer table's rows: "题号 13 14 15 16" (or "题号" alone, its cells on the lines after) and "答案 B B B D".
 KEY_NUMBERS = re.compile(r"^(?:题\s*号\s*[:：]?)\s*((?:\d{1,3}\s*)*)$|^((?:\d{1,3}\s+){2,}\d{1,3})$")
 KEY_LETTERS = re.compile(r"^(?:答\s*案\s*[:：]?)?\s*((?:[A-H]{1,4}\s*)*)$")
-SOLUTION_START = re.compile(r"^(?:【解】|解\s*[:：])\s*")
 MAX_JUMP = 12  # questions that may be missing from a file when the numbering goes on after the jump
 # "阅读下列材料，回答23-27题", "根据以下实验，完成第5～7题": material for the questions in that range.
 SHARED_STEM = re.compile(
@@ -106,7 +92,6 @@ SHARED_STEM = re.compile(
 )
 # A paper's title ("1978年普通高等学校招生全国统一考试"): short, no heading, no question, no instruction.
 TITLE = re.compile(r"考试|试卷|试题|测试|练习|招生|高考|学年|学期")
-CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
 @dataclass
@@ -165,7 +150,7 @@ class SharedStem:
     def text(self) -> str:
         parts: list[str] = []
         for line in self.lines:
-            _join(parts, line.text.strip())
+            join_line(parts, line.text.strip())
         return "".join(parts).strip()
 
 
@@ -203,22 +188,6 @@ def section_type(title: str) -> str | None:
         if any(word in title for word in words):
             return qtype
     return None
-
-
-def _join(parts: list[str], text: str) -> None:
-    """Wrapped lines join without a space between Chinese characters, with one between Latin words."""
-    if parts and parts[-1] and not parts[-1].endswith("\n") and parts[-1][-1].isascii() and text[:1].isascii():
-        parts.append(" ")
-    parts.append(text)
-
-
-def normalize_sub_question(text: str) -> str:
-    """(1), （1） and ① all become ``(1)`` so annotators see one style."""
-    match = SUB_QUESTION.match(text)
-    if not match:
-        return text
-    number = match.group(1) or str(CIRCLED.index(match.group(2)) + 1)
-    return f"({number}) " + text[match.end() :]
 
 
 class Segmenter:
@@ -305,7 +274,7 @@ class Segmenter:
             self.current.name = single.group(1)
             self.questions.append(self.current)
             self.current.lines.append(line)
-            self._add(self.current, single.group(2))
+            add_text(self.current, single.group(2))
             return
         item = CN_ITEM.match(text)
         if item and not self.in_answers and self._next_item(item.group(1)):
@@ -317,7 +286,7 @@ class Segmenter:
             self.current.name, self.current.confidence, self.current.by_numeral = item.group(1), 0.8, True
             self.questions.append(self.current)
             self.current.lines.append(line)
-            self._add(self.current, item.group(2))
+            add_text(self.current, item.group(2))
             return
         if self.current is None and self.section and self.qtype is None and not self.in_answers:
             # The heading's instructions go on over its next lines (…每小题3分。每小 / 题选出一个正确的答案).
@@ -369,7 +338,7 @@ class Segmenter:
             self.leftover[where] = (chars + len(text), before)
         elif self.current is not None:
             self.current.lines.append(line)
-            self._add(self.current, text)
+            add_text(self.current, text)
 
     def _number(self, line: Line, text: str) -> re.Match | None:
         """The question (or answer) number a line starts with: ``1．``, or ``（1）`` in a paper numbered so."""
@@ -383,7 +352,7 @@ class Segmenter:
         # Sub-answers and 【】 parts start on their own line; wrapped lines join.
         if entry.text and (SUB_QUESTION.match(text) or MARKER.match(text)):
             entry.text.append("\n")
-        _join(entry.text, text)
+        join_line(entry.text, text)
 
     def _scopes(self) -> set[str]:
         """The numerals of sections whose numbers restart, and of sections that are one question."""
@@ -499,8 +468,8 @@ class Segmenter:
 
     def _repeats(self, number: int, rest: str) -> bool:
         """A number seen before whose text starts as that question's did: a copy of the paper."""
-        head = _head(rest)
-        return len(head) >= 6 and any(q.number == number and _head(q.text) == head for q in self.questions)
+        head = opening(rest)
+        return len(head) >= 6 and any(q.number == number and opening(q.text) == head for q in self.questions)
 
     def _start(self, number: int, line: Line) -> None:
         if self.in_answers:
@@ -515,92 +484,9 @@ class Segmenter:
             self.shared[-1].open = False
         self.questions.append(self.current)
 
-    def _add(self, question: ParsedQuestion, text: str) -> None:
-        """Routes a line (or the pieces between its 【】 markers) to stem, options, answer or solution."""
-        pieces = MARKER.split(text)
-        self._add_piece(question, pieces[0])
-        for marker, piece in zip(pieces[1::2], pieces[2::2], strict=True):
-            question.part = "answer" if marker == "答案" else "solution"
-            if question.part == "solution" and question.solution:
-                question.solution += "\n"
-            self._add_piece(question, piece)
-
-    def _add_piece(self, question: ParsedQuestion, text: str) -> None:
-        text = text.strip()
-        if not text:
-            return
-        if question.part == "answer":
-            question.answer = f"{question.answer} {text}".strip()
-        elif question.part == "solution":
-            question.solution += text
-        elif solved := SOLUTION_START.match(text):
-            # "解：…" after a question set without 【】 markers: its worked solution.
-            question.part = "solution"
-            if question.solution:
-                question.solution += "\n"
-            self._add_piece(question, text[solved.end() :] or " ")
-        elif (row := letter_row(text, question)) is not None:
-            # Options that are pictures or table columns: only their letters are text ("A B", "（C） （D）").
-            question.options += [{"label": label, "text": ""} for label in row]
-            question.options_in_part = question.options_in_part or question.sub_seen
-            question.part = "stem"  # what follows (a table's rows, the next sub-question) is no option text
-        elif question.part == "option" and SUB_QUESTION.match(text):
-            question.part = "stem"
-            self._add_piece(question, text)
-        elif question.part == "option" or starts_options(as_options(text)):
-            self._add_options(question, as_options(text))
-        elif question.maybe_a is not None and not question.options and starts_option_b(text):
-            # "(4) 在质量…" then "(B) 在压强…": the line read as (4) or "A " was option A after all.
-            at, question.sub_seen = question.maybe_a
-            first = "".join(question.stem[at:]).strip()
-            del question.stem[at:]
-            while question.stem and question.stem[-1] == "\n":
-                question.stem.pop()
-            question.maybe_a = None
-            self._add_options(question, as_options(first) if as_options(first) != first else force_a(first))
-            self._add_options(question, text)
-        else:
-            if not question.options and (LOOKALIKE_A.match(text) or BARE_A.match(text)):
-                question.maybe_a = (len(question.stem) + (1 if SUB_QUESTION.match(text) and question.stem else 0),
-                                    question.sub_seen)  # fmt: skip
-            if sub := SUB_QUESTION.match(text):
-                text = normalize_sub_question(text)
-                # ①②③④ before the options are statements the options combine ("A．①②"), not parts.
-                question.sub_seen = question.sub_seen or bool(sub.group(1))
-                if question.stem:
-                    question.stem.append("\n")
-            _join(question.stem, text)
-
-    def _add_options(self, question: ParsedQuestion, text: str) -> None:
-        last = question.options[-1]["label"] if question.options else ""
-        if question.options and starts_options(text):
-            # The letters start again at A: a sub-question's own options, or a row "A. A B. B" naming the
-            # cells of a table already read. The question keeps its first options; these stay in the stem.
-            question.part = "stem"
-            _join(question.stem, "\n" + text)
-            return
-        starts = option_markers(text, after=last)
-        if not starts or starts[0].start() > 0:
-            # A wrapped option: the text goes on from the last option (and may hold the next ones: OCR
-            # loses a line's first letter, "√2/2 G D. 1G").
-            end = starts[0].start() if starts else len(text)
-            if question.options:
-                head = text[:end].strip()
-                question.options[-1]["text"] += head if not head.isascii() else " " + head
-            text = text[end:]
-            if not starts:
-                return
-            starts = option_markers(text, after=last)
-        if not question.options:
-            question.options_in_part = question.sub_seen
-        question.part = "option"
-        for match, following in zip(starts, [*starts[1:], None], strict=True):
-            end = following.start() if following else len(text)
-            question.options.append({"label": option_label(match), "text": text[match.end() : end].strip()})
-
     def result(self) -> Segmented:
-        self._merge_copies()
-        self._scope_numbers()
+        self.questions, self.answers_key = merge_copies(self.questions, self.answers_key)
+        scope_numbers(self.questions)
         for question in self.questions:
             numbered_options(question)
             for unread in fill_option_gaps(question):
@@ -618,7 +504,8 @@ class Segmenter:
                 # Four options of its own, asked as a choice, in a section of another type (a 非选择题 part
                 # that holds a choice, an 实验题 with A-D): it is a choice question.
                 question.qtype = QuestionType.MULTIPLE_CHOICE
-        self._match_answers()  # before the checks below: an answer section shows a paper is an exam
+        # Before the checks below: an answer section shows a paper is an exam.
+        self.notes += match_answers(self.questions, self.entries)
         by_numeral = [q for q in self.questions if q.by_numeral]
         if by_numeral and len(by_numeral) == len(self.questions):
             # Numbered by numerals alone, a paper shows each question's 解 (after it, or in an answer
@@ -757,86 +644,6 @@ class Segmenter:
             near = ([before[-1]] if before else []) + ([after[0]] if after else [])
             self._say(note("page_uncut", page=page, numbers=count), *near)
 
-    def _merge_copies(self) -> None:
-        """A paper printed twice, the second time with 【答案】/【解析】: the copy's solution goes to the first."""
-        kept: list[ParsedQuestion] = []
-        for question in self.questions:
-            first = next((q for q in kept if q.number == question.number and _head(q.text) == _head(question.text)
-                          and len(_head(q.text)) >= 6), None)  # fmt: skip
-            if first is None:
-                kept.append(question)
-                continue
-            first.answer = first.answer or question.answer
-            first.solution = first.solution or question.solution
-            if len(first.options) < 2 <= len(question.options):
-                first.options = question.options
-            if question.lines and (self.answers_key is None or question.lines[0].key < self.answers_key):
-                self.answers_key = question.lines[0].key  # figures of the copy belong to no question
-        numbers = [q.number for q in kept]
-        if len(kept) < len(self.questions) and len(numbers) == len(set(numbers)):
-            kept.sort(key=lambda q: q.number)  # a question only the copy has (its first print is an image)
-        self.questions = kept
-
-    def _scope_numbers(self) -> None:
-        """Numbers that restart per section (一、1-8, 二、1-8) are labelled with their section: 二.3."""
-        numbers = [q.number for q in self.questions]
-        if len(numbers) == len(set(numbers)):
-            for question in self.questions:
-                question.scope = ""
-            return
-        for question in self.questions:
-            question.scope = question.scope or "?"
-
-    def _match_answers(self) -> None:
-        """Answer-section entries go to the question with the same number, in order."""
-        open_questions: dict[int, list[ParsedQuestion]] = {}
-        for question in self.questions:
-            open_questions.setdefault(question.number, []).append(question)
-        used: dict[int, int] = {}
-        passes: dict[int, int] = {}
-        for entry in self.entries:
-            if entry.scope:
-                scoped = [q for q in self.questions if (q.name == entry.scope and entry.number == 0)
-                          or (q.scope == entry.scope and q.number == entry.number and not q.name)]  # fmt: skip
-                if scoped:
-                    answer, solution = split_entry("".join(entry.text))
-                    scoped[0].answer = scoped[0].answer or answer
-                    scoped[0].solution = f"{scoped[0].solution}\n{solution}".strip() if solution else scoped[0].solution
-                    continue
-                section = [q for q in self.questions if q.scope == entry.scope]
-                if section:
-                    # 一、1. where section 一 has no question 1 read: no other section's question 1.
-                    self._say(note("answer_unmatched", number=entry.number), section[0])
-                    continue
-            candidates = open_questions.get(entry.number)
-            if not candidates:
-                numbers = sorted(open_questions)
-                below = [n for n in numbers if n < entry.number]
-                above = [n for n in numbers if n > entry.number]
-                near = [open_questions[n][0] for n in below[-1:] + above[:1]]
-                self._say(note("answer_unmatched", number=entry.number), *near)
-                continue
-            # Numbers restarting per section: the n-th entry numbered 3 goes to the n-th question 3; a
-            # second pass (a key, then worked solutions) goes to the same questions again.
-            seen = used.get(entry.number, 0)
-            if seen >= len(candidates):
-                passes[entry.number] = passes.get(entry.number, 0) + 1
-                seen = 0
-            used[entry.number] = seen + 1
-            question = candidates[seen]
-            answer, solution = split_entry("".join(entry.text))
-            question.answer = question.answer or answer
-            if solution and solution not in question.solution:
-                question.solution = f"{question.solution}\n{solution}".strip()
-        for question in self.questions:
-            if not question.answer:
-                chosen = CHOSEN.search(question.solution)
-                question.answer = chosen.group(1) if chosen else ""
-            if question.numbered_choices:
-                question.answer = lettered_answer(question.answer)
-            elif question.qtype == QuestionType.MULTIPLE_CHOICE and OCR_KEY.match(question.answer):
-                question.answer = question.answer.replace("4", "A")  # "[4; D]": OCR read the letter A as 4
-
 
 def cn_value(numeral: str) -> int:
     """一 -> 1, 十二 -> 12, 二十 -> 20 (the section numerals of a paper)."""
@@ -871,11 +678,6 @@ def _heading_only(question: ParsedQuestion) -> bool:
 
 def union_box(a: tuple, b: tuple) -> tuple:
     return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
-
-
-def _head(text: str) -> str:
-    """The first characters of a text without spaces and math marks: two copies of one question agree on it."""
-    return re.sub(r"[\s$^_{}]", "", text)[:12]
 
 
 ASKS = re.compile(
