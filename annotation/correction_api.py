@@ -8,21 +8,27 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import corrections, services
+from annotation import corrections
 from annotation.benchmark_api import RESEARCHERS
 from annotation.benchmark_views import get_release_for_user
 from annotation.models import Correction, Question
+from k12vista.serializers import InputSerializer
+from k12vista.vocabulary import QuestionType, Subject
 
 
 class MayRead(BasePermission):
     def has_permission(self, request, view) -> bool:
         return corrections.may_read(request.user)
+
+
+class ChangeOutput(serializers.Serializer):
+    before = serializers.JSONField()
+    after = serializers.JSONField()
 
 
 class CorrectionOutput(serializers.ModelSerializer):
@@ -33,8 +39,7 @@ class CorrectionOutput(serializers.ModelSerializer):
     opened_by = serializers.CharField(source="opened_by.username", read_only=True, default="")
     fixed_by = serializers.CharField(source="fixed_by.username", read_only=True, default="")
     checked_by = serializers.CharField(source="checked_by.username", read_only=True, default="")
-    changes = serializers.DictField(child=serializers.DictField(), read_only=True,
-                                    help_text="field -> {before, after}")  # fmt: skip
+    changes = serializers.DictField(child=ChangeOutput(), read_only=True, help_text="field -> {before, after}")
 
     class Meta:
         model = Correction
@@ -43,27 +48,39 @@ class CorrectionOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class Strict(serializers.Serializer):
-    """Refuses fields it does not know, naming them (a typo must not pass as an empty fix)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
-        if unknown:
-            raise ValidationError({name: ["unknown field"] for name in unknown})
-        return super().to_internal_value(data)
-
-
-class OpenInput(Strict):
+class OpenInput(InputSerializer):
     hash_id = serializers.CharField(max_length=64)
     problem = serializers.CharField(max_length=5000)
     proposal = serializers.CharField(max_length=5000, required=False, default="", allow_blank=True)
 
 
-class FixInput(Strict):
-    changes = serializers.DictField(help_text=f"the corrected fields: any of {', '.join(services.EDITABLE_FIELDS)}")
+class OptionInput(InputSerializer):
+    label = serializers.CharField(max_length=10)
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
 
 
-class CheckInput(Strict):
+class QuestionChanges(InputSerializer):
+    """The fields a fix may change (services.EDITABLE_FIELDS), each optional; services.validate checks
+    what they mean."""
+
+    subject = serializers.ChoiceField(choices=Subject.choices, required=False)
+    grade = serializers.IntegerField(min_value=1, max_value=12, required=False)
+    qtype = serializers.ChoiceField(choices=QuestionType.choices, required=False)
+    text = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    options = OptionInput(many=True, required=False)
+    answers = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    raw_solution = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    solution_steps = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    difficulty = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
+    source = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    knowledge_points = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class FixInput(InputSerializer):
+    changes = QuestionChanges(help_text="the corrected fields")
+
+
+class CheckInput(InputSerializer):
     decision = serializers.ChoiceField(choices=["accept", "return"])
     note = serializers.CharField(max_length=5000, required=False, default="", allow_blank=True)
 
