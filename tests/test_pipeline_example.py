@@ -10,11 +10,12 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from annotation.models import CandidateSet, Question, Release
-from inference.models import InferenceRun, Judgment, ScoringRun
+from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.roles import Role
-from pem.models import ChainOfThought, FilterRun, StepLabel, TrainingExport
+from pem.models import ChainOfThought, FilterRun, StepLabel, TrainingExport, TrainingRun
 from review.models import Audit, Rating
-from tests.conftest import make_person
+from tests.conftest import make_person, start_worker, stop_worker
+from tests.model_server import ML_PYTHON, ml_venv_missing_reason
 from tests.review_factories import bulk_questions
 from tests.scripted_models import Servers
 
@@ -51,7 +52,22 @@ def token(user) -> str:
     return Token.objects.create(user=user).key
 
 
-def test_the_example_script_runs_the_whole_pipeline_through_the_api(live_server, worker, models, tmp_path, settings):
+@pytest.fixture
+def training(request):
+    """The tiny model and a worker on the GPU queue training with .venv-ml; None (the script skips training)
+    where .venv-ml is missing: the rest of the pipeline is still checked."""
+    if ml_venv_missing_reason():
+        yield None
+        return
+    model_dir = request.getfixturevalue("tiny_model_dir")
+    process = start_worker(name="gpu", queues="gpu", TRANSFORMERS_PYTHON=str(ML_PYTHON))
+    yield model_dir
+    stop_worker(process)
+
+
+def test_the_example_script_runs_the_whole_pipeline_through_the_api(
+    live_server, worker, training, models, tmp_path, settings
+):
     settings.MODEL_CALL_RETRIES = 0
     researcher = make_person("rita", Role.RESEARCHER)
     inspectors = [make_person(name, Role.INSPECTOR) for name in ("ivan", "irene", "igor")]
@@ -65,7 +81,9 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(live_server,
         "--base-url", live_server.url, "--token", token(researcher),
         *[arg for person in inspectors for arg in ("--inspector-token", token(person))],
         "--questions", str(bank), "--model-url", models, "--filter", "subject=physics", "--per-cell", "3",
-        "--every", "0.3", "--skip-training",
+        "--every", "0.3",
+        *(["--base-model", str(training), "--hyperparameters", '{"max_steps": 2}'] if training
+          else ["--skip-training"]),
     ])  # fmt: skip
     made = script.run_pipeline(args, log=lambda line: (lines.append(line), print(line)))
 
@@ -90,4 +108,12 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(live_server,
     assert filtered.kept == 2
     export = TrainingExport.objects.get(pk=made["export"]["id"])
     assert export.status == TrainingExport.Status.DONE and export.records
+    if training:
+        trained = TrainingRun.objects.get(pk=made["training"]["id"])
+        assert (
+            trained.status == TrainingRun.Status.DONE
+            and trained.export == export
+            and trained.metrics["global_step"] == 2
+        )
+        assert ModelEndpoint.objects.get(name="pem").kind == ModelEndpoint.Kind.TRANSFORMERS
     assert lines[0] == f"import {made['import']['id']}: 2 questions"

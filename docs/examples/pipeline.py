@@ -19,6 +19,7 @@ annotators' stages (OCR review, solution correction) on the pages first.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -142,8 +143,11 @@ def run_pipeline(args: argparse.Namespace, log: Any = print) -> dict:
         trained = api.post("/api/pem/training/runs/", {"export": export["id"], "base_model": args.base_model,
                                                        "hyperparameters": args.hyperparameters})  # fmt: skip
         api.wait(trained["job"], timeout=86400)
-        made["training"] = trained = api.get(f"/api/pem/training/runs/{trained['id']}/")
-        log(f"training run {trained['id']}: {trained['status']}, checkpoint {trained['checkpoint']}")
+        made["training"] = trained = api.post(f"/api/pem/training/runs/{trained['id']}/endpoint/", {"name": args.pem})
+        log(
+            f"training run {trained['id']}: {trained['status']}, checkpoint {trained['checkpoint']}, "
+            f"registered as endpoint {args.pem!r}; to serve it elsewhere: {trained['vllm_serve']}"
+        )
     return made
 
 
@@ -168,9 +172,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--aql", type=float, default=1.0, help="the audit's acceptance quality limit (%%)")
     p.add_argument("--min-models", type=int, default=1, help="PEM-800K coverage: models that answered a question")
     p.add_argument("--base-model", default="", help="the model the PEM is trained from (a path on the server)")
+    p.add_argument("--hyperparameters", type=json.loads, default={}, help='JSON, e.g. {"max_steps": 100}')
+    p.add_argument("--pem", default="pem", help="the name of the endpoint the trained checkpoint is registered as")
     p.add_argument("--skip-training", action="store_true")
     p.add_argument("--every", type=float, default=5, help="seconds between two polls of a job")
-    p.set_defaults(hyperparameters={})
     return p
 
 
