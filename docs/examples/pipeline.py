@@ -64,10 +64,14 @@ class Api:
 
 
 def endpoint(api: Api, name: str, base_url: str) -> dict:
-    """The endpoint of that name, created if the studio has none yet."""
-    for found in api.get("/api/endpoints/")["results"]:
-        if found["name"] == name:
-            return found
+    """The endpoint of that name (following the list's pages), created if the studio has none yet."""
+    page: str | None = "/api/endpoints/"
+    while page:
+        listed = api.get(page)
+        for found in listed["results"]:
+            if found["name"] == name:
+                return found
+        page = listed.get("next")  # an absolute link: httpx follows it whatever the base URL
     return api.post("/api/endpoints/", {"name": name, "base_url": base_url, "model_name": name})
 
 
