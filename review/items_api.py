@@ -32,6 +32,11 @@ class MyItemOutput(serializers.Serializer):
     name = serializers.CharField(source="item.label", help_text="the question's hash id or the chain's key")
     rated = serializers.SerializerMethodField(help_text="whether this inspector has submitted a rating")
     rating_url = serializers.SerializerMethodField()
+    dimensions = serializers.SerializerMethodField(help_text="the verdicts a rating of this item gives, by name")
+
+    def get_dimensions(self, rating: Rating) -> list[str]:
+        # A script rates without the page's form: it needs the names the rating must cover.
+        return list(services.dimension_names(rating.item.kind))
 
     def get_rated(self, rating: Rating) -> bool:
         return rating.submitted is not None

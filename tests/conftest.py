@@ -133,8 +133,8 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def start_worker(*, name: str = "w", **extra_env: str) -> subprocess.Popen:
-    """A Celery worker process on the configured broker and the test database."""
+def start_worker(*, name: str = "w", queues: str = "cpu,io", **extra_env: str) -> subprocess.Popen:
+    """A Celery worker process on the configured broker and the test database (a GPU worker: ``queues="gpu"``)."""
     env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "DATA_DIR": str(settings.DATA_DIR)}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
     # The worker checks model URLs and key variables again at call time: it gets the test's rules.
@@ -142,7 +142,7 @@ def start_worker(*, name: str = "w", **extra_env: str) -> subprocess.Popen:
     env["MODEL_API_KEY_VARIABLES"] = ",".join(settings.MODEL_API_KEY_VARIABLES)
     env.update(extra_env)
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", "cpu,io", "--pool", "solo",
+        [sys.executable, "-m", "celery", "-A", "k12vista", "worker", "-Q", queues, "--pool", "solo",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING",
          "--hostname", f"test-{name}-{os.getpid()}@%h"],
         cwd=ROOT, env=env,

@@ -29,7 +29,8 @@ def test_an_inspector_lists_their_own_items_pending_or_all_and_rates_by_them(ins
     assert {row["item"] for row in listed} == mine and len(mine) == 3
     first = listed[0]
     assert first["audit"] == audit.pk and first["rated"] is False and first["name"]
-    verdicts = dict.fromkeys(services.dimension_names(first["kind"]), True)
+    assert first["dimensions"] == list(services.dimension_names(first["kind"]))
+    verdicts = dict.fromkeys(first["dimensions"], True)
     assert api.post(first["rating_url"], {"verdicts": verdicts}, format="json").status_code == 200
     pending = api.get("/api/inspect/my-items/", {"pending": "1", "audit": audit.pk}).json()["results"]
     assert first["item"] not in {row["item"] for row in pending} and len(pending) == 2
