@@ -9,9 +9,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from inference import board_notes
 from inference.leaderboard import reference_cells
+from inference.leaderboard_views import LEADERBOARD_READERS, can_manage, chosen_mode
 from inference.models import InferenceRun
 from inference.reference import board, results
-from inference.views import LEADERBOARD_READERS, can_manage, chosen_mode, get_scoring_run_for_user
+from inference.views import get_scoring_run_for_user
 from k12vista import job_text
 from k12vista.jobs import start_job
 from k12vista.roles import require_role, token_accepted

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import campaign_views, reference_views, views
+from inference import campaign_views, leaderboard_views, reference_views, views
 
 app_name = "inference"
 urlpatterns = [
@@ -25,16 +25,16 @@ urlpatterns = [
     path("campaigns/<int:pk>/retry/", campaign_views.campaign_retry, name="campaign_retry"),
     path("scoring/<int:pk>/", views.scoring_detail, name="scoring"),
     path("scoring/<int:pk>/rescore/", views.scoring_rescore, name="scoring_rescore"),
-    path("leaderboard/", views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
     path("leaderboard/reference/", reference_views.reference_board, name="reference_board"),
     path("leaderboard/reference/download.csv", reference_views.reference_board_csv, name="reference_board_csv"),
     path("leaderboard/reference/download.xlsx", reference_views.reference_board_xlsx, name="reference_board_xlsx"),
     path(
         "scoring/<int:pk>/reference-results/", reference_views.export_reference_results, name="reference_results"
     ),  # fmt: skip
-    path("leaderboard/download/<slug:fmt>/", views.leaderboard_download, name="leaderboard_download"),
-    path("leaderboard/published/", views.published_import, name="published"),
-    path("leaderboard/pin/", views.leaderboard_pin, name="leaderboard_pin"),
-    path("leaderboard/unpin/<int:pk>/", views.leaderboard_unpin, name="leaderboard_unpin"),
+    path("leaderboard/download/<slug:fmt>/", leaderboard_views.leaderboard_download, name="leaderboard_download"),
+    path("leaderboard/published/", leaderboard_views.published_import, name="published"),
+    path("leaderboard/pin/", leaderboard_views.leaderboard_pin, name="leaderboard_pin"),
+    path("leaderboard/unpin/<int:pk>/", leaderboard_views.leaderboard_unpin, name="leaderboard_unpin"),
     path("difficulty/", views.difficulty_filters, name="difficulty"),
 ]
