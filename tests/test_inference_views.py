@@ -640,7 +640,7 @@ def test_each_entry_names_and_links_its_runs_and_shows_an_unfinished_rescoring_b
     )
     body = login(researcher).get("/research/leaderboard/?mode=step_by_step").content.decode()
     assert f'href="/research/runs/{board.pk}/"' in body and f'href="/research/scoring/{finished.pk}/"' in body
-    assert f'data-not-counted="{going.pk}"' in body and "rescoring now: Running" in body
+    assert f'data-not-counted="{going.pk}"' in body and "rescoring now: running" in body
     assert "<strong>50.0</strong>" in body  # the finished run's numbers, not the running one's
     document = json.loads(login(researcher).get("/research/leaderboard/download/json/").content)
     run = document["entries"][0]["run"]
