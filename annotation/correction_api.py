@@ -55,7 +55,7 @@ class OpenInput(InputSerializer):
 
 
 class OptionInput(InputSerializer):
-    label = serializers.CharField(max_length=10)
+    label = serializers.CharField(max_length=10)  # type: ignore[assignment]  # the option field "label" shadows Field.label in the stubs
     text = serializers.CharField(allow_blank=True, trim_whitespace=False)
 
 
@@ -72,7 +72,7 @@ class QuestionChanges(InputSerializer):
     raw_solution = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     solution_steps = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     difficulty = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
-    source = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    source = serializers.CharField(required=False, allow_blank=True, max_length=300)  # type: ignore[assignment]  # the question field "source"
     knowledge_points = serializers.ListField(child=serializers.CharField(), required=False)
 
 
