@@ -110,6 +110,7 @@ def run_job(job_id) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 100 training steps on CPU: about 300 s alone, more beside other suites
 def test_a_researcher_goes_from_a_campaign_to_a_trained_pem_that_scores_step_by_step(
     tiny_model_server,  # noqa: F811
     tiny_model_dir,
