@@ -59,10 +59,11 @@ class ClaimInput(InputSerializer):
 
 
 class SaveInput(InputSerializer):
-    version = serializers.IntegerField(min_value=0, help_text="the question's version as read")
+    version = serializers.IntegerField(min_value=0, max_value=2**31 - 1, help_text="the question's version as read")
     changes = QuestionChanges(required=False, help_text="the edited fields; a step correction edits solution_steps")
-    active_seconds = serializers.IntegerField(min_value=0, required=False, help_text="time spent on it since the "
-                                              "last save, as the page counts it")  # fmt: skip
+    active_seconds = serializers.IntegerField(min_value=0, max_value=86400, required=False,
+                                              help_text="time spent on it since the last save, as the page counts "
+                                              "it")  # fmt: skip
 
 
 class RejectInput(InputSerializer):

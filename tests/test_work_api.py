@@ -138,3 +138,11 @@ def test_a_hostile_save_is_a_400_or_a_conflict_and_writes_nothing(annotator, imp
     assert response.status_code in (400, 409), response.content
     after = Question.objects.get(pk=before.pk)
     assert (after.version, after.text, after.status) == (before.version, before.text, before.status)
+
+
+def test_an_absurd_active_time_is_refused_by_name(annotator, imported):
+    api = client_of(annotator)
+    work = api.post("/api/work/claim/", {"task": "ocr_review"}, format="json").json()
+    body = {"version": work["question"]["version"], "active_seconds": 10**15}
+    response = api.post(f"/api/work/{work['id']}/save/", body, format="json")
+    assert response.status_code == 400 and "active_seconds" in response.json()
