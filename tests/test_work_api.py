@@ -146,3 +146,17 @@ def test_an_absurd_active_time_is_refused_by_name(annotator, imported):
     body = {"version": work["question"]["version"], "active_seconds": 10**15}
     response = api.post(f"/api/work/{work['id']}/save/", body, format="json")
     assert response.status_code == 400 and "active_seconds" in response.json()
+
+
+def test_a_conflict_is_worded_in_the_readers_language(annotator, imported):
+    api = client_of(annotator)
+    work = api.post("/api/work/claim/", {"task": "ocr_review"}, format="json").json()
+    version = work["question"]["version"]
+    api.post(f"/api/work/{work['id']}/save/", {"version": version, "changes": {"text": "甲"}}, format="json")
+    stale = {"version": version, "changes": {"text": "乙"}}
+    response = api.post(f"/api/work/{work['id']}/save/", stale, format="json", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert response.status_code == 409 and "已有人保存过它" in response.json()["detail"]
+    # Accepting from the stale version is refused the same way, and the question stays where it was.
+    response = api.post(f"/api/work/{work['id']}/accept/", {"version": version}, format="json")
+    assert response.status_code == 409 and response.json()["changed"]["text"]["after"] == "甲"
+    assert Question.objects.get(hash_id=work["question"]["hash_id"]).status == Question.Status.IMPORTED
