@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import api, benchmark_api, correction_api, import_api
+from annotation import api, benchmark_api, correction_api, import_api, work_api
 
 app_name = "annotation_api"
 urlpatterns = [
@@ -31,4 +31,11 @@ urlpatterns = [
     path("imports/questions/", import_api.question_import, name="question_import"),
     path("imports/<int:pk>/", import_api.import_detail, name="import"),
     path("imports/<int:pk>/retry/", import_api.import_retry, name="import_retry"),
+    # The annotator's work (issue 29): claim, read, save, accept, reject, as the queue's pages
+    path("work/", work_api.WorkList.as_view(), name="work"),
+    path("work/claim/", work_api.WorkClaim.as_view(), name="work_claim"),
+    path("work/<int:pk>/", work_api.WorkDetail.as_view(), name="work_item"),
+    path("work/<int:pk>/save/", work_api.WorkSave.as_view(), name="work_save"),
+    path("work/<int:pk>/accept/", work_api.WorkAccept.as_view(), name="work_accept"),
+    path("work/<int:pk>/reject/", work_api.WorkReject.as_view(), name="work_reject"),
 ]

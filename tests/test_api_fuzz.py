@@ -97,6 +97,7 @@ ROUTES = [
     ("/api/questions/{hash_id}", Question, "hash_id"),
     ("/api/runs/{id}", InferenceRun, "pk"),
     ("/api/scoring/{id}", ScoringRun, "pk"),
+    ("/api/work/{id}", Assignment, "pk"),
 ]
 
 
@@ -188,6 +189,8 @@ def population(personas, settings, tmp_path, tiny_model_dir):
     training = training_jobs.start_training(export=export, base_model=str(tiny_model_dir), user=researcher,
                                             hyperparameters={"max_steps": 1, "lora": True, "lora_r": 4})  # fmt: skip
     ran(training.job_id)
+    # Issue 29: imported questions waiting in the OCR review queue, for the annotator's work through the API.
+    bulk_questions(2, subjects=["biology"], status=Question.Status.IMPORTED)
 
 
 class AnswersB(ScriptedHandler):
@@ -393,7 +396,23 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
         ("annotator", "POST /api/imports/{id}/retry/", {"path_parameters": {"id": SourceDocument.objects.get().pk}}),
         ("researcher", "POST /api/pem/training/runs/{id}/endpoint/",
          {"path_parameters": {"id": TrainingRun.objects.order_by("pk").first().pk}, "body": {"name": "ep"}}),
+        # Issue 29: the annotator's work: claim, read, save, accept; claim the next and reject it.
+        ("annotator", "GET /api/work/", {}),
+        ("annotator", "POST /api/work/claim/", {"body": {"task": "ocr_review"}}),
+        ("annotator", "GET /api/work/{id}/", lambda answers: {"path_parameters": {"id": held(answers)["id"]}}),
+        ("annotator", "POST /api/work/{id}/save/", lambda answers: {"path_parameters": {"id": held(answers)["id"]},
+         "body": {"version": held(answers)["question"]["version"], "changes": {"source": "订正的出处"}}}),
+        ("annotator", "POST /api/work/{id}/accept/", lambda answers: {"path_parameters": {"id": held(answers)["id"]},
+         "body": {"version": answers["POST /api/work/{id}/save/"].json()["question"]["version"]}}),
+        ("annotator", "POST /api/work/claim/", {"body": {"task": "ocr_review"}}),
+        ("annotator", "POST /api/work/{id}/reject/", lambda answers: {"path_parameters": {"id": held(answers)["id"]},
+         "body": {"reason": "题目不完整"}}),
     ]  # fmt: skip
+
+
+def held(answers: dict) -> dict:
+    """The assignment the annotator's last claim gave."""
+    return answers["POST /api/work/claim/"].json()
 
 
 def send(role: str, label: str, parts: dict, by_label: dict, token: str, tally: Tally):

@@ -12,8 +12,10 @@ from the run, labels from the scoring, a filter run, an export) and train a PEM 
 answers with a job; the script follows ``/api/jobs/<id>/`` until it has finished and prints what
 the stage made. Only ``httpx`` (``httpx2``); :func:`main` returns what each stage made.
 
-The draw takes the questions whose solutions are corrected: imported questions go through the
-annotators' stages (OCR review, solution correction) on the pages first.
+The draw takes the questions whose solutions are corrected: with ``--annotator-token`` the imported
+questions go through the annotators' stages (OCR review, step correction) through the API here, each
+question claimed from the queue narrowed to the import, accepted as imported, and its steps submitted;
+without it, annotators work through them on the pages first.
 """
 
 from __future__ import annotations
@@ -75,6 +77,22 @@ def endpoint(api: Api, name: str, base_url: str) -> dict:
     return api.post("/api/endpoints/", {"name": name, "base_url": base_url, "model_name": name})
 
 
+TASKS = ("ocr_review", "step_correction")
+
+
+def work_through(annotator: Api, task: str, document: int) -> int:
+    """Claims the task's questions of one import until none is left (204), accepting each as it reads: a lab
+    reviews here what it must (``/api/work/<id>/save/`` with the version read; a 409 says someone saved
+    first). Returns how many were accepted."""
+    accepted = 0
+    while True:
+        work = annotator.post("/api/work/claim/", {"task": task, "document": document})
+        if work is None:  # 204: nothing of this import is waiting for the task
+            return accepted
+        annotator.post(f"/api/work/{work['id']}/accept/", {"version": work["question"]["version"]})
+        accepted += 1
+
+
 def run_pipeline(args: argparse.Namespace, log: Any = print) -> dict:
     api = Api(args.base_url, args.token, every=args.every)
     inspectors = [Api(args.base_url, token, every=args.every) for token in args.inspector_token]
@@ -87,6 +105,12 @@ def run_pipeline(args: argparse.Namespace, log: Any = print) -> dict:
     api.wait(document["job"])
     made["import"] = document = api.get(f"/api/imports/{document['id']}/")
     log(f"import {document['id']}: {document['questions']} questions")
+
+    # 1b. The annotators' stages, through the API: each imported question claimed, read and accepted.
+    if args.annotator_token:
+        annotator = Api(args.base_url, args.annotator_token, every=args.every)
+        made["work"] = {task: work_through(annotator, task, document["id"]) for task in TASKS}
+        log(f"annotator: {made['work']}")
 
     # 2. Endpoints, an inference run and its scoring.
     student, judge = endpoint(api, args.model, args.model_url), endpoint(api, args.judge, args.model_url)
@@ -160,6 +184,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", required=True)
     p.add_argument("--token", required=True, help="a researcher's API token (the account page makes one)")
     p.add_argument("--inspector-token", action="append", default=[], help="one per inspector of the audit")
+    p.add_argument("--annotator-token", default="", help="an annotator's token: the imported questions' OCR "
+                   "review and step correction through the API")  # fmt: skip
     p.add_argument("--questions", required=True, help="a JSONL file of questions")
     p.add_argument("--model-url", required=True, help="the OpenAI-compatible server of the model and the judge")
     p.add_argument("--model", default="student")
