@@ -68,7 +68,8 @@ def test_a_released_question_is_corrected_by_three_roles_and_the_next_release_ca
     with alice.expect_navigation():
         alice.click("#save-fix")
     assert alice.get_attribute("#correction", "data-state") == "fixed"
-    assert alice.text_content('#correction-diff tr[data-field="answers"] .after') == "['C']"
+    # Values read as the question editor shows them (field_value), never as Python lists.
+    assert alice.text_content('#correction-diff tr[data-field="answers"] .after') == "C"
 
     # The inspector checks it and accepts.
     ivan = person_page(browser, live_server, "ivan", "**/inspect/")
@@ -84,7 +85,7 @@ def test_a_released_question_is_corrected_by_three_roles_and_the_next_release_ca
     v2 = build(candidate, researcher)
     rita.goto(f"/annotate/benchmark/releases/v{v2.version}/")
     row = rita.locator(f'#release-corrections tr[data-hash-id="{question.hash_id}"][data-field="answers"]')
-    assert row.locator(".before").text_content() == "['B']" and row.locator(".after").text_content() == "['C']"
+    assert row.locator(".before").text_content() == "B" and row.locator(".after").text_content() == "C"
     assert "rita" in row.text_content() and "alice" in row.text_content() and "ivan" in row.text_content()
     with rita.expect_download() as download:
         rita.click("#download-corrections")
