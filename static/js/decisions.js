@@ -83,7 +83,7 @@
       }
     });
     var first = dims.filter(function (d) { return !rated(d); })[0];
-    focusDim(first ? dims.indexOf(first) : 0);
+    whenShown(function () { focusDim(first ? dims.indexOf(first) : 0); });
   }
 
   function bindAdjudication() {
@@ -165,8 +165,11 @@
       }
     });
     var first = rows.filter(function (r) { return r.hasAttribute("data-disagree") && !select(r).value; })[0];
-    focusRow(first ? rows.indexOf(first) : 0);
+    whenShown(function () { focusRow(first ? rows.indexOf(first) : 0); });
   }
+
+  // (fonts.js defines window.whenShown; a page without it is shown at once)
+  function whenShown(fn) { (window.whenShown || function (f) { f(); })(fn); }
 
   document.addEventListener("DOMContentLoaded", function () {
     bindRating();

@@ -7,7 +7,17 @@
 (function () {
   "use strict";
   var root = document.documentElement;
-  function reveal() { root.classList.remove("fonts-pending"); }
+  var waiting = [];
+  function reveal() {
+    if (!root.classList.contains("fonts-pending")) return;
+    root.classList.remove("fonts-pending");
+    waiting.splice(0).forEach(function (fn) { fn(); });
+  }
+  // Nothing in a body that is not laid out can take the focus (focus() on it does nothing), so a page that puts
+  // the focus somewhere when it opens does it through this: at once when shown, else once it is shown.
+  window.whenShown = function (fn) {
+    if (root.classList.contains("fonts-pending")) waiting.push(fn); else fn();
+  };
   if (!document.fonts || !document.fonts.load || !document.body) { reveal(); return; }
   var bold = Array.prototype.map.call(
     document.querySelectorAll("h1, h2, h3, h4, h5, h6, th, label, strong, b, dt, figcaption, .brand"),

@@ -169,7 +169,7 @@
     var problem = form.querySelector("[data-problem]");
     var unlabelled = steps.filter(function (step) { return !checkedOf(step); })[0];
     var first = problem ? steps.indexOf(problem.closest(".label-step")) : (unlabelled ? steps.indexOf(unlabelled) : 0);
-    if (steps.length) focusStep(first, !!problem || first > 0);
+    if (steps.length) (window.whenShown || function (fn) { fn(); })(function () { focusStep(first, !!problem || first > 0); });
 
     // --- the tab's id and its undo history live in sessionStorage, so they come through a reload -----------
     var store = window.sessionStorage;

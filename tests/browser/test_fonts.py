@@ -121,6 +121,8 @@ def test_no_chinese_text_is_drawn_before_its_font(browser, live_server, inspecto
     preloaded = set(page.eval_on_selector_all("link[rel=preload][as=font]", "els => els.map(e => e.href)"))
     # (a static manifest puts a hash before the extension)
     preloaded_files = {re.sub(r"\.[0-9a-f]{12}\.woff2$", ".woff2", href.rsplit("/", 1)[-1]) for href in preloaded}
+    # (innerText leaves out what is not laid out: read it once the page is shown)
+    page.wait_for_function("() => !document.documentElement.classList.contains('fonts-pending')")
     text = page.evaluate("() => document.body.innerText")
     needed = {file for char in set(HAN.findall(text)) for file in files_for(ranges, char, "400")}
     assert needed, "the page has Chinese text"
