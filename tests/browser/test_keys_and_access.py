@@ -3,6 +3,7 @@ the keys are listed in a "?" dialog, decisions are counted in keys pressed (keyb
 the database; step correction undoes every step tool; the labelling screen fits a phone; axe-core finds no serious
 or critical violation on any role's main screens."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,30 @@ def test_a_two_step_disagreement_is_adjudicated_in_three_keys_and_the_next_item_
     assert gold == {1: ("CS", ""), 2: ("CS", ""), 3: ("CE", "AMY: 4+5+3=12 is 13")}
     first.refresh_from_db()
     assert first.status == ChainOfThought.Status.GOLD
+    assert page.problems == []
+
+
+def test_the_first_disagreement_has_the_focus_when_the_fonts_come_late(browser, live_server):
+    # While the page waits for its Chinese font its body is not laid out, and nothing in it can take the focus:
+    # the focus is given once the page is shown, not lost on a slow link (CI, under load, lost it).
+    alice, amy = make_person("alice", Role.ANNOTATOR), make_person("amy", Role.ANNOTATOR)
+    make_person("ivan", Role.INSPECTOR)
+    cot = disputed("late", alice, amy)
+    page = signed_in(browser, live_server, "ivan")
+
+    def late_font(route):
+        time.sleep(0.1)
+        route.continue_()
+
+    # (no cache: the faces the sign-in page fetched are fetched again, late)
+    page.context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
+    page.route("**/vendor/noto-sans-sc/files/*", late_font)
+    page.add_init_script("""document.addEventListener('DOMContentLoaded', () => {
+      window.pendingWhenLoaded = document.documentElement.classList.contains('fonts-pending'); });""")
+    page.goto(reverse("pem:adjudicate", args=[cot.pk]))
+    assert page.evaluate("() => window.pendingWhenLoaded") is True  # the page set its focus while not shown
+    page.wait_for_selector("#step-2 select:focus")
+    assert page.evaluate("() => document.documentElement.classList.contains('fonts-pending')") is False
     assert page.problems == []
 
 
