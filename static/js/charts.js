@@ -61,11 +61,15 @@
       var ready = document.fonts && document.fonts.load
         ? document.fonts.load("12px " + font, chartText(spec) || "0").catch(function () {})
         : Promise.resolve();
+      // ...and once the page is shown: a chart takes its size from its box, which has none until then.
+      var shown = window.whenShown || function (fn) { fn(); };
       ready.then(function () {
-        // SVG: crisp at any zoom, and the drawn marks are elements a test can count.
-        var chart = window.echarts.init(el, null, { renderer: "svg" });
-        chart.setOption(option(spec, font));
-        window.addEventListener("resize", function () { chart.resize(); });
+        shown(function () {
+          // SVG: crisp at any zoom, and the drawn marks are elements a test can count.
+          var chart = window.echarts.init(el, null, { renderer: "svg" });
+          chart.setOption(option(spec, font));
+          window.addEventListener("resize", function () { chart.resize(); });
+        });
       });
     });
   }
