@@ -275,7 +275,8 @@ def write_questions(batch: list[Prepared], *, user_id: int | None, document_id: 
     record's; every column the builders leave out takes its default, as in create_question."""
     now = timezone.now()
     base = {"source_document_id": document_id, "created": now, "updated": now}
-    ids = bulk.insert_rows(Question, [{**p.row, **base} for p in batch], ids=True)
+    defaults = bulk.defaults_of(Question)
+    ids = bulk.insert_rows(Question, [{**defaults, **p.row, **base} for p in batch], ids=True)
     points = knowledge_point_ids({(p.row["subject"], name) for p in batch for name in point_names(p)})
     through = Question.knowledge_points.through
     bulk.insert_rows(through, [
@@ -287,8 +288,10 @@ def write_questions(batch: list[Prepared], *, user_id: int | None, document_id: 
     ])  # fmt: skip
     edit = creation_edit_row(user_id=user_id, note=NOTE)
     bulk.insert_rows(QuestionEdit, [{"question_id": pk, **edit, "created": now} for pk in ids])
+    flag_defaults = bulk.defaults_of(Flag)
     bulk.insert_rows(Flag, [
-        {"question_id": pk, **flag, "created": now} for pk, p in zip(ids, batch, strict=True) for flag in p.findings
+        {**flag_defaults, "question_id": pk, **flag, "created": now}
+        for pk, p in zip(ids, batch, strict=True) for flag in p.findings
     ])  # fmt: skip
 
 

@@ -61,7 +61,8 @@ def write_new(chains: list[services.ChainData], import_name: str) -> None:
     """Creates the chains with their steps and this import's labels from the rows save_chain writes
     (services.chain_row and its kin); every other column takes its default. Inside a transaction."""
     now = timezone.now()
-    cots = [{**services.chain_row(data), "created": now} for data in chains]
+    defaults = bulk.defaults_of(ChainOfThought)
+    cots = [{**defaults, **services.chain_row(data), "created": now} for data in chains]
     cot_ids = bulk.insert_rows(ChainOfThought, cots, ids=True)
     steps = [
         {"cot_id": cot_id, **row}
@@ -69,12 +70,12 @@ def write_new(chains: list[services.ChainData], import_name: str) -> None:
         for row in services.step_rows(data.steps)
     ]
     step_ids = iter(bulk.insert_rows(Step, steps, ids=True))
-    labels = []
+    labels, label_defaults = [], bulk.defaults_of(StepLabel)
     for data in chains:
         by_position = [next(step_ids) for _ in data.steps]
         for (position, rater), (label, explanation) in services._incoming_labels(data, import_name).items():
             row = services.imported_label_row(rater, label, explanation)
-            labels.append({"step_id": by_position[position - 1], **row, "created": now})
+            labels.append({**label_defaults, "step_id": by_position[position - 1], **row, "created": now})
     bulk.insert_rows(StepLabel, labels)
 
 
