@@ -5,6 +5,7 @@ and are left alone here."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -165,10 +166,12 @@ def refresh_rule_flags(question: Question, findings: list[tuple[str, str, dict]]
     findings = rule_findings(question) if findings is None else findings
     open_rule_flags = Flag.objects.filter(question=question, origin=Flag.Origin.RULE, resolved_at__isnull=True)
     open_rule_flags.exclude(code__in=KEPT_ON_REFRESH).delete()
-    return Flag.objects.bulk_create(
-        Flag(question=question, code=code, origin=Flag.Origin.RULE, message=storable(message), detail=detail)
-        for code, message, detail in findings
-    )
+    return Flag.objects.bulk_create(Flag(question=question, **rule_flag_row(*finding)) for finding in findings)
+
+
+def rule_flag_row(code: str, message: str, detail: dict) -> dict[str, Any]:
+    """A rule finding's flag columns but its question: here and in the bulk import (annotation.jsonl_bulk)."""
+    return {"code": str(code), "origin": Flag.Origin.RULE.value, "message": storable(message), "detail": detail}
 
 
 def add_model_flag(*, question: Question, message: str, run_ref: str, detail: dict | None = None) -> Flag:

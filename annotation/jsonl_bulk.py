@@ -42,10 +42,18 @@ from django.utils.translation import gettext
 from annotation import checks, images, latex
 from annotation.images import BadImage
 from annotation.models import Figure, Flag, KnowledgePoint, Question, QuestionEdit, SourceDocument
-from annotation.services import QuestionDataError, content_of, hash_content, validate
+from annotation.services import (
+    QuestionDataError,
+    content_of,
+    creation_edit_row,
+    figure_row,
+    hash_content,
+    question_row,
+    stored_point_names,
+    validate,
+)
 from k12vista import bulk
-from k12vista.text import BadLine, parse_record_line, storable
-from k12vista.vocabulary import stage_of_grade
+from k12vista.text import BadLine, parse_record_line
 
 # Lines a worker prepares in one task (and checks with KaTeX in one round trip).
 CHUNK_LINES = 64
@@ -66,10 +74,10 @@ class Prepared:
     reason: str = ""
     content: dict = field(default_factory=dict)
     content_hash: str = ""
-    row: dict = field(default_factory=dict)  # the Question's columns, for a new one
+    row: dict = field(default_factory=dict)  # the Question's columns (services.question_row), for a new one
     knowledge_points: list[str] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)  # stored files and their measures
-    findings: list[tuple[str, str, dict]] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)  # the rule flags' columns (checks.rule_flag_row)
     line: bytes | None = None  # kept for "known" ones, in case the question is gone at write time
     fmt: str = ""  # the format the record was read in, for the report
     guessed: list[str] = field(default_factory=list)  # the fields guessed for it, for the report
@@ -121,16 +129,13 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
             continue
         prepared.kind = "new"
         prepared.knowledge_points = data.knowledge_points
-        prepared.row = _question_row(data, prepared.content_hash)
-        # What the rules read of a figure (model instances cost more than the rest of this line).
-        unsaved = [SimpleNamespace(position=i, width=p.width, height=p.height, sharpness=p.sharpness,
-                                   kind=Figure.Kind.FIGURE, source_width=None, source_height=None)
-                   for i, p in enumerate(ready)]  # fmt: skip
+        prepared.row = question_row(data, content_hash=prepared.content_hash)
         prepared.figures = [
-            {"position": i, "content": p.content, "extension": p.extension, "width": p.width, "height": p.height,
-             "sharpness": p.sharpness, "origin": f.origin}
+            {**figure_row(i, f, p), "content": p.content, "extension": p.extension}
             for i, (f, p) in enumerate(zip(data.figures, ready, strict=True))
-        ]  # fmt: skip
+        ]
+        # What the rules read of a figure (model instances cost more than the rest of this line).
+        unsaved = [SimpleNamespace(**item) for item in prepared.figures]
         # Likewise what they read of the question: making a Question cost two thirds of the rules' time.
         question: Any = SimpleNamespace(**prepared.row)
         fresh.append((prepared, question, unsaved))
@@ -138,21 +143,11 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
     # One KaTeX round trip for the whole chunk.
     problems, _checked = latex.latex_problems_of_many([checks.latex_texts(q) for _p, q, _f in fresh])
     for (prepared, question, unsaved), found in zip(fresh, problems, strict=True):
-        prepared.findings = [(str(code), storable(message), detail) for code, message, detail in
-                             checks.rule_findings(question, figures=unsaved, latex=found)]  # fmt: skip
+        prepared.findings = [checks.rule_flag_row(*finding)
+                             for finding in checks.rule_findings(question, figures=unsaved, latex=found)]  # fmt: skip
         for item in prepared.figures:
             item["image"] = store_figure(prepared.hash_id, item["position"], item.pop("content"), item.pop("extension"))
     return out
-
-
-def _question_row(data: Any, content_hash: str) -> dict:
-    return {
-        "hash_id": data.hash_id, "subject": str(data.subject), "grade": data.grade,
-        "stage": str(stage_of_grade(data.grade).value), "qtype": str(data.qtype), "text": data.text,
-        "options": data.options, "answers": data.answers, "raw_solution": data.raw_solution,
-        "solution_steps": data.solution_steps, "difficulty": data.difficulty, "source": data.source,
-        "figure_positions": data.figure_positions, "grade_known": data.grade_known, "content_hash": content_hash,
-    }  # fmt: skip
 
 
 def store_figure(hash_id: str, position: int, content: bytes, extension: str) -> str:
@@ -271,17 +266,17 @@ def knowledge_point_ids(wanted: set[tuple[str, str]]) -> dict[tuple[str, str], i
 
 
 def point_names(prepared: Prepared) -> list[str]:
-    # As knowledge_points_for: stripped, non-empty, at most 200 characters, once each.
-    return list(dict.fromkeys(n.strip()[:200] for n in prepared.knowledge_points if n and n.strip()))
+    return stored_point_names(prepared.knowledge_points)
 
 
 def write_questions(batch: list[Prepared], *, user_id: int | None, document_id: int | None) -> None:
-    """Writes new questions with everything create_question writes; call inside a transaction."""
+    """Writes new questions with everything create_question writes, from the same row builders
+    (annotation.services); call inside a transaction. The source document is the import's, not the
+    record's; every column the builders leave out takes its default, as in create_question."""
     now = timezone.now()
-    base = {"source_document_id": document_id, "source_page_id": None, "bbox": None,
-            "status": Question.Status.IMPORTED.value, "reject_reason": "", "version": 1, "created": now,
-            "updated": now}  # fmt: skip
-    ids = bulk.insert_rows(Question, [{**p.row, **base} for p in batch], ids=True)
+    base = {"source_document_id": document_id, "created": now, "updated": now}
+    defaults = bulk.defaults_of(Question)
+    ids = bulk.insert_rows(Question, [{**defaults, **p.row, **base} for p in batch], ids=True)
     points = knowledge_point_ids({(p.row["subject"], name) for p in batch for name in point_names(p)})
     through = Question.knowledge_points.through
     bulk.insert_rows(through, [
@@ -289,18 +284,14 @@ def write_questions(batch: list[Prepared], *, user_id: int | None, document_id: 
         for pk, p in zip(ids, batch, strict=True) for name in point_names(p)
     ])  # fmt: skip
     bulk.insert_rows(Figure, [
-        {"question_id": pk, "page_id": None, "bbox": None, **item}
-        for pk, p in zip(ids, batch, strict=True) for item in p.figures
+        {"question_id": pk, **item} for pk, p in zip(ids, batch, strict=True) for item in p.figures
     ])  # fmt: skip
-    bulk.insert_rows(QuestionEdit, [
-        {"question_id": pk, "user_id": user_id, "field": "*", "version": 1, "old": None, "new": None, "note": NOTE,
-         "created": now}
-        for pk in ids
-    ])  # fmt: skip
+    edit = creation_edit_row(user_id=user_id, note=NOTE)
+    bulk.insert_rows(QuestionEdit, [{"question_id": pk, **edit, "created": now} for pk in ids])
+    flag_defaults = bulk.defaults_of(Flag)
     bulk.insert_rows(Flag, [
-        {"question_id": pk, "code": code, "origin": Flag.Origin.RULE.value, "message": message, "detail": detail,
-         "run_ref": "", "created": now, "resolved_at": None, "resolved_by_id": None}
-        for pk, p in zip(ids, batch, strict=True) for code, message, detail in p.findings
+        {**flag_defaults, "question_id": pk, **flag, "created": now}
+        for pk, p in zip(ids, batch, strict=True) for flag in p.findings
     ])  # fmt: skip
 
 

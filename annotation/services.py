@@ -164,12 +164,14 @@ HASH_ID_MAX = Question._meta.get_field("hash_id").max_length or 64
 TEXT_LIMITS = {"source": Question._meta.get_field("source").max_length}
 
 
+def stored_point_names(names: Iterable[str]) -> list[str]:
+    """The names a question's knowledge points are stored under (here and in the bulk import):
+    stripped, non-empty, at most 200 characters, once each."""
+    return list(dict.fromkeys(n.strip()[:200] for n in names if n and n.strip()))
+
+
 def knowledge_points_for(subject: str, names: Iterable[str]) -> list[KnowledgePoint]:
-    points = []
-    for name in dict.fromkeys(n.strip() for n in names if n and n.strip()):
-        point, _ = KnowledgePoint.objects.get_or_create(subject=subject, name=name[:200])
-        points.append(point)
-    return points
+    return [KnowledgePoint.objects.get_or_create(subject=subject, name=name)[0] for name in stored_point_names(names)]
 
 
 # --- creating -----------------------------------------------------------------
@@ -184,28 +186,8 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
     """
     validate(data)
     prepared = [images.prepare_figure(f.content, name=f.name) for f in data.figures]
-    question = Question(
-        hash_id=data.hash_id,
-        subject=data.subject,
-        grade=data.grade,
-        stage=stage_of_grade(data.grade),
-        qtype=data.qtype,
-        text=data.text,
-        options=data.options,
-        answers=data.answers,
-        raw_solution=data.raw_solution,
-        solution_steps=data.solution_steps,
-        difficulty=data.difficulty,
-        source=data.source,
-        source_document=data.source_document,
-        source_page=data.source_page,
-        bbox=data.bbox,
-        boxes=data.boxes,
-        figure_positions=data.figure_positions,
-        grade_known=data.grade_known,
-        content_hash=hash_content(content_of(data)),
-    )
-    unsaved = [_figure_row(i, f, p) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
+    question = Question(**question_row(data, content_hash=hash_content(content_of(data))))
+    unsaved = [Figure(**figure_row(i, f, p)) for i, (f, p) in enumerate(zip(data.figures, prepared, strict=True))]
     findings = checks.rule_findings(question, figures=unsaved)
     with transaction.atomic():
         question.save()
@@ -213,18 +195,45 @@ def create_question(*, data: QuestionData, user: Any = None, note: str = "create
         for position, row in enumerate(unsaved):
             row.question = question
             _store_figure(row, prepared[position])
-        QuestionEdit.objects.create(question=question, user=user, field="*", version=1, old=None, new=None, note=note)
+        edit = creation_edit_row(user_id=getattr(user, "pk", None), note=note)
+        QuestionEdit.objects.create(question=question, **edit)
         checks.refresh_rule_flags(question, findings)
     return question
 
 
-def _figure_row(position: int, data: FigureData, prepared: images.PreparedFigure) -> Figure:
-    """The figure's row before it is saved; its quality is the source's where the source is known."""
+# The rows a new question is written as. create_question and the bulk import (annotation.jsonl_bulk)
+# both build them here, so the two cannot drift (tests/test_creation_paths.py compares what each
+# stores). Plain dicts of attnames, not model instances: the bulk path builds them for every line
+# in worker processes and sends them back (a Question cost two thirds of the rules' time there).
+# A column not given takes the model's default on both paths.
+
+
+def question_row(data: QuestionData, *, content_hash: str) -> dict[str, Any]:
+    """A new question's columns from its data (validated already)."""
+    return {
+        "hash_id": data.hash_id, "subject": str(data.subject), "grade": data.grade,
+        "stage": str(stage_of_grade(data.grade).value), "qtype": str(data.qtype), "text": data.text,
+        "options": data.options, "answers": data.answers, "raw_solution": data.raw_solution,
+        "solution_steps": data.solution_steps, "difficulty": data.difficulty, "source": data.source,
+        "source_document_id": data.source_document.pk if data.source_document else None,
+        "source_page_id": data.source_page.pk if data.source_page else None, "bbox": data.bbox,
+        "boxes": data.boxes, "figure_positions": data.figure_positions, "grade_known": data.grade_known,
+        "content_hash": content_hash,
+    }  # fmt: skip
+
+
+def figure_row(position: int, data: FigureData, prepared: images.PreparedFigure) -> dict[str, Any]:
+    """A new figure's columns but its question and file; its quality is the source's where the source is known."""
     source = data.source_size or (None, None)
     sharpness = data.source_sharpness if data.source_size else prepared.sharpness
-    return Figure(position=position, width=prepared.width, height=prepared.height, sharpness=sharpness,
-                  origin=data.origin, page=data.page, bbox=data.bbox, kind=data.kind, source_width=source[0],
-                  source_height=source[1])  # fmt: skip
+    return {"position": position, "width": prepared.width, "height": prepared.height, "sharpness": sharpness,
+            "origin": str(data.origin), "page_id": data.page.pk if data.page else None, "bbox": data.bbox,
+            "kind": str(data.kind), "source_width": source[0], "source_height": source[1]}  # fmt: skip
+
+
+def creation_edit_row(*, user_id: int | None, note: str) -> dict[str, Any]:
+    """The history row a new question starts with: version 1, every field ("*") new."""
+    return {"user_id": user_id, "field": "*", "version": 1, "old": None, "new": None, "note": note}
 
 
 def attach_figure(

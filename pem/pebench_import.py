@@ -27,7 +27,6 @@ from django.utils import timezone
 from annotation.jsonl_import import RecordError, open_source
 from k12vista import bulk
 from k12vista.text import BadLine, parse_record_line
-from k12vista.vocabulary import TAXONOMY_VERSION
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
 
@@ -59,29 +58,24 @@ def parse(number: int, line: bytes | None) -> services.Outcome | Parsed:
 
 
 def write_new(chains: list[services.ChainData], import_name: str) -> None:
-    """Creates the chains with their steps and this import's labels, as save_chain does; inside a transaction."""
+    """Creates the chains with their steps and this import's labels from the rows save_chain writes
+    (services.chain_row and its kin); every other column takes its default. Inside a transaction."""
     now = timezone.now()
-    cots = [
-        {**{name: getattr(data, name) for name in services.SNAPSHOT_FIELDS}, "key": data.key,
-         "origin": ChainOfThought.Origin.IMPORTED.value, "question_id": data.question.pk if data.question else None,
-         "in_training_data": data.in_training_data, "created": now}
-        for data in chains
-    ]  # fmt: skip
+    defaults = bulk.defaults_of(ChainOfThought)
+    cots = [{**defaults, **services.chain_row(data), "created": now} for data in chains]
     cot_ids = bulk.insert_rows(ChainOfThought, cots, ids=True)
     steps = [
-        {"cot_id": cot_id, "position": position, "text": text}
+        {"cot_id": cot_id, **row}
         for cot_id, data in zip(cot_ids, chains, strict=True)
-        for position, text in enumerate(data.steps, 1)
+        for row in services.step_rows(data.steps)
     ]
     step_ids = iter(bulk.insert_rows(Step, steps, ids=True))
-    labels = []
+    labels, label_defaults = [], bulk.defaults_of(StepLabel)
     for data in chains:
         by_position = [next(step_ids) for _ in data.steps]
         for (position, rater), (label, explanation) in services._incoming_labels(data, import_name).items():
-            labels.append({"step_id": by_position[position - 1], "source": StepLabel.Source.IMPORTED.value,
-                           "rater": rater, "user_id": None, "scoring_run_id": None, "label": label,
-                           "explanation": explanation, "taxonomy_version": TAXONOMY_VERSION,
-                           "guideline_version": "", "created": now})  # fmt: skip
+            row = services.imported_label_row(rater, label, explanation)
+            labels.append({**label_defaults, "step_id": by_position[position - 1], **row, "created": now})
     bulk.insert_rows(StepLabel, labels)
 
 

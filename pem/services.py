@@ -323,6 +323,32 @@ SNAPSHOT_FIELDS = (
 )  # fmt: skip
 
 
+# The rows a new imported chain is written as. save_chain and the bulk import (pem.pebench_import)
+# both build them here, so the two cannot drift (tests/test_creation_paths.py compares what each
+# stores). Plain dicts of attnames: the bulk path writes them by COPY without a model instance.
+# A column not given takes the model's default on both paths.
+
+
+def chain_row(data: ChainData) -> dict[str, Any]:
+    """A new imported chain's columns."""
+    return {
+        **{name: getattr(data, name) for name in SNAPSHOT_FIELDS}, "key": data.key,
+        "origin": ChainOfThought.Origin.IMPORTED.value, "question_id": data.question.pk if data.question else None,
+        "in_training_data": data.in_training_data,
+    }  # fmt: skip
+
+
+def step_rows(texts: Sequence[str]) -> list[dict[str, Any]]:
+    """A chain's new steps' columns but their chain, numbered from 1."""
+    return [{"position": position, "text": text} for position, text in enumerate(texts, 1)]
+
+
+def imported_label_row(rater: str, label: str, explanation: str) -> dict[str, Any]:
+    """A label from an import file: its columns but its step."""
+    return {"source": StepLabel.Source.IMPORTED.value, "rater": rater, "label": label, "explanation": explanation,
+            "taxonomy_version": TAXONOMY_VERSION}  # fmt: skip
+
+
 def has_person_work(cot: ChainOfThought) -> bool:
     """True once a person labelled a step, adjudicated it, or saved a labelling draft:
     from then on its steps are theirs and no import may change them."""
@@ -358,8 +384,7 @@ def _write_labels(cot: ChainOfThought, labels: dict[tuple[int, str], tuple[str, 
     for (position, rater), (label, explanation) in labels.items():
         row = existing.get((position, rater))
         if row is None:
-            new.append(StepLabel(step=steps[position], source=StepLabel.Source.IMPORTED, rater=rater, label=label,
-                                 explanation=explanation, taxonomy_version=TAXONOMY_VERSION))  # fmt: skip
+            new.append(StepLabel(step=steps[position], **imported_label_row(rater, label, explanation)))
         elif (row.label, row.explanation) != (label, explanation):
             row.label, row.explanation, row.taxonomy_version = label, explanation, TAXONOMY_VERSION
             changed.append(row)
@@ -372,7 +397,7 @@ def replace_steps(cot: ChainOfThought, texts: Sequence[str], *, new: bool = Fals
     if not new:
         cot.steps.all().delete()
         Alignment.objects.filter(cot=cot).delete()
-    Step.objects.bulk_create(Step(cot=cot, position=n, text=text) for n, text in enumerate(texts, 1))
+    Step.objects.bulk_create(Step(cot=cot, **row) for row in step_rows(texts))
 
 
 def _differences(cot: ChainOfThought, data: ChainData) -> list[str]:
@@ -388,10 +413,7 @@ def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
     incoming = _incoming_labels(data, import_name)
     cot = ChainOfThought.objects.select_for_update().filter(key=data.key).first()
     if cot is None:
-        cot = ChainOfThought(key=data.key, origin=ChainOfThought.Origin.IMPORTED, question=data.question,
-                             in_training_data=data.in_training_data)  # fmt: skip
-        for name in SNAPSHOT_FIELDS:
-            setattr(cot, name, getattr(data, name))
+        cot = ChainOfThought(**chain_row(data))
         cot.save()
         replace_steps(cot, data.steps, new=True)
         _write_labels(cot, incoming, new=True)
