@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models
-from django.db.models import Q
+from django.db import models, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -127,6 +127,27 @@ class Page(models.Model):
         return f"{self.document} p.{self.number}"
 
 
+class LifecycleError(Exception):
+    """A question was asked to take a step of its work from where it is not."""
+
+
+class EditConflict(Exception):
+    """Someone saved the question after this editor loaded it.
+
+    ``changed`` maps each field the other person changed to (value this editor
+    started from, value now saved), so the screen can show what changed.
+    """
+
+    def __init__(self, question: Question, changed: dict[str, tuple[Any, Any]]) -> None:
+        super().__init__(f"question {question.hash_id} was changed by someone else")
+        self.question = question
+        self.changed = changed
+
+
+# How many questions a set-based step moves per transaction (a few statements each, however large the lot).
+STEP_CHUNK = 2000
+
+
 class QuestionQuerySet(models.QuerySet["Question"]):
     def in_status(self, *statuses: str) -> QuestionQuerySet:
         return self.filter(status__in=statuses)
@@ -161,6 +182,43 @@ class QuestionQuerySet(models.QuerySet["Question"]):
         """The questions a release holds (as they are now; the release keeps their content then)."""
         return self.filter(release_items__release=release)
 
+    # --- the work's steps for a whole lot (Question.TRANSITIONS) ---
+
+    def audit(self, *, by: Any, note: str) -> int:
+        """An accepted audit lot: its solution-corrected questions move to audited."""
+        return self._take_step("audit", by=by, note=note)
+
+    def release(self, *, by: Any, note: str) -> int:
+        """A published release: its audited questions move to released."""
+        return self._take_step("release", by=by, note=note)
+
+    def _take_step(self, step: str, *, by: Any, note: str) -> int:
+        """Moves every question of the set that is where ``step`` starts one step on,
+        set-based (a few statements per chunk however large the lot), with one history
+        row each whose note says what moved it (an audit, a release).
+
+        Questions elsewhere in the lifecycle are left alone, so taking the step twice
+        moves nothing the second time. Returns how many moved."""
+        source, target = Question.TRANSITIONS[step]
+        note = f"{step}: {note}"[:300]
+        ids = list(self.filter(status=source).order_by("id").values_list("id", flat=True))
+        moved = 0
+        for start in range(0, len(ids), STEP_CHUNK):
+            chunk = ids[start : start + STEP_CHUNK]
+            with transaction.atomic():
+                held = Question.objects.select_for_update().filter(pk__in=chunk, status=source)
+                locked = list(held.values_list("id", "version"))
+                Question.objects.filter(pk__in=[pk for pk, _v in locked]).update(
+                    status=target, version=F("version") + 1, updated=timezone.now()
+                )
+                QuestionEdit.objects.bulk_create(
+                    QuestionEdit(question_id=pk, user=by, field="status", version=version + 1, old=source, new=target,
+                                 note=note)
+                    for pk, version in locked
+                )  # fmt: skip
+            moved += len(locked)
+        return moved
+
 
 class Question(models.Model):
     class Status(models.TextChoices):
@@ -170,6 +228,18 @@ class Question(models.Model):
         AUDITED = "audited", _("Audited")
         RELEASED = "released", _("Released")
         REJECTED = "rejected", _("Rejected")
+
+    # The steps of the work: which status each moves a question from and to; a step
+    # from anywhere else is refused (LifecycleError). The step's name is the note of its
+    # history row, which review reads to tell who did a stage.
+    TRANSITIONS = {
+        "accept_ocr": (Status.IMPORTED, Status.OCR_REVIEWED),
+        "submit_steps": (Status.OCR_REVIEWED, Status.SOLUTION_CORRECTED),
+        "audit": (Status.SOLUTION_CORRECTED, Status.AUDITED),
+        "release": (Status.AUDITED, Status.RELEASED),
+    }
+    # The statuses of the work in order, to tell which stages a question has been through.
+    STATUS_ORDER = (Status.IMPORTED, Status.OCR_REVIEWED, Status.SOLUTION_CORRECTED, Status.AUDITED, Status.RELEASED)
 
     # The fields whose changes go into the edit history and the content hash.
     CONTENT_FIELDS = (
@@ -235,6 +305,45 @@ class Question(models.Model):
 
     def __str__(self) -> str:
         return self.hash_id
+
+    # --- the work's steps for one question (a lot's audit and release: QuestionQuerySet) ---
+
+    def accept_ocr(self, *, by: Any, expected_version: int | None = None) -> None:
+        """The OCR review is done: the question waits for its steps to be corrected."""
+        self._take_step("accept_ocr", by=by, expected_version=expected_version)
+
+    def submit_steps(self, *, by: Any, expected_version: int | None = None) -> None:
+        """The solution steps are corrected: the question waits for an audit.
+        (``services.submit_steps`` checks the steps and closes the proposal first.)"""
+        self._take_step("submit_steps", by=by, expected_version=expected_version)
+
+    def _take_step(self, step: str, *, by: Any, expected_version: int | None) -> None:
+        """Moves the question one step along, refusing if it is not where the step starts
+        (or, given ``expected_version``, if someone saved it since: EditConflict)."""
+        source, target = self.TRANSITIONS[step]
+        filters: dict[str, Any] = {"pk": self.pk, "status": source}
+        if expected_version is not None:
+            filters["version"] = expected_version
+        with transaction.atomic():
+            moved = Question.objects.filter(**filters).update(
+                status=target, version=F("version") + 1, updated=timezone.now()
+            )
+            self.refresh_from_db()
+            if not moved:
+                if expected_version is not None and self.version != expected_version:
+                    raise EditConflict(self, self.changes_since(expected_version))
+                raise LifecycleError(f"question {self.hash_id} is {self.status}, not {source}")
+            QuestionEdit.objects.create(
+                question=self, user=by, field="status", version=self.version, old=source, new=target, note=step
+            )
+
+    def changes_since(self, version: int) -> dict[str, tuple[Any, Any]]:
+        """Field -> (value at ``version``, value now), from the edit history."""
+        changed: dict[str, tuple[Any, Any]] = {}
+        for edit in self.edits.filter(version__gt=version).exclude(field="*").order_by("version", "id"):
+            first = changed.get(edit.field, (edit.old, None))[0]
+            changed[edit.field] = (first, edit.new)
+        return changed
 
 
 class Figure(models.Model):

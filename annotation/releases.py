@@ -349,8 +349,7 @@ def publish_release(*, release: Release, by: Any) -> Release:
         raise ReleaseError(
             gettext("%(n)d questions changed since this draft was built; build a new release") % {"n": stale}
         )
-    services.advance_set(questions=Question.objects.in_release(release), action="release",
-                         user=by, note=f"release v{release.version}")  # fmt: skip
+    Question.objects.in_release(release).release(by=by, note=f"release v{release.version}")
     release.status = Release.Status.PUBLISHED
     release.published, release.published_by = timezone.now(), by
     release.save(update_fields=["status", "published", "published_by"])

@@ -18,30 +18,19 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist
 from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation import checks, images
+from annotation.models import EditConflict as EditConflict
 from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument, StepProposal
+from annotation.models import LifecycleError as LifecycleError
 from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
 
 
 class QuestionDataError(ValueError):
     """The data for a question is invalid; the message says which field and why."""
-
-
-class EditConflict(Exception):
-    """Someone saved the question after this editor loaded it.
-
-    ``changed`` maps each field the other person changed to (value this editor
-    started from, value now saved), so the screen can show what changed.
-    """
-
-    def __init__(self, question: Question, changed: dict[str, tuple[Any, Any]]) -> None:
-        super().__init__(f"question {question.hash_id} was changed by someone else")
-        self.question = question
-        self.changed = changed
 
 
 @dataclass
@@ -282,7 +271,7 @@ def edit_question(
         )
     current = Question.objects.select_for_update().get(pk=question.pk)
     if current.version != expected_version:
-        raise EditConflict(current, changes_since(current, expected_version))
+        raise EditConflict(current, current.changes_since(expected_version))
 
     before = content_of(current)
     after = {**before, **changes}
@@ -305,7 +294,7 @@ def edit_question(
     )
     if not won:  # cannot happen under select_for_update, kept for databases without row locks
         current.refresh_from_db()
-        raise EditConflict(current, changes_since(current, expected_version))
+        raise EditConflict(current, current.changes_since(expected_version))
     if "knowledge_points" in changed:
         current.knowledge_points.set(knowledge_points_for(after["subject"], after["knowledge_points"]))
     QuestionEdit.objects.bulk_create(
@@ -317,89 +306,9 @@ def edit_question(
     return current
 
 
-def changes_since(question: Question, version: int) -> dict[str, tuple[Any, Any]]:
-    """Field -> (value at ``version``, value now), from the edit history."""
-    changed: dict[str, tuple[Any, Any]] = {}
-    for edit in question.edits.filter(version__gt=version).exclude(field="*").order_by("version", "id"):
-        first = changed.get(edit.field, (edit.old, None))[0]
-        changed[edit.field] = (first, edit.new)
-    return changed
-
-
 # --- lifecycle ----------------------------------------------------------------
-
-# Which status each step of the work moves a question from and to.
-NEXT_STATUS = {
-    "accept_ocr": (Question.Status.IMPORTED, Question.Status.OCR_REVIEWED),
-    "submit_steps": (Question.Status.OCR_REVIEWED, Question.Status.SOLUTION_CORRECTED),
-    "audit": (Question.Status.SOLUTION_CORRECTED, Question.Status.AUDITED),
-    "release": (Question.Status.AUDITED, Question.Status.RELEASED),
-}
-
-
-# The statuses of the work in order, to tell which stages a question has been through.
-NEXT_STATUS_ORDER = (
-    Question.Status.IMPORTED,
-    Question.Status.OCR_REVIEWED,
-    Question.Status.SOLUTION_CORRECTED,
-    Question.Status.AUDITED,
-    Question.Status.RELEASED,
-)
-
-
-class LifecycleError(Exception):
-    pass
-
-
-@transaction.atomic
-def advance(*, question: Question, action: str, user: Any, expected_version: int | None = None) -> Question:
-    """Moves a question one step along its lifecycle, refusing if it is not where the action starts."""
-    source, target = NEXT_STATUS[action]
-    filters: dict[str, Any] = {"pk": question.pk, "status": source}
-    if expected_version is not None:
-        filters["version"] = expected_version
-    moved = Question.objects.filter(**filters).update(status=target, version=F("version") + 1, updated=timezone.now())
-    question.refresh_from_db()
-    if not moved:
-        if expected_version is not None and question.version != expected_version:
-            raise EditConflict(question, changes_since(question, expected_version))
-        raise LifecycleError(f"question {question.hash_id} is {question.status}, not {source}")
-    QuestionEdit.objects.create(
-        question=question, user=user, field="status", version=question.version, old=source, new=target, note=action
-    )
-    return question
-
-
-def advance_set(*, questions: QuerySet[Question], action: str, user: Any, note: str) -> int:
-    """Moves every question of ``questions`` that is where ``action`` starts one
-    step on, set-based (a few statements per chunk however large the lot), with
-    one history row each whose note says what moved it (an audit, a release).
-
-    Questions elsewhere in the lifecycle are left alone, so calling it twice moves
-    nothing the second time. Returns how many moved."""
-    source, target = NEXT_STATUS[action]
-    note = f"{action}: {note}"[:300]
-    ids = list(questions.filter(status=source).order_by("id").values_list("id", flat=True))
-    moved = 0
-    for start in range(0, len(ids), ADVANCE_CHUNK):
-        chunk = ids[start : start + ADVANCE_CHUNK]
-        with transaction.atomic():
-            locked = list(
-                Question.objects.select_for_update().filter(pk__in=chunk, status=source).values_list("id", "version")
-            )
-            Question.objects.filter(pk__in=[pk for pk, _v in locked]).update(
-                status=target, version=F("version") + 1, updated=timezone.now()
-            )
-            QuestionEdit.objects.bulk_create(
-                QuestionEdit(question_id=pk, user=user, field="status", version=version + 1, old=source, new=target,
-                             note=note)
-                for pk, version in locked
-            )  # fmt: skip
-        moved += len(locked)
-    return moved
-
-
-ADVANCE_CHUNK = 2000
+# The work's steps are methods of Question (accept_ocr, submit_steps) and of its
+# querysets (audit, release); rejecting and sending back for rework live here.
 
 
 def _set_status(current: Question, target: str, *, user: Any, note: str, **fields: Any) -> None:
@@ -498,7 +407,7 @@ def submit_steps(*, question: Question, user: Any, proposal: StepProposal | None
     """Corrected steps are final: the question moves on and the proposal is marked used."""
     if not question.solution_steps:
         raise QuestionDataError("a solution needs at least one step")
-    advance(question=question, action="submit_steps", user=user, expected_version=question.version)
+    question.submit_steps(by=user, expected_version=question.version)
     if proposal is not None:
         StepProposal.objects.filter(pk=proposal.pk).update(status=StepProposal.Status.USED)
     return question
@@ -527,7 +436,7 @@ def return_for_rework(*, question: Question, task: str, annotator: Any, note: st
     if task not in TASK_INPUT:
         raise QuestionDataError(f"unknown task {task!r}")
     current = Question.objects.select_for_update().get(pk=question.pk)
-    order = list(NEXT_STATUS_ORDER)
+    order = list(Question.STATUS_ORDER)
     target = TASK_INPUT[task]
     if current.status not in order or order.index(current.status) <= order.index(target):
         raise LifecycleError(f"question {current.hash_id} is {current.status}: it has not been through {task} yet")

@@ -123,9 +123,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
             )
             assignment.count_active_time(request.POST.get("active_seconds"))
             if action == "accept":
-                services.advance(
-                    question=question, action="accept_ocr", user=request.user, expected_version=question.version
-                )
+                question.accept_ocr(by=request.user, expected_version=question.version)
                 assignment.complete()
                 messages.success(request, _("Accepted %(id)s.") % {"id": question.hash_id})
                 return open_next(request, assignment.task)

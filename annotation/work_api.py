@@ -2,7 +2,7 @@
 review or step correction, narrowed as the queue page narrows it), read it, save an edit of it against the
 version read (409 with what changed when someone saved first, as the pages answer), accept it, reject it with a
 reason. The same calls as the pages (annotation.views: queues.next_assignment, services.edit_question,
-services.advance, services.submit_steps, services.reject), so a script's work counts as a person's.
+Question.accept_ocr, services.submit_steps, services.reject), so a script's work counts as a person's.
 
 Saving an assignment is the question edit an annotator makes; a released question is edited on the
 corrections path (annotation.correction_api), never here."""
@@ -202,8 +202,7 @@ def _save(request: Request, pk: int, *, accept: bool) -> Response:
                                           expected_version=given.validated_data["version"], note=note)  # fmt: skip
         assignment.count_active_time(given.validated_data.get("active_seconds"))
         if accept and assignment.task == Assignment.Task.OCR_REVIEW:
-            services.advance(question=question, action="accept_ocr", user=request.user,
-                             expected_version=question.version)  # fmt: skip
+            question.accept_ocr(by=request.user, expected_version=question.version)
         elif accept:
             services.submit_steps(question=question, user=request.user, proposal=proposal)
     except services.EditConflict as exc:

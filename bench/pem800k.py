@@ -11,7 +11,7 @@ so the peak RSS printed is that phase's own:
 1. ``copy``: the baseline (run again after the import: the ratio is against the mean), a raw
    streaming COPY of the same rows (chains, steps, labels: parsed from the same file, no checks)
    into plain tables without indexes or constraints;
-2. ``import``: ``pem.training.importer.import_pem800k`` (checks every line, keys, links to the
+2. ``import``: ``pem.training.pem800k_import.import_pem800k`` (checks every line, keys, links to the
    bank, COPY into the real tables with their indexes and constraints); its reader process's
    CPU and peak RSS are printed beside the importer's own;
 3. ``reimport``: the same file again (every record unchanged);
@@ -115,7 +115,7 @@ def phase_copy(path: Path) -> dict:
 
 def phase_import(path: Path) -> dict:
     from pem.training import reader
-    from pem.training.importer import import_pem800k
+    from pem.training.pem800k_import import import_pem800k
 
     # The reader process's own peak RSS comes in its last frame (VmHWM restarts at its exec).
     read_frame, peaks = reader.read_frame, []

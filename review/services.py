@@ -42,7 +42,7 @@ from review import sampling
 from review.models import DIMENSIONS, STAGE_OF_DIMENSION, Audit, AuditItem, Kind, LotDecision, Rating, Rework, Stage
 
 NO_ANNOTATOR = "—"  # the stratum of items with no value (nobody recorded as having worked on them)
-# The status change each question stage records (annotation.services.advance writes the action as the note).
+# The status change each question stage records (Question.TRANSITIONS: a step's history row has its name as the note).
 STAGE_ACTION = {Stage.OCR_REVIEW: "accept_ocr", Stage.STEP_CORRECTION: "submit_steps"}
 
 
@@ -636,7 +636,7 @@ def apply_decision(*, audit: Audit, by: Any) -> list[LotDecision]:
     """Applies the sampling plan's decision to every decided lot of the audit.
 
     Accepted lot: its questions move to ``audited`` in one set-based service call
-    (``annotation.services.advance_set``), except sampled items that failed, which
+    (``QuestionQuerySet.audit``), except sampled items that failed, which
     go back for rework first and follow once a later round passes. Rejected lot:
     every question goes back for rework; ``reaudit_lot`` then audits it again.
     Lots still being rated are left for later; applying again moves what has
@@ -691,8 +691,7 @@ def _apply_lot(audit: Audit, key: str, decision: str, defects: int, sampled: int
             lot.question_ids = ids
             lot.reworked += _rework_failed_samples(audit, key, by)
             eligible = Question.objects.filter(pk__in=set(ids) - not_yet_passed(audit, key))
-            lot.moved += bank.advance_set(questions=eligible, action="audit", user=by,
-                                          note=audit_note(audit, key, "accept"))  # fmt: skip
+            lot.moved += eligible.audit(by=by, note=audit_note(audit, key, "accept"))
         elif created:
             lot.question_ids = lot_ids(audit, key)
             lot.reworked = _rework_lot(audit, key, lot.question_ids, by)

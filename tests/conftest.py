@@ -5,12 +5,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import connection
 from django.dispatch import receiver
+from rest_framework.test import APIClient
 
 from k12vista import services
 from k12vista.roles import Role
@@ -67,6 +69,34 @@ def english(settings):
     settings.LANGUAGE_CODE = "en"
     with translation.override("en"):
         yield
+
+
+@pytest.fixture
+def tmp_media(settings, tmp_path):
+    """The files a test writes (uploads, figures, release files) go under its own tmp_path,
+    not the shared DATA_DIR; a module asks for it with ``pytest.mark.usefixtures("tmp_media")``."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def no_broker():
+    """Started jobs send no message (there is no broker in the tests); the mock says what was sent."""
+    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
+        yield apply_async
+
+
+@pytest.fixture
+def api():
+    """API clients: ``api(user)`` is signed in as the user (no CSRF, as a token would be), ``api()``
+    is anonymous, ``api(csrf=True)`` checks CSRF on a session login as a browser's would be."""
+
+    def _as(user=None, *, csrf=False):
+        client = APIClient(enforce_csrf_checks=csrf)
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return _as
 
 
 def make_person(username: str, *roles: Role):

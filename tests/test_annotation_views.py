@@ -134,7 +134,7 @@ def test_it_reports_a_malformed_option_line(held, annotator, login):
 @pytest.fixture
 def steps_held(annotator):
     question = make_question(solution_steps=[])
-    services.advance(question=question, action="accept_ocr", user=annotator)
+    question.accept_ocr(by=annotator)
     services.add_step_proposal(question=question, steps=["第一步", "第二步", "第三步"], run_ref="run:1", model_name="m")
     return queues.next_assignment(annotator=annotator, task=STEPS)
 

@@ -7,11 +7,6 @@ from rest_framework.test import APIClient
 from k12vista.models import Job
 
 
-@pytest.fixture
-def api():
-    return APIClient(enforce_csrf_checks=True)
-
-
 def token_client(user):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
@@ -26,15 +21,17 @@ def test_it_authenticates_scripts_with_a_token(researcher):
 
 @pytest.mark.django_db
 def test_it_refuses_anonymous_and_bad_tokens(api):
-    assert api.get("/api/me/").status_code in (401, 403)
-    api.credentials(HTTP_AUTHORIZATION="Token not-a-token")
-    assert api.get("/api/me/").status_code == 401
+    client = api(csrf=True)
+    assert client.get("/api/me/").status_code in (401, 403)
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    assert client.get("/api/me/").status_code == 401
 
 
 def test_it_requires_csrf_for_session_writes(api, researcher):
     job = Job.objects.create(kind="k12vista.worker_check", started_by=researcher)
-    api.force_login(researcher, backend="django.contrib.auth.backends.ModelBackend")
-    assert api.post(f"/api/jobs/{job.pk}/cancel/").status_code == 403
+    client = api(csrf=True)
+    client.force_login(researcher, backend="django.contrib.auth.backends.ModelBackend")
+    assert client.post(f"/api/jobs/{job.pk}/cancel/").status_code == 403
     job.refresh_from_db()
     assert not job.cancel_requested
 
@@ -110,10 +107,23 @@ def test_a_forged_cursor_on_a_nested_list_is_a_400(researcher):
     assert response.status_code == 400 and "cursor" in response.json()
 
 
-@pytest.mark.parametrize("size", ["abc", "-5", "0", "99999999999999999999", "1e3"])
-def test_a_bad_page_size_falls_back_to_the_default(administrator, size):
+@pytest.mark.parametrize(
+    ("size", "used"), [("abc", 2), ("-5", 2), ("0", 2), ("1e3", 2), ("99999999999999999999", 3), ("3", 3)]
+)
+def test_a_bad_page_size_falls_back_to_the_default(administrator, monkeypatch, size, used):
+    """A page size that is not a positive whole number gives the default page; one above the
+    largest allowed gives the largest (ById's own sizes, shrunk here so a few questions show it)."""
+    from k12vista.pagination import ById
+    from tests.annotation_factories import make_question
+
+    monkeypatch.setattr(ById, "page_size", 2)
+    monkeypatch.setattr(ById, "max_page_size", 3)
+    for n in range(4):
+        make_question(hash_id=f"q{n}")
     response = token_client(administrator).get("/api/questions/", {"page_size": size})
     assert response.status_code == 200
+    assert [row["hash_id"] for row in response.json()["results"]] == [f"q{n}" for n in range(used)]
+    assert response.json()["next"] is not None
 
 
 def test_a_real_cursor_still_pages(administrator):

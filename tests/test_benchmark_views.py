@@ -10,12 +10,7 @@ from k12vista.jobs import execute_job
 from tests.annotation_factories import make_question
 from tests.review_factories import bulk_questions
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 PAGES = ["annotation:benchmark", "annotation:units"]

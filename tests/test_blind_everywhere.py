@@ -25,7 +25,7 @@ from tests.conftest import make_person
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 from tests.review_factories import audit_of, three_inspectors
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 # Distinctive reasons on every label of the item that is not hers: any of them on a response is a leak.
 SECRETS = {
@@ -36,11 +36,6 @@ SECRETS = {
 }
 APPS = ("k12vista", "annotation", "inference", "pem", "review", "auth", "authtoken", "axes")
 WORDS = ("csv", "json", "jsonl", "zip", "pdf", "png", "md", "txt")
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
 
 
 @pytest.fixture(params=["every role", "inspector"])

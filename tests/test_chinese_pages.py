@@ -221,7 +221,7 @@ def studio(settings, tmp_path):
     # An annotator's open OCR review and step correction.
     queues.next_assignment(annotator=annotator, task=Assignment.Task.OCR_REVIEW)
     corrected = make_question(admin, solution_steps=[])
-    bank.advance(question=corrected, action="accept_ocr", user=second)
+    corrected.accept_ocr(by=second)
     bank.add_step_proposal(question=corrected, steps=["由 $x^2=4$ 得 $x=2$。", "故选 B。"])
     # A model, its runs, judged, on the leaderboard.
     endpoint = ModelEndpoint.objects.create(name="学生模型", base_url="http://127.0.0.1:9/v1", model_name="qwen2-vl")

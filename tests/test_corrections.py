@@ -13,12 +13,7 @@ from k12vista.roles import Role
 from tests.annotation_factories import make_question
 from tests.conftest import make_person
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path, english):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media", "english")]
 
 
 def build(candidate, user) -> Release:

@@ -20,9 +20,7 @@ from k12vista.models import Job
 SCALE = 0.0003  # ten questions
 
 
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = pytest.mark.usefixtures("tmp_media")
 
 
 @pytest.fixture

@@ -1,8 +1,6 @@
 """Imports and a draw's questions through the API with a token (issue 29): the same services and access
 rules as the imports page and the draw's page."""
 
-from unittest import mock
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.authtoken.models import Token
@@ -15,14 +13,7 @@ from tests import fixtures_pdf
 from tests.annotation_factories import make_question
 from tests.test_import_views import reference_lines
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    with mock.patch("k12vista.tasks.run_job.apply_async"):
-        yield
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media", "no_broker")]
 
 
 def token_client(user) -> APIClient:

@@ -1,7 +1,5 @@
 import json
-from unittest import mock
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotation.models import Question, SourceDocument
@@ -15,12 +13,6 @@ def reference_lines() -> bytes:
     records = [json.dumps(r, ensure_ascii=False) for r in iter_questions(0.0001, seed=3)][:3]
     bad = ['{"hash_id": "x1", "question": "缺少学科", "type": "选择题"}', "not json at all", '{"subject": "music-g9"}']
     return "\n".join([records[0], bad[0], records[1], bad[1], records[2], bad[2]]).encode()
-
-
-@pytest.fixture
-def no_broker():
-    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
-        yield apply_async
 
 
 def run_started_job():

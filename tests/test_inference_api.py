@@ -1,11 +1,9 @@
 """The inference API: endpoints, runs, their answers and the leaderboard."""
 
 import json
-from unittest import mock
 
 import pytest
 from django.urls import include, path
-from rest_framework.test import APIClient
 
 from inference.models import InferenceRun, ModelEndpoint, PublishedResult, Response, ScoringRun
 from k12vista import urls as project_urls
@@ -27,23 +25,6 @@ def _local_model_servers(settings):
     settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
 
 
-@pytest.fixture
-def api():
-    def _as(user):
-        client = APIClient()
-        if user is not None:
-            client.force_authenticate(user)
-        return client
-
-    return _as
-
-
-@pytest.fixture
-def sent():
-    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
-        yield apply_async
-
-
 # --- access -------------------------------------------------------------------------------
 
 
@@ -51,7 +32,7 @@ def urls_for(run) -> list[str]:
     return ["/api/endpoints/", "/api/runs/", f"/api/runs/{run.pk}/", f"/api/runs/{run.pk}/responses/"]
 
 
-def test_it_keeps_annotators_and_inspectors_out(api, annotator, inspector, researcher, sent):
+def test_it_keeps_annotators_and_inspectors_out(api, annotator, inspector, researcher, no_broker):
     run = make_run(researcher)
     for person in (annotator, inspector):
         client = api(person)
@@ -129,7 +110,7 @@ def test_it_refuses_a_key_in_place_of_a_variable_name(api, researcher):
 # --- runs ---------------------------------------------------------------------------------
 
 
-def test_it_starts_a_run(api, researcher, sent):
+def test_it_starts_a_run(api, researcher, no_broker):
     endpoint = make_endpoint()
     make_question(), make_question(subject="physics", grade=8)
     data = {"endpoint": endpoint.pk, "mode": "step_by_step", "filters": {"subject": "math", "grade": 9},
@@ -146,13 +127,13 @@ def test_it_starts_a_run(api, researcher, sent):
 @pytest.mark.parametrize(
     "data", [{"mode": "sideways"}, {"filters": {"subject": "astrology"}}, {"params": {"temperature": 9}}]
 )
-def test_it_refuses_bad_run_input(api, researcher, sent, data):
+def test_it_refuses_bad_run_input(api, researcher, no_broker, data):
     endpoint = make_endpoint()
     response = api(researcher).post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct", **data}, format="json")
     assert response.status_code == 400 and not InferenceRun.objects.exists()
 
 
-def test_it_reports_an_endpoint_that_cannot_run(api, researcher, sent, english):
+def test_it_reports_an_endpoint_that_cannot_run(api, researcher, no_broker, english):
     endpoint = make_endpoint()
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(active=False)
     response = api(researcher).post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct"}, format="json")

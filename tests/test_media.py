@@ -3,7 +3,6 @@ and pages as their question, uploads as their document or job, exports as their 
 files under the blind rule; under our names, as attachments, with nosniff and a sandbox."""
 
 import json
-from unittest import mock
 
 import pytest
 from django.core.files.base import ContentFile
@@ -25,21 +24,10 @@ from tests.annotation_factories import make_question
 from tests.conftest import make_person
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 # Looks like JSONL to the first-byte check, is a page with a script to a browser.
 HOSTILE_JSONL = b'{"a": 1}\n<script src="/media/x.js"></script><script>fetch("/manage/users/")</script>\n'
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-
-
-@pytest.fixture
-def no_broker():
-    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
-        yield apply_async
 
 
 def api_as(user) -> APIClient:

@@ -1,8 +1,6 @@
 """Nothing succeeds while doing nothing (issue 29): references to objects that do not exist and empty
 inputs are refused before a job starts, with a message naming what is missing."""
 
-from unittest import mock
-
 import pytest
 from rest_framework.test import APIClient
 
@@ -10,37 +8,30 @@ from pem.models import FilterRun, StepLabel, TrainingExport
 from pem.training import exports, filters, train
 from tests.test_pem800k_export import kept_run
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 @pytest.fixture
-def api(researcher):
-    client = APIClient()
-    client.force_authenticate(researcher)
-    with mock.patch("k12vista.tasks.run_job.apply_async"):
-        yield client
+def rita(api, researcher, no_broker):
+    """The researcher's API client; the jobs it starts send no message."""
+    return api(researcher)
 
 
-def test_a_filter_run_on_a_panel_that_does_not_exist_is_refused_naming_the_known_ones(api, researcher, english):
+def test_a_filter_run_on_a_panel_that_does_not_exist_is_refused_naming_the_known_ones(rita, researcher, english):
     kept_run(researcher)  # labels of the import "pem" exist
-    response = api.post("/api/pem/training/filter-runs/", {"source": "panel", "rater": "no-such-panel"}, format="json")
+    response = rita.post("/api/pem/training/filter-runs/", {"source": "panel", "rater": "no-such-panel"}, format="json")
     assert response.status_code == 400
     assert "no-such-panel" in response.json()["rater"][0]
-    response = api.post("/api/pem/training/filter-runs/", {"source": "imported", "rater": "nope"}, format="json")
+    response = rita.post("/api/pem/training/filter-runs/", {"source": "imported", "rater": "nope"}, format="json")
     assert response.status_code == 400 and "pem" in response.json()["rater"][0]  # the known imports are named
     assert FilterRun.objects.count() == 1  # only kept_run's own
 
 
-def test_exporting_a_filter_run_that_kept_nothing_is_refused(api, researcher, english):
+def test_exporting_a_filter_run_that_kept_nothing_is_refused(rita, researcher, english):
     run, _ = kept_run(researcher)
     run.kept = 0
     run.save(update_fields=["kept"])
-    response = api.post("/api/pem/training/exports/", {"filter_run": run.pk, "formats": ["trl"]}, format="json")
+    response = rita.post("/api/pem/training/exports/", {"filter_run": run.pk, "formats": ["trl"]}, format="json")
     assert response.status_code == 400 and "kept no chains" in response.json()["filter_run"][0]
     assert not TrainingExport.objects.exists()
     with pytest.raises(exports.ExportError):
@@ -56,11 +47,11 @@ def test_an_export_whose_chains_went_meanwhile_fails_instead_of_writing_nothing(
         exports.write_export(export)
 
 
-def test_training_on_an_export_without_records_is_refused_before_the_job(api, researcher, english):
+def test_training_on_an_export_without_records_is_refused_before_the_job(rita, researcher, english):
     run, _ = kept_run(researcher)
     empty = TrainingExport.objects.create(filter_run=run, formats=["trl"], status=TrainingExport.Status.DONE,
                                           records=0, created_by=researcher, min_pixels=1, max_pixels=2)  # fmt: skip
-    response = api.post("/api/pem/training/runs/", {"export": empty.pk, "base_model": "x"}, format="json")
+    response = rita.post("/api/pem/training/runs/", {"export": empty.pk, "base_model": "x"}, format="json")
     assert response.status_code == 400 and "no records" in response.json()["export"][0]
     with pytest.raises(train.TrainingError, match="no records"):
         train.start_training(export=empty, base_model="x", hyperparameters=None, user=researcher)

@@ -17,10 +17,7 @@ from annotation.pdf.reading import text_layer
 from tests import fixtures_pdf
 from tests.fixtures_pdf import FONT, SIZE, width_of
 
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = pytest.mark.usefixtures("tmp_media")
 
 
 def formula_png(text: str = "v0", scale: int = 3) -> bytes:

@@ -20,12 +20,7 @@ from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests import fixtures_pdf
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 @pytest.fixture(scope="module")

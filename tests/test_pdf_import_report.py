@@ -1,8 +1,6 @@
 """The PDF import's consistency report is kept on its document and shown from there on the import
 screen; a stopped import is continued from that screen, reusing what it read."""
 
-from unittest import mock
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -14,18 +12,7 @@ from k12vista.models import Job
 from tests import fixtures_pdf
 from tests.test_pdf_import import FakeOCR
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-
-
-@pytest.fixture
-def no_broker():
-    with mock.patch("k12vista.tasks.run_job.apply_async") as apply_async:
-        yield apply_async
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 def _upload(client, content: bytes, name: str, django_capture_on_commit_callbacks) -> SourceDocument:

@@ -278,11 +278,6 @@ def test_a_sparse_third_column_is_still_a_column():
 # --- through the import ------------------------------------------------------------------
 
 
-@pytest.fixture
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-
-
 def _flaky_create(monkeypatch, failing_calls):
     real_create = services.create_question
     calls = {"n": 0}
@@ -298,7 +293,7 @@ def _flaky_create(monkeypatch, failing_calls):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
+@pytest.mark.usefixtures("tmp_media")
 def test_a_question_that_fails_is_saved_again_cleaned_with_the_fault_recorded_on_it(monkeypatch):
     _flaky_create(monkeypatch, {2})
     document = register_pdf_upload(
@@ -314,7 +309,7 @@ def test_a_question_that_fails_is_saved_again_cleaned_with_the_fault_recorded_on
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
+@pytest.mark.usefixtures("tmp_media")
 def test_a_question_refused_twice_is_named_on_the_document_and_the_paper_goes_on(monkeypatch):
     real_create = _flaky_create(monkeypatch, {2, 3})  # question 2, and question 2 cleaned
     document = register_pdf_upload(
@@ -335,7 +330,7 @@ def test_a_question_refused_twice_is_named_on_the_document_and_the_paper_goes_on
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
+@pytest.mark.usefixtures("tmp_media")
 def test_questions_next_to_a_gap_are_flagged_and_the_report_is_kept():
     document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("gap.pdf", fixtures_pdf.gap_paper()))
     summary = import_document(document=document)
@@ -366,7 +361,7 @@ def test_a_small_raised_chinese_run_is_no_superscript():
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
+@pytest.mark.usefixtures("tmp_media")
 def test_a_crashed_import_says_why_and_a_retry_reuses_the_ocr(settings, monkeypatch):
     from tests.test_pdf_import import FakeOCR
 
@@ -394,7 +389,7 @@ def test_a_crashed_import_says_why_and_a_retry_reuses_the_ocr(settings, monkeypa
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("_media")
+@pytest.mark.usefixtures("tmp_media")
 def test_picture_table_and_misprinted_options_and_a_headingless_answer_section_are_read():
     document = register_pdf_upload(
         uploaded_file_or_path=SimpleUploadedFile("options.pdf", fixtures_pdf.picture_options_paper())

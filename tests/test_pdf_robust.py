@@ -18,12 +18,7 @@ from annotation.pdf.layout import PageText, Span, gutters_of, reading_order
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 class BlankOCR:

@@ -13,12 +13,7 @@ from annotation.pdf.layout import Line
 from annotation.pdf.segment import cn_value, segment
 from tests.test_pdf_robust import analysis_of
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 def lines(*texts: str, page: int = 1) -> list[Line]:

@@ -6,7 +6,7 @@ import pytest
 
 from bench.generate import iter_pem
 from pem.models import FilteredChain, StepLabel
-from pem.training import filters, importer
+from pem.training import filters, pem800k_import
 from tests.pem_factories import label_steps, make_cot
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +66,7 @@ def test_it_removes_each_bad_chain_at_the_first_filter_it_fails(researcher):
 def test_it_balances_categories_to_the_target_with_a_seed(tmp_path):
     path = tmp_path / "pem.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in iter_pem(0.0003, 5)))
-    importer.import_pem800k(path=path, name="pem")
+    pem800k_import.import_pem800k(path=path, name="pem")
     params = {"balance": {"target": {"correct": 1, "CE": 1}, "seed": 7}, "coverage": {"min_models": 1}}
     first, again, other = run(params), run(params), run({**params, "balance": {**params["balance"], "seed": 8}})
     kept = FilteredChain.objects.filter(run=first, removed_by="")

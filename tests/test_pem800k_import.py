@@ -15,7 +15,7 @@ from bench.generate import iter_pem, iter_questions
 from k12vista.vocabulary import LABEL_CODES
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
-from pem.training import importer, reader
+from pem.training import pem800k_import, reader
 
 pytestmark = pytest.mark.django_db
 
@@ -28,14 +28,14 @@ def write_jsonl(path, records):
 def test_it_keeps_every_chain_of_a_question_and_a_second_import_changes_nothing(tmp_path):
     records = list(iter_pem(0.0001, 3))  # 84 chains over 3 questions
     path = write_jsonl(tmp_path / "pem.jsonl", records)
-    first = importer.import_pem800k(path=path, name="pem800k", batch_size=20)
+    first = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=20)
     assert first["created"] == len(records) and first["failed"] == 0
     per_question = {r["hash_id"] for r in records}
     assert ChainOfThought.objects.count() == len(records)
     assert len(per_question) < len(records) / 20  # many chains share one question's hash_id
     assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
     assert StepLabel.objects.filter(source=StepLabel.Source.IMPORTED, rater="pem800k").count() == Step.objects.count()
-    second = importer.import_pem800k(path=path, name="pem800k")
+    second = pem800k_import.import_pem800k(path=path, name="pem800k")
     assert second["created"] == 0 and second["unchanged"] == len(records)
     assert ChainOfThought.objects.count() == len(records)
 
@@ -46,7 +46,7 @@ def test_it_reports_bad_lines_and_imports_the_rest(tmp_path):
     lines = [json.dumps(good[0]), "{not json", json.dumps([1]), json.dumps(bad_label), json.dumps(good[1])]
     path = tmp_path / "pem.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    report = importer.import_pem800k(path=path)
+    report = pem800k_import.import_pem800k(path=path)
     assert report["created"] == 2 and report["failed"] == 3
     assert [row["line"] for row in report["failed_lines"]] == [2, 3, 4]
     assert "XYZ" in report["failed_lines"][2]["reason"]
@@ -58,7 +58,7 @@ def test_it_links_chains_to_the_bank_and_keeps_the_snapshot_otherwise(tmp_path, 
     import_questions_file(path=tmp_path / "q.jsonl", user=researcher)
     question = Question.objects.get()
     records = list(iter_pem(0.0001, 3))[:30]
-    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
+    report = pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
     linked = ChainOfThought.objects.filter(question=question)
     assert linked.exists() and {c.subject for c in linked} == {question.subject}
     assert report["questions_missing"] == ChainOfThought.objects.filter(question__isnull=True).count()
@@ -71,9 +71,9 @@ def test_a_chain_another_import_wrote_meanwhile_is_counted_unchanged(tmp_path, m
     # The batch's write meets the other import's chain (a unique key): the batch is redone one
     # record at a time, so the chain is neither duplicated nor lost, and the rest is created.
     records = list(iter_pem(0.0001, 3))[:5]
-    importer.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="other")
-    monkeypatch.setattr(importer, "_stored_keys", lambda keys: set())  # not there yet when we looked
-    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records), name="pem")
+    pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="other")
+    monkeypatch.setattr(pem800k_import, "_stored_keys", lambda keys: set())  # not there yet when we looked
+    report = pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records), name="pem")
     assert (report["created"], report["unchanged"], report["failed"]) == (4, 1, 0)
     assert ChainOfThought.objects.count() == 5
     assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
@@ -82,7 +82,7 @@ def test_a_chain_another_import_wrote_meanwhile_is_counted_unchanged(tmp_path, m
 def test_it_forgives_labels_given_by_name_as_the_pebench_import_does(tmp_path):
     record = next(iter(iter_pem(0.00002, 1)))
     loose = {**record, "step_labels": [[text, f" {label.lower()} ", why] for text, label, why in record["step_labels"]]}
-    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", [loose]), name="pem")
+    report = pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", [loose]), name="pem")
     assert report["created"] == 1
     labels = StepLabel.objects.order_by("step__position").values_list("label", flat=True)
     assert list(labels) == [label for _, label, _ in record["step_labels"]]
@@ -96,7 +96,7 @@ def test_reading_ahead_keeps_order_and_raises_the_readers_error_in_turn():
 
     got = []
     with pytest.raises(OSError, match="disk gone"):
-        got.extend(importer._read_ahead(batches()))
+        got.extend(pem800k_import._read_ahead(batches()))
     assert got == ["first", "second"]
 
 
@@ -111,7 +111,7 @@ def test_a_consumer_that_stops_early_stops_the_reader(tmp_path):
         finally:
             closed.set()
 
-    reader = importer._read_ahead(batches(), depth=1)
+    reader = pem800k_import._read_ahead(batches(), depth=1)
     assert next(reader) == 0
     reader.close()  # the import failed while writing: the reader thread must not stay behind
     assert closed.wait(5)
@@ -130,7 +130,7 @@ def test_hostile_values_fail_their_line_alone_and_the_rest_is_imported(tmp_path,
     ]
     path = tmp_path / "pem.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    report = importer.import_pem800k(path=path)
+    report = pem800k_import.import_pem800k(path=path)
     assert report["created"] == 2 and report["failed"] == 3
     assert [row["line"] for row in report["failed_lines"]] == [2, 3, 4]
     assert "surrogate" in report["failed_lines"][2]["reason"]
@@ -148,7 +148,7 @@ def test_the_content_key_is_made_from_the_same_canonical_json_as_before(record):
     every chain imported before keeps its key, so a second import of its file changes nothing."""
     before = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     line = json.dumps(record).encode()
-    assert importer.canonical_json(json.loads(line, parse_float=importer._Float)) == before
+    assert pem800k_import.canonical_json(json.loads(line, parse_float=pem800k_import._Float)) == before
 
 
 postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="the COPY path is PostgreSQL's")
@@ -164,17 +164,17 @@ def table_rows():
 
 @postgresql
 def test_checking_foreign_keys_per_batch_writes_what_checking_per_row_writes(tmp_path, monkeypatch, researcher):
-    if not importer.may_skip_row_checks():
+    if not pem800k_import.may_skip_row_checks():
         pytest.skip("the test database's role may not set session_replication_role")
     question_record = next(iter(iter_questions(0.0001, 3)))
     import_questions_file(path=write_jsonl(tmp_path / "q.jsonl", [question_record]), user=researcher)
     path = write_jsonl(tmp_path / "pem.jsonl", list(iter_pem(0.0001, 3))[:40])
-    fast = importer.import_pem800k(path=path, name="pem800k", batch_size=15)
+    fast = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=15)
     written = table_rows()
     assert any(question for _, question, _ in written[0])  # some chains are linked to the bank
     ChainOfThought.objects.all().delete()
-    monkeypatch.setattr(importer, "may_skip_row_checks", lambda: False)
-    slow = importer.import_pem800k(path=path, name="pem800k", batch_size=15)
+    monkeypatch.setattr(pem800k_import, "may_skip_row_checks", lambda: False)
+    slow = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=15)
     assert fast == slow and table_rows() == written
     # The caller's transaction (the test's) has its triggers back: a dangling step is refused.
     with connection.cursor() as cursor:
@@ -187,7 +187,7 @@ def test_checking_foreign_keys_per_batch_writes_what_checking_per_row_writes(tmp
 
 @postgresql
 def test_a_question_deleted_after_it_was_looked_up_leaves_its_chains_unlinked(tmp_path, monkeypatch, researcher):
-    if not importer.may_skip_row_checks():
+    if not pem800k_import.may_skip_row_checks():
         pytest.skip("the test database's role may not set session_replication_role")
     question_record = next(iter(iter_questions(0.0001, 3)))
     import_questions_file(path=write_jsonl(tmp_path / "q.jsonl", [question_record]), user=researcher)
@@ -200,7 +200,7 @@ def test_a_question_deleted_after_it_was_looked_up_leaves_its_chains_unlinked(tm
 
     monkeypatch.setattr(services, "fill_from_bank", then_deleted)
     records = [r for r in iter_pem(0.0001, 3) if r["hash_id"] == question_record["hash_id"]][:5]
-    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
+    report = pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", records))
     assert report["created"] == 5
     assert not ChainOfThought.objects.filter(question__isnull=False).exists()
     assert all(c.question_text for c in ChainOfThought.objects.all())  # the snapshot is kept
@@ -227,7 +227,7 @@ def test_the_reader_process_keys_and_reads_a_line_as_the_importer_does():
     codes = frozenset(LABEL_CODES)
     for line in lines:
         key, found = reader.read_line(line, codes)
-        data = importer.parse_line(line)
+        data = pem800k_import.parse_line(line)
         assert key == data.key
         assert [text for text, _, _ in found.steps] == data.steps
         assert [[(label, why)] for _, label, why in found.steps] == [
@@ -252,14 +252,14 @@ def test_the_reader_process_writes_what_the_importer_alone_writes(tmp_path, monk
     path = write_jsonl(tmp_path / "pem.jsonl", lines)
     with path.open("a") as handle:
         handle.write("not json\n\n" + json.dumps({**records[12], "step_labels": []}) + "\n")
-    via_reader = importer.import_pem800k(path=path, name="pem800k", batch_size=7)
+    via_reader = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=7)
     written = table_rows()
     assert via_reader["created"] == 31 and via_reader["unchanged"] == 1 and via_reader["failed"] == 2
     assert any(question for _, question, _ in written[0])  # linked to the bank
     assert any("\t制表\\N 反斜杠\\\r\n换行" in text for _, _, text in written[1])
     ChainOfThought.objects.all().delete()
-    monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))  # read in this process
-    alone = importer.import_pem800k(path=path, name="pem800k", batch_size=7)
+    monkeypatch.setattr(pem800k_import, "_reader_process", lambda *args: nullcontext(None))  # read in this process
+    alone = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=7)
     assert via_reader == alone and table_rows() == written
 
 
@@ -269,15 +269,15 @@ def test_a_zip_is_read_by_the_reader_process_too(tmp_path):
     path = tmp_path / "pem.zip"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("pem.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    report = importer.import_pem800k(path=path, name="pem800k")
+    report = pem800k_import.import_pem800k(path=path, name="pem800k")
     assert report["created"] == 5 and Step.objects.count() == sum(len(r["step_labels"]) for r in records)
 
 
 @postgresql
 def test_a_clash_with_a_chain_written_since_the_reader_looked_is_looked_up_again(tmp_path, monkeypatch):
     records = list(iter_pem(0.0001, 3))[:4]
-    importer.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="pem")
-    chains = [importer.parse_line(json.dumps(r).encode()) for r in records]
+    pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "one.jsonl", records[:1]), name="pem")
+    chains = [pem800k_import.parse_line(json.dumps(r).encode()) for r in records]
     services.fill_from_bank(chains)
     report = services.ImportReport(created=4)  # as sorted out by the reader process's older view
 
@@ -285,8 +285,8 @@ def test_a_clash_with_a_chain_written_since_the_reader_looked_is_looked_up_again
         raise AssertionError("the rest is written by COPY, not one chain at a time")
 
     monkeypatch.setattr(services, "save_chain", not_one_at_a_time)
-    rows = partial(importer._whole_rows, made={}, import_name="pem")
-    importer._save(chains, report, "pem", rows=rows, checks_per_row=True, look_again=True)
+    rows = partial(pem800k_import._whole_rows, made={}, import_name="pem")
+    pem800k_import._save(chains, report, "pem", rows=rows, checks_per_row=True, look_again=True)
     assert (report.created, report.unchanged) == (3, 1)
     assert ChainOfThought.objects.count() == 4
     assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
@@ -297,9 +297,9 @@ def test_a_clash_with_a_chain_written_since_the_reader_looked_is_looked_up_again
 def test_outside_a_transaction_chains_repeated_in_later_batches_and_a_second_import_are_unchanged(tmp_path):
     records = list(iter_pem(0.0001, 5))[:12]
     path = write_jsonl(tmp_path / "pem.jsonl", [*records, records[0], records[5], records[11]])
-    first = importer.import_pem800k(path=path, name="pem800k", batch_size=4)
+    first = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=4)
     assert (first["created"], first["unchanged"], first["failed"]) == (12, 3, 0)
-    again = importer.import_pem800k(path=path, name="pem800k", batch_size=4)
+    again = pem800k_import.import_pem800k(path=path, name="pem800k", batch_size=4)
     assert (again["created"], again["unchanged"]) == (0, 15)
     assert ChainOfThought.objects.count() == 12
     assert Step.objects.count() == sum(len(r["step_labels"]) for r in records)
@@ -308,10 +308,10 @@ def test_outside_a_transaction_chains_repeated_in_later_batches_and_a_second_imp
 
 @postgresql
 def test_a_reader_process_that_cannot_start_fails_the_import_with_what_it_said(tmp_path, monkeypatch):
-    monkeypatch.setattr(importer, "_conninfo", lambda: "host=127.0.0.1 port=1 dbname=none connect_timeout=2")
+    monkeypatch.setattr(pem800k_import, "_conninfo", lambda: "host=127.0.0.1 port=1 dbname=none connect_timeout=2")
     path = write_jsonl(tmp_path / "pem.jsonl", list(iter_pem(0.0001, 3))[:3])
     with pytest.raises(RuntimeError, match="reader process failed.*127.0.0.1"):
-        importer.import_pem800k(path=path, name="pem800k")
+        pem800k_import.import_pem800k(path=path, name="pem800k")
     assert not ChainOfThought.objects.exists()
     assert not any(t.name == "pem800k-feeder" for t in threading.enumerate())
 
@@ -327,7 +327,7 @@ def deep_line(record: dict) -> str:
 @pytest.mark.parametrize("reading", ["default", "in this process"])
 def test_a_nul_or_deep_nesting_fails_its_line_alone_and_the_rest_is_imported(tmp_path, monkeypatch, reading, english):
     if reading != "default":
-        monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))
+        monkeypatch.setattr(pem800k_import, "_reader_process", lambda *args: nullcontext(None))
     good = list(iter_pem(0.0001, 3))[:4]
     (text, label, why), *rest = good[1]["step_labels"]
     lines = [
@@ -339,7 +339,7 @@ def test_a_nul_or_deep_nesting_fails_its_line_alone_and_the_rest_is_imported(tmp
     ]
     path = tmp_path / "pem.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    report = importer.import_pem800k(path=path, batch_size=10)
+    report = pem800k_import.import_pem800k(path=path, batch_size=10)
     assert (report["created"], report["failed"]) == (2, 3), report
     assert [row["line"] for row in report["failed_lines"]] == [2, 3, 4]
     reasons = [row["reason"] for row in report["failed_lines"]]
@@ -351,10 +351,10 @@ def test_a_nul_or_deep_nesting_fails_its_line_alone_and_the_rest_is_imported(tmp
 @pytest.mark.parametrize("reading", ["default", "in this process"])
 def test_a_line_the_database_refuses_fails_alone_and_the_batch_is_written(tmp_path, monkeypatch, reading, english):
     if reading != "default":
-        monkeypatch.setattr(importer, "_reader_process", lambda *args: nullcontext(None))
+        monkeypatch.setattr(pem800k_import, "_reader_process", lambda *args: nullcontext(None))
     good = list(iter_pem(0.0001, 3))[:4]
     lines = [good[0], {**good[1], "model": "m" * 300}, good[2], good[3]]  # model_name holds 200 characters
-    report = importer.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", lines), batch_size=10)
+    report = pem800k_import.import_pem800k(path=write_jsonl(tmp_path / "pem.jsonl", lines), batch_size=10)
     assert (report["created"], report["failed"]) == (3, 1), report
     assert report["failed_lines"][0]["line"] == 2 and "database" in report["failed_lines"][0]["reason"]
     assert ChainOfThought.objects.count() == 3

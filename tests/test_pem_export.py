@@ -20,8 +20,7 @@ from tests.pem_factories import add_to_pebench, label_steps, make_cot
 
 
 @pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def _guideline(settings, tmp_media):
     settings.PEM_GUIDELINE_VERSION = "guideline.v3"
 
 

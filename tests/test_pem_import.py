@@ -25,9 +25,7 @@ def _english(english):
     """Line reasons are written in the team's language; these tests read them in English."""
 
 
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = pytest.mark.usefixtures("tmp_media")
 
 
 def write_lines(path, lines):

@@ -7,7 +7,6 @@ import threading
 import pytest
 from django.db import connection
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from inference.models import Response
 from k12vista.roles import Role
@@ -32,16 +31,6 @@ def opened_cot(**fields) -> ChainOfThought:
 def label_and_submit(task: LabellingTask, draft: dict) -> LabellingTask:
     task = labelling.save_draft(task=task, draft=draft, expected_version=task.version)
     return labelling.submit(task)
-
-
-@pytest.fixture
-def api():
-    def _as(user):
-        client = APIClient()
-        client.force_authenticate(user)
-        return client
-
-    return _as
 
 
 # --- handing out work -------------------------------------------------------------------

@@ -16,12 +16,10 @@ RECORDS = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "records
 BENCH = RECORDS / "GAOKAO-Bench" / "Data" / "Objective_Questions"
 MM = RECORDS / "GAOKAO-MM" / "Data"
 
-pytestmark = pytest.mark.skipif(not RECORDS.is_dir(), reason="needs ../shared/realdata/records")
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path, english):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [
+    pytest.mark.skipif(not RECORDS.is_dir(), reason="needs ../shared/realdata/records"),
+    pytest.mark.usefixtures("tmp_media", "english"),
+]
 
 
 def published(path):

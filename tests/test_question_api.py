@@ -1,17 +1,4 @@
-import pytest
-from rest_framework.test import APIClient
-
 from tests.annotation_factories import make_question
-
-
-@pytest.fixture
-def api():
-    def _as(user):
-        client = APIClient()
-        client.force_authenticate(user)
-        return client
-
-    return _as
 
 
 def test_it_lists_questions_with_filters_and_cursor_pages(api, researcher):

@@ -220,21 +220,35 @@ def test_it_keeps_model_flags_when_rules_are_rechecked(annotator):
 
 def test_it_moves_a_question_through_its_lifecycle(annotator):
     question = make_question()
-    services.advance(question=question, action="accept_ocr", user=annotator, expected_version=1)
-    services.advance(question=question, action="submit_steps", user=annotator)
+    question.accept_ocr(by=annotator, expected_version=1)
+    question.submit_steps(by=annotator)
     assert question.status == Question.Status.SOLUTION_CORRECTED
     assert list(question.edits.filter(field="status").values_list("new", flat=True)) == [
         "ocr_reviewed", "solution_corrected",
     ]  # fmt: skip
-    with pytest.raises(LifecycleError):
-        services.advance(question=question, action="accept_ocr", user=annotator)
+    with pytest.raises(LifecycleError, match=f"question {question.hash_id} is solution_corrected, not imported"):
+        question.accept_ocr(by=annotator)
+
+
+def test_a_lot_takes_a_step_once_and_only_from_where_it_starts(annotator):
+    ready, behind = make_question(), make_question()
+    ready.accept_ocr(by=annotator)
+    ready.submit_steps(by=annotator)
+    lot = Question.objects.filter(pk__in=[ready.pk, behind.pk])
+    assert lot.audit(by=annotator, note="audit #1: lot math accept") == 1
+    assert lot.audit(by=annotator, note="audit #1: lot math accept") == 0
+    assert lot.release(by=annotator, note="release v1") == 1
+    assert dict(Question.objects.values_list("pk", "status")) == {ready.pk: "released", behind.pk: "imported"}
+    assert list(ready.edits.filter(field="status").values_list("note", "version")) == [
+        ("accept_ocr", 2), ("submit_steps", 3), ("audit: audit #1: lot math accept", 4), ("release: release v1", 5),
+    ]  # fmt: skip
 
 
 def test_it_refuses_to_accept_a_question_someone_changed_meanwhile(annotator, other_annotator):
     question = make_question()
     services.edit_question(question=question, user=other_annotator, expected_version=1, changes={"answers": ["D"]})
     with pytest.raises(EditConflict):
-        services.advance(question=question, action="accept_ocr", user=annotator, expected_version=1)
+        question.accept_ocr(by=annotator, expected_version=1)
     assert question.status == Question.Status.IMPORTED
 
 

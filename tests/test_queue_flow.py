@@ -54,10 +54,9 @@ def test_it_opens_the_next_question_within_the_choices_after_accepting(mixed_ban
 
 
 def test_it_opens_the_next_question_after_submitting_steps(annotator, login):
-    from annotation import services
 
     for _ in range(2):
-        services.advance(question=make_question(), action="accept_ocr", user=annotator)
+        make_question().accept_ocr(by=annotator)
     first = queues.next_assignment(annotator=annotator, task=STEPS)
     data = {"version": first.question.version, "step": ["只有一步"], "action": "submit"}
     response = login(annotator).post(f"/annotate/steps/{first.pk}/", data)
@@ -67,12 +66,11 @@ def test_it_opens_the_next_question_after_submitting_steps(annotator, login):
 
 @pytest.mark.parametrize("page", ["review", "steps"])
 def test_opening_a_work_page_does_not_renew_its_lock(annotator, login, page):
-    from annotation import services
 
     question = make_question()
     task = OCR
     if page == "steps":
-        services.advance(question=question, action="accept_ocr", user=annotator)
+        question.accept_ocr(by=annotator)
         task = STEPS
     held = queues.next_assignment(annotator=annotator, task=task)
     soon = timezone.now() + timedelta(minutes=5)
@@ -98,9 +96,8 @@ def test_the_heartbeat_renews_the_holders_lock_only(annotator, other_annotator, 
 
 @pytest.fixture
 def steps_held(annotator):
-    from annotation import services
 
-    services.advance(question=make_question(), action="accept_ocr", user=annotator)
+    make_question().accept_ocr(by=annotator)
     return queues.next_assignment(annotator=annotator, task=STEPS)
 
 

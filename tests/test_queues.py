@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import queues, services
+from annotation import queues
 from annotation.models import Assignment, Question
 from k12vista import work
 from tests.annotation_factories import make_question
@@ -34,7 +34,7 @@ def test_it_returns_nothing_when_the_queue_is_empty(annotator, other_annotator):
 def test_it_only_offers_questions_in_the_tasks_input_status(annotator):
     question = make_question()
     assert queues.next_assignment(annotator=annotator, task=Assignment.Task.STEP_CORRECTION) is None
-    services.advance(question=question, action="accept_ocr", user=annotator)
+    question.accept_ocr(by=annotator)
     assert queues.next_assignment(annotator=annotator, task=Assignment.Task.STEP_CORRECTION).question == question
 
 
@@ -60,7 +60,7 @@ def test_it_frees_a_question_for_the_next_task_once_done(annotator):
     question = make_question()
     held = queues.next_assignment(annotator=annotator, task=OCR)
     held.complete()
-    services.advance(question=question, action="accept_ocr", user=annotator)
+    question.accept_ocr(by=annotator)
     assert Question.objects.get().status == "ocr_reviewed"
     assert queues.next_assignment(annotator=annotator, task=OCR) is None
 

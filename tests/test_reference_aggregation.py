@@ -26,7 +26,7 @@ from tests import reference_code
 from tests.annotation_factories import make_question
 from tests.pem_factories import answer, judge, make_endpoint, make_run, make_scoring_run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 # (subject, grade, type) of the questions: several tags, stages and types, and primary physics,
 # a tag outside the reference's eleven.
@@ -36,11 +36,6 @@ CELLS = [
     ("biology", 12, "multiple_choice"), ("geography", 7, "fill_in_blank"), ("physics", 5, "free_response"),
 ]  # fmt: skip
 LABELS = ["CS", "CE", "KAE", "LRE"]
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
 
 
 def scored_board(user, models=("student-a", "student-b")) -> list[ScoringRun]:

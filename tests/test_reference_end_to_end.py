@@ -31,8 +31,7 @@ TYPES = ["选择题", "填空题", "问答题"]
 
 
 @pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def _settings(settings, tmp_media):
     settings.MODEL_CALL_RETRIES = 1
 
 

@@ -17,12 +17,7 @@ from tests import reference_code
 from tests.annotation_factories import make_question
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 
-pytestmark = [pytest.mark.django_db, reference_code.needs_reference]
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, reference_code.needs_reference, pytest.mark.usefixtures("tmp_media")]
 
 
 def test_the_reference_pebench_code_reads_the_reference_export(researcher, inspector, tmp_path):

@@ -24,8 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def _settings(settings, tmp_media):
     settings.STUDIO_COMMIT = "abc123"
 
 

@@ -42,8 +42,7 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def _settings(settings, tmp_media):
     settings.MODEL_CALL_RETRIES = 1
 
 

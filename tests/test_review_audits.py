@@ -128,7 +128,7 @@ def test_it_records_who_moved_a_question_on_when_no_assignment_says(inspector, a
     from annotation import services as bank
 
     question = make_question()
-    bank.advance(question=question, action="accept_ocr", user=annotator)
+    question.accept_ocr(by=annotator)
     bank.submit_steps(question=question, user=annotator)
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=1)
     assert audit.items.get().workers == {"ocr_review": [annotator.pk], "step_correction": [annotator.pk]}

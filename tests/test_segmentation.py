@@ -13,12 +13,7 @@ from tests import fixtures_pdf
 from tests.conftest import make_person
 from tests.fixtures_segmentation import FIGURE, LINES, MISSED, box_round, repair_paper
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 @pytest.fixture

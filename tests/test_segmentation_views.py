@@ -12,12 +12,7 @@ from k12vista.roles import Role
 from tests.conftest import make_person
 from tests.fixtures_segmentation import MISSED, box_round, repair_paper
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 @pytest.fixture

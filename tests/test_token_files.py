@@ -14,12 +14,7 @@ from tests.test_benchmark_views import published
 from tests.test_pem800k_export import kept_run
 from tests.test_pem_releases import bench, built  # noqa: F401 - bench is a fixture
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
 
 
 def token_client(user) -> Client:

@@ -15,7 +15,7 @@ from k12vista import job_text
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
 from pem.models import FilterRun, TrainingExport, TrainingRun
-from pem.training import exports, filters, importer, train
+from pem.training import exports, filters, pem800k_import, train
 
 IMPORT = "pem.import_pem800k"
 FILTER = "pem.filter_pem800k"
@@ -66,7 +66,9 @@ def start_training(*, export: TrainingExport, base_model: str, hyperparameters: 
 def import_job(job: Job, progress: Progress) -> dict:
     """Run again after a crash, it counts the chains already written as unchanged."""
     try:
-        return importer.import_pem800k(path=job.params["path"], name=job.params.get("name", ""), progress=progress)
+        return pem800k_import.import_pem800k(
+            path=job.params["path"], name=job.params.get("name", ""), progress=progress
+        )
     except OperationalError as exc:
         raise TransientJobError(str(exc)) from exc
 

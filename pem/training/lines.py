@@ -1,6 +1,6 @@
 """PEM-800K lines in their common shape, read without Django.
 
-The importer (pem.training.importer) and its reader process (pem.training.reader, which
+The importer (pem.training.pem800k_import) and its reader process (pem.training.reader, which
 keeps the import's parsing off the interpreter that talks to the database) both read a
 line through ``plain``, so a chain gets the same steps, labels and key either way. Nothing
 here imports Django: the reader process stays small.

@@ -1,5 +1,5 @@
 """The PEM-800K import's reader process: ``python -m pem.training.reader``, started by
-pem.training.importer on PostgreSQL.
+pem.training.pem800k_import on PostgreSQL.
 
 An import is as much the client's Python (parsing, keys, rows) as the server's inserts, and
 in one interpreter they take turns: the thread that talks to the server waits for the GIL

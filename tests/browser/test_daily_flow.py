@@ -70,7 +70,7 @@ def test_it_shows_an_autosave_conflict_at_once_with_what_changed(page):
 def test_it_corrects_steps_by_keyboard_autosaves_and_warns_before_leaving(page):
     wang = make_person("wang", Role.ANNOTATOR)
     question = make_question(solution_steps=[])
-    services.advance(question=question, action="accept_ocr", user=wang)
+    question.accept_ocr(by=wang)
     services.add_step_proposal(question=question, steps=["由 $x^2=4$ 得 $x=2$。故选 B。"])
     log_in(page, "wang", PASSWORD)
     page.wait_for_url("**/annotate/")

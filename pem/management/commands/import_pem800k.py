@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.jsonl_import import ImportFileError
-from pem.training.importer import import_pem800k
+from pem.training.pem800k_import import import_pem800k
 
 
 class Command(BaseCommand):
