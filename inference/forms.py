@@ -55,7 +55,7 @@ class EndpointForm(forms.ModelForm):
         fields = [
             "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency",
             "timeout_seconds", "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
-            "judge_prompt",
+            "judge_prompt", "gpu_count", "gpu_memory_gib",
         ]  # fmt: skip
         field_classes = {"default_params": StorableJSONField}
         help_texts = {
