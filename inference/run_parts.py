@@ -26,7 +26,7 @@ from django.utils.translation import gettext
 from inference.models import InferenceRun, Response
 from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
-from k12vista.jobs import JobCancelled, Progress, start_job
+from k12vista.jobs import JobCancelled, Progress, cancel_job, start_job, unfinished_parts
 from k12vista.models import PARKED, Job
 
 PARTS_FAILED = "inference.run_parts_failed"
@@ -85,12 +85,16 @@ def spans(run: InferenceRun, size: int) -> list[tuple[Span, int, int]]:
     return counted
 
 
+def has_parts(job: Job) -> bool:
+    return Job.objects.filter(params__part_of=job.pk).exists()
+
+
 @transaction.atomic
 def start_parts(run: InferenceRun, job: Job) -> bool:
     """Starts the run's part-jobs, once, all or none (queued when the transaction commits).
     True when the whole job has parts (started now or by an earlier run of it): it waits for them;
     False when the run is small enough for the whole job to answer it itself."""
-    if Job.objects.filter(params__part_of=job.pk).exists():
+    if has_parts(job):
         return True
     counted = spans(run, settings.RUN_PART_SIZE)
     for n, ((first, last), done, total) in enumerate(counted, start=1):
@@ -105,8 +109,14 @@ def start_parts(run: InferenceRun, job: Job) -> bool:
 def finish_whole(run: InferenceRun, job: Job, progress: Progress) -> dict[str, Any]:
     """The whole job's end, once every part has ended (until then it parks: JobParked): failed
     when a part failed, cancelled when one was cancelled, else the run's counts."""
-    progress(*parts_progress(job.pk))
-    progress.wait_for_parts()
+    try:
+        progress(*parts_progress(job.pk))
+        progress.wait_for_parts()
+    except JobCancelled:
+        # Cancelled while it was starting its parts: cancel_job found none to cancel then.
+        for part in unfinished_parts(job):
+            cancel_job(job=part)
+        raise
     parts = Job.objects.filter(params__part_of=job.pk)
     failed = list(parts.filter(status=Job.Status.FAILED).order_by("id").values_list("error", flat=True))
     if failed:

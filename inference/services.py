@@ -391,7 +391,9 @@ def run_inference_job(job: Job, progress: Progress) -> dict:
 def in_parts(run: InferenceRun, job: Job) -> bool:
     """For a run's whole job: creates the run's rows (a part's were made by its whole job) and,
     for a run too large for one worker, starts its part-jobs (once). True when the job has parts
-    to wait for."""
+    to wait for. A whole job woken by its parts' ends creates no rows: the parts cover those it made."""
+    if run_parts.has_parts(job):
+        return True
     create_missing_responses(run)
     return run_parts.start_parts(run, job)
 

@@ -113,6 +113,31 @@ def test_cancelling_the_run_cancels_the_parts_not_started(scripted_server, resea
     assert run.counts() == {"total": 6, "ok": 2, "failed": 0, "pending": 4} and len(Scripted.seen) == 2
 
 
+def test_a_cancel_that_comes_while_the_parts_are_started_cancels_them_too(
+    scripted_server,  # noqa: F811
+    researcher,
+    settings,
+    sent,
+    commits,
+    monkeypatch,
+):
+    settings.RUN_PART_SIZE = 1
+    make_question(figures=[]), make_question(figures=[])
+    run = start(http_endpoint(scripted_server), researcher, commits)
+    started = run_parts.start_parts
+
+    def then_cancelled(run, job):
+        begun = started(run, job)
+        Job.objects.get(pk=job.pk).request_cancel()  # running: a flag its next report reads
+        return begun
+
+    monkeypatch.setattr(run_parts, "start_parts", then_cancelled)
+    with commits(execute=True):
+        assert execute_job(run.job_id) == Job.Status.CANCELLED
+    assert [p.status for p in parts_of(run.job_id)] == [Job.Status.CANCELLED] * 2
+    assert not Scripted.seen
+
+
 def test_a_failed_part_fails_the_run_and_retry_asks_only_what_is_left(researcher, settings, sent, commits, monkeypatch):
     settings.RUN_PART_SIZE = 2
     for _ in range(4):
@@ -173,7 +198,7 @@ def test_an_offline_run_goes_to_the_smallest_gpu_class_it_fits(fields, queue, re
     assert {call.kwargs["queue"] for call in sent.call_args_list} == {queue}
 
 
-def test_an_offline_run_that_fits_no_class_is_refused_before_any_job(researcher, settings, sent, commits):
+def test_an_offline_run_that_fits_no_class_is_refused_before_any_job(researcher, settings, sent, commits, english):
     settings.GPU_CLASSES = ["1x80g", "4x80g"]
     make_question(figures=[])
     big = offline_endpoint("big", gpu_count=8)
@@ -192,7 +217,7 @@ def test_without_gpu_classes_offline_runs_use_the_one_gpu_queue(researcher, sett
     assert run.job.queue == "gpu" and sent.call_args.kwargs == {"queue": "gpu"}
 
 
-def test_a_retry_of_a_run_that_no_longer_fits_changes_nothing(researcher, settings, sent, commits, login):
+def test_a_retry_of_a_run_that_no_longer_fits_changes_nothing(researcher, settings, sent, commits, login, english):
     settings.GPU_CLASSES = ["4x80g"]
     question = make_question(figures=[])
     run = start(offline_endpoint(gpu_count=4), researcher, commits)
@@ -211,3 +236,26 @@ def test_malformed_gpu_classes_are_reported_at_start_up(settings):
     settings.GPU_CLASSES = ["1x80g", "four-a100", "0x80g"]
     assert [e.id for e in check_gpu_classes()] == ["inference.E004", "inference.E004"]
     assert parse("4X80G").queue == "gpu-4x80g"
+
+
+def test_the_endpoint_form_and_api_take_the_gpu_needs_and_refuse_nonsense(researcher, login):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(researcher)
+    body = {"name": "big", "kind": "vllm_offline", "model_name": "/models/big", "gpu_count": 4, "gpu_memory_gib": 80}
+    assert api.post("/api/endpoints/", body, format="json").status_code == 201
+    assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get() == (4, 80)
+    for bad in ({"gpu_count": 0}, {"gpu_count": "four"}, {"gpu_memory_gib": -1}, {"gpu_count": 10**9}):
+        assert api.post("/api/endpoints/", {**body, "name": "x", **bad}, format="json").status_code == 400
+    page = login(researcher).post(reverse("inference:endpoint_create"), {
+        "name": "small", "kind": "vllm_offline", "model_name": "/models/small", "max_concurrency": 8,
+        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "", "gpu_memory_gib": "",
+    })  # fmt: skip
+    assert page.status_code == 302
+    assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(name="small") == (1, 0)
+    refused = login(researcher).post(reverse("inference:endpoint_create"), {
+        "name": "odd", "kind": "vllm_offline", "model_name": "/models/odd", "max_concurrency": 8,
+        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "0",
+    })  # fmt: skip
+    assert refused.status_code == 200 and not ModelEndpoint.objects.filter(name="odd").exists()
