@@ -42,7 +42,7 @@ LEADERBOARD_READERS = HasRole(Role.RESEARCHER, Role.ADMIN, Role.INSPECTOR)
 
 ENDPOINT_FIELDS = [
     "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency", "timeout_seconds",
-    "accepts_images", "max_image_side", "supports_json_schema", "default_params",
+    "accepts_images", "max_image_side", "supports_json_schema", "default_params", "gpu_count", "gpu_memory_gib",
 ]  # fmt: skip
 
 
@@ -487,7 +487,10 @@ def scoring_rescore(request: Request, pk: int) -> Response:
 def run_retry(request: Request, pk: int) -> Response:
     """Asks the failed answers of run ``pk`` again (the page's "Retry the failed")."""
     run = get_run_for_user(request.user, pk)
-    job = services.retry_failed(run=run, user=request.user)
+    try:
+        job = services.retry_failed(run=run, user=request.user)
+    except services.EndpointError as exc:  # an offline engine that fits no GPU class any more
+        raise ValidationError({"detail": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

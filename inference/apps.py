@@ -8,6 +8,9 @@ class InferenceConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_model_url_allowlist)
+        from inference.gpu_classes import check_gpu_classes
+
+        checks.register(check_gpu_classes)
         from inference.call_rates import calls_ended_since
         from k12vista import metrics
 

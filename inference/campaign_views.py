@@ -66,7 +66,7 @@ def campaign_retry(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = get_campaign_for_user(request.user, pk)
     try:
         restarted = campaigns.retry_failures(campaign=campaign, user=request.user)
-    except campaigns.CampaignError as exc:
+    except (campaigns.CampaignError, services.EndpointError) as exc:  # an engine that fits no GPU class
         messages.error(request, str(exc))
     else:
         messages.success(request, _("%(n)d runs ask their failed questions again.") % {"n": restarted})

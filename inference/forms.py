@@ -50,12 +50,22 @@ class EndpointForm(forms.ModelForm):
                     "hosts): calls go to the least busy, and one that fails is set aside for a while."),
     )  # fmt: skip
 
+    # Only the offline engine reads these; a form sent without them (an HTTP endpoint's) keeps the defaults.
+    gpu_count = forms.IntegerField(
+        required=False, min_value=1, max_value=64, label=_("GPUs needed"),
+        help_text=ModelEndpoint._meta.get_field("gpu_count").help_text,
+    )  # fmt: skip
+    gpu_memory_gib = forms.IntegerField(
+        required=False, min_value=0, max_value=4096, label=_("memory per GPU needed (GiB)"),
+        help_text=ModelEndpoint._meta.get_field("gpu_memory_gib").help_text,
+    )  # fmt: skip
+
     class Meta:
         model = ModelEndpoint
         fields = [
             "name", "kind", "base_url", "replica_urls", "model_name", "api_key_env", "max_concurrency",
             "timeout_seconds", "accepts_images", "max_image_side", "supports_json_schema", "default_params", "active",
-            "judge_prompt",
+            "judge_prompt", "gpu_count", "gpu_memory_gib",
         ]  # fmt: skip
         field_classes = {"default_params": StorableJSONField}
         help_texts = {
@@ -86,6 +96,14 @@ class EndpointForm(forms.ModelForm):
                   "%(declared)s).") % {"name": name, "declared": ", ".join(settings.MODEL_API_KEY_VARIABLES)}
             )  # fmt: skip
         return name
+
+    def clean_gpu_count(self) -> int:
+        value = self.cleaned_data["gpu_count"]
+        return 1 if value is None else value
+
+    def clean_gpu_memory_gib(self) -> int:
+        value = self.cleaned_data["gpu_memory_gib"]
+        return 0 if value is None else value
 
     def clean_default_params(self):
         value = self.cleaned_data["default_params"]

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -63,6 +64,16 @@ class ModelEndpoint(models.Model):
     # temperature, max_tokens, top_p...
     default_params = models.JSONField(_("default sampling parameters"), default=dict, blank=True)
     active = models.BooleanField(_("active"), default=True)
+    # What the offline engine needs of a gpu worker: its runs go to the smallest GPU class that has
+    # this many GPUs with this much memory each (inference.gpu_classes); 0 GiB: any card.
+    gpu_count = models.PositiveSmallIntegerField(
+        _("GPUs needed"), default=1, validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text=_("For the vLLM offline engine: its runs go to the smallest GPU class that has this many GPUs."),
+    )  # fmt: skip
+    gpu_memory_gib = models.PositiveSmallIntegerField(
+        _("memory per GPU needed (GiB)"), default=0, validators=[MaxValueValidator(4096)],
+        help_text=_("For the vLLM offline engine: each of its GPUs has at least this much memory (0: any)."),
+    )  # fmt: skip
     # The judge prompt a trained judge (a PEM) learnt on: its step-by-step scoring runs use this
     # one for every question type instead of the studio's current judge_steps prompt.
     judge_prompt = models.ForeignKey(

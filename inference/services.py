@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation.models import Question
-from inference import calls, client, prompts
+from inference import calls, client, gpu_classes, prompts, run_parts
 from inference.models import (
     Caption,
     InferenceRun,
@@ -124,7 +124,7 @@ def start_inference_run(
 
 def start_run_job(run: InferenceRun, *, user: Any, part_of: Job | None = None) -> Job:
     run.job = start_job(kind=job_kind(run.endpoint), user=user, params={"run_id": run.pk}, title=run.name,
-                        part_of=part_of)  # fmt: skip
+                        part_of=part_of, queue=job_queue(run.endpoint))  # fmt: skip
     run.save(update_fields=["job"])
     return run.job
 
@@ -142,6 +142,7 @@ def create_inference_run(
     if not endpoint.active:
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
+    job_queue(endpoint)  # an offline engine no GPU class of the cluster can hold is refused here
     if protocol == Protocol.REFERENCE:
         chosen = reference_answer_prompts(endpoint, mode=mode, input_form=input_form, prompt_set=prompt_set)
         sent = dict(params or {})
@@ -265,8 +266,18 @@ def job_kind(endpoint: ModelEndpoint) -> str:
     }.get(endpoint.kind, "inference.run")
 
 
+def job_queue(endpoint: ModelEndpoint) -> str | None:
+    """The queue of the endpoint's run jobs when it is not the kind's: an offline engine's GPU class
+    (EndpointError when none fits)."""
+    if endpoint.kind == ModelEndpoint.Kind.VLLM_OFFLINE:
+        return gpu_classes.queue_for(endpoint)
+    return None
+
+
 def retry_failed(*, run: InferenceRun, user: Any, part_of: Job | None = None) -> Job:
-    """Sends failed answers back to pending and runs the job again for them only."""
+    """Sends failed answers back to pending and runs the job again for them only. EndpointError,
+    with nothing changed, when the run's offline engine fits none of the cluster's GPU classes now."""
+    queue = job_queue(run.endpoint)
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
     run.job = start_job(
         kind=job_kind(run.endpoint),
@@ -274,6 +285,7 @@ def retry_failed(*, run: InferenceRun, user: Any, part_of: Job | None = None) ->
         params={"run_id": run.pk},
         title=job_text.title("retry", name=run.name),
         part_of=part_of,
+        queue=queue,
     )
     run.save(update_fields=["job"])
     return run.job
@@ -361,23 +373,42 @@ def save_answers(answers: list[tuple[int, dict[str, Any]]]) -> None:
 
 @job_handler("inference.run", queue=Job.Queue.IO)
 def run_inference_job(job: Job, progress: Progress) -> dict:
-    """Answers every pending question of the run with at most the endpoint's
-    max_concurrency requests in flight. Safe to run again: answered rows are skipped."""
+    """Answers every pending question of the run (or of its part, run_parts) with at most the
+    endpoint's max_concurrency requests in flight. Safe to run again: answered rows are skipped."""
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
-    pending, done_before, total = prepare_answering(run)
+    span = run_parts.span_of(job)
+    if span is None and in_parts(run, job):
+        return run_parts.finish_whole(run, job, progress)  # parks until its parts have ended
+    progress = run_parts.progress_of(job, progress)
+    pending, done_before, total = prepare_answering(run, span, rows_made=True)
     progress(done_before, total)
     # async_to_sync, not asyncio.run: the database calls inside then run in this
     # thread, on this job's connection.
     async_to_sync(answer_pending)(run, pending, progress, done_before, total)
-    return run.counts()
+    return run_parts.counts(run, span)
 
 
-def prepare_answering(run: InferenceRun) -> tuple[list[Response], int, int]:
-    """Rows for every question (idempotent); (pending answers, answers done, total)."""
+def in_parts(run: InferenceRun, job: Job) -> bool:
+    """For a run's whole job: creates the run's rows (a part's were made by its whole job) and,
+    for a run too large for one worker, starts its part-jobs (once). True when the job has parts
+    to wait for. A whole job woken by its parts' ends creates no rows: the parts cover those it made."""
+    if run_parts.has_parts(job):
+        return True
     create_missing_responses(run)
-    total = run.responses.count()
-    done_before = run.responses.exclude(status=Response.Status.PENDING).count()
-    rows = run.responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
+    return run_parts.start_parts(run, job)
+
+
+def prepare_answering(
+    run: InferenceRun, span: run_parts.Span | None = None, *, rows_made: bool = False
+) -> tuple[list[Response], int, int]:
+    """Rows for every question (idempotent; skipped when the job made them: in_parts);
+    (pending answers, answers done, total), of the run or of its part ``span``."""
+    if not rows_made:
+        create_missing_responses(run)
+    responses = run_parts.rows_of(run, span)
+    total = responses.count()
+    done_before = responses.exclude(status=Response.Status.PENDING).count()
+    rows = responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
     if run.input_form == InferenceRun.InputForm.CAPTIONS or run.endpoint.accepts_images:
         # So building a request needs no query; a text-only run without captions never looks
         # at the figures (their prefetch was up to a tenth of a millisecond per answer).
@@ -445,14 +476,19 @@ def run_local_job(job: Job, progress: Progress) -> dict:
 
 def _run_in_batches(job: Job, progress: Progress, chat_batch, batch_size: int) -> dict:
     """Feeds pending responses to an in-worker engine a batch at a time; each
-    batch is saved before the next, so a killed worker loses at most one."""
+    batch is saved before the next, so a killed worker loses at most one. A large
+    run is split into parts (run_parts), each fed the same way by a worker of its own."""
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["run_id"])
-    create_missing_responses(run)
-    total = run.responses.count()
-    done = run.responses.exclude(status=Response.Status.PENDING).count()
+    span = run_parts.span_of(job)
+    if span is None and in_parts(run, job):
+        return run_parts.finish_whole(run, job, progress)  # parks until its parts have ended
+    progress = run_parts.progress_of(job, progress)
+    responses = run_parts.rows_of(run, span)
+    total = responses.count()
+    done = responses.exclude(status=Response.Status.PENDING).count()
     progress(done, total)
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
-    pending = run.responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
+    pending = responses.filter(status=Response.Status.PENDING).select_related("question").order_by("id")
     while batch := list(pending[:batch_size]):
         ready, conversations = [], []
         for response in batch:
@@ -472,4 +508,4 @@ def _run_in_batches(job: Job, progress: Progress, chat_batch, batch_size: int) -
             from inference import campaigns  # campaigns builds on this module
 
             campaigns.report_waiting(run.campaign_id)  # its bar covers this run too
-    return run.counts()
+    return run_parts.counts(run, span)

@@ -346,8 +346,12 @@ def scoring_method_for(run: InferenceRun) -> str:
 @require_POST
 def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_run_for_user(request.user, pk)
-    services.retry_failed(run=run, user=request.user)
-    messages.success(request, _("The failed answers are asked again."))
+    try:
+        services.retry_failed(run=run, user=request.user)
+    except services.EndpointError as exc:  # an offline engine that fits no GPU class any more
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("The failed answers are asked again."))
     return redirect("inference:run", pk=run.pk)
 
 

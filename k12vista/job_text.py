@@ -89,6 +89,7 @@ TITLES = {
     "again": gettext_noop("%(name)s (again)"),
     "rescore": gettext_noop("%(name)s (rescore)"),
     "retry": gettext_noop("%(name)s (retry)"),
+    "run_part": gettext_noop("%(name)s (part %(n)d of %(of)d)"),
     "train_pem": gettext_noop("Train the PEM on export %(id)s"),
     "training_export": gettext_noop("Training export of filter run %(id)s"),
     "worker_check": gettext_noop("Worker check (%(queue)s)"),

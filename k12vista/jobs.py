@@ -124,7 +124,13 @@ def unfinished_parts(job: Job):
 
 
 def start_job(
-    *, kind: str, user: Any, params: dict | None = None, title: str | dict = "", part_of: Job | None = None
+    *,
+    kind: str,
+    user: Any,
+    params: dict | None = None,
+    title: str | dict = "",
+    part_of: Job | None = None,
+    queue: str | None = None,
 ) -> Job:
     """Creates the job row and enqueues it once the surrounding transaction commits.
 
@@ -132,7 +138,9 @@ def start_job(
     text a person chose (a run's name), shown as written.
 
     A job started ``part_of`` another is cancelled with it, and its end wakes
-    the other (see Progress.wait_for_parts): a campaign's engine runs."""
+    the other (see Progress.wait_for_parts): a campaign's engine runs, a run's parts.
+
+    ``queue`` overrides the kind's queue: an offline run goes to its GPU class's queue."""
     if kind not in _registry:
         raise ValueError(f"no job handler is registered for {kind!r}")
     registration = _registry[kind]
@@ -145,7 +153,7 @@ def start_job(
         title=(job_text.english_title(coded) if coded else title)[:300] or kind,
         title_code=coded["code"] if coded else "",
         title_params=coded["params"] if coded else {},
-        queue=registration.queue,
+        queue=queue or registration.queue,
         params=params,
         started_by=user if getattr(user, "is_authenticated", False) else None,
         message_due_at=timezone.now(),

@@ -103,7 +103,8 @@ class Job(models.Model):
     # in English. Empty for a title a person chose (a run's name), which is shown as written.
     title_code = models.CharField(max_length=100, blank=True)
     title_params = models.JSONField(default=dict, blank=True)
-    queue = models.CharField(max_length=10, choices=Queue.choices, default=Queue.CPU)
+    # One of the choices, or a GPU class's queue for an offline run ("gpu-4x80g", inference.gpu_classes).
+    queue = models.CharField(max_length=20, choices=Queue.choices, default=Queue.CPU)
     params = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     done = models.PositiveIntegerField(default=0)

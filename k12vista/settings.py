@@ -487,6 +487,14 @@ METRICS_TOKEN = env_str("METRICS_TOKEN")
 # How many vLLM offline engines a gpu worker keeps loaded. A job for another model first
 # shuts down the least recently used one; raise it only when the models fit on the GPU together.
 OFFLINE_ENGINES_PER_WORKER = env_int("OFFLINE_ENGINES_PER_WORKER", 1, minimum=1)
+# An inference run over more questions than this becomes part-jobs of at most this many questions
+# each (inference.run_parts), so several workers share it: io workers for HTTP endpoints, gpu workers
+# for the offline engine.
+RUN_PART_SIZE = env_int("RUN_PART_SIZE", 2000, minimum=1)
+# The GPU classes the cluster's gpu workers come in, as <count>x<GiB per GPU>g ("1x80g,4x80g"); a
+# worker of a class consumes the queue gpu-<class> (celery ... worker -Q gpu-4x80g). An offline run
+# goes to the smallest class its endpoint fits (inference.gpu_classes). Empty: one "gpu" queue.
+GPU_CLASSES = env_list("GPU_CLASSES", [])
 # The folder holding model files for the offline engines. "Test connection" checks a model
 # path only inside it (a relative model name is taken from here), so that it tells nobody
 # whether any other path exists on the server.
