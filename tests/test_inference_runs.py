@@ -20,7 +20,7 @@ class Scripted(ScriptedHandler):
     seen: list[dict] = []
     delay = 0.0  # seconds before each answer, for tests that need a run to take a while
     content = "步骤1：得 $x=2$。\n答案：B"
-    finish = "stop"
+    finish_reason = "stop"
 
     def do_POST(self):  # noqa: N802
         body = self.read_body()
@@ -30,7 +30,7 @@ class Scripted(ScriptedHandler):
         status = type(self).script.pop(0) if type(self).script else 200
         if status != 200:
             return self.send_error_status(status)
-        return self.send_completion(body, type(self).content, finish=type(self).finish, usage=(11, 7))
+        return self.send_completion(body, type(self).content, finish=type(self).finish_reason, usage=(11, 7))
 
 
 @pytest.fixture
@@ -198,12 +198,12 @@ def test_it_records_what_produced_a_run_and_says_when_two_differ(scripted_server
 def test_it_keeps_and_flags_a_truncated_answer_and_fails_an_empty_one(scripted_server, researcher, monkeypatch):
     make_question()
     monkeypatch.setattr(Scripted, "content", "步骤1：" + "很长的推理" * 500)
-    monkeypatch.setattr(Scripted, "finish", "length")
+    monkeypatch.setattr(Scripted, "finish_reason", "length")
     run = run_now(start(endpoint(scripted_server), researcher))
     cut = run.responses.get()
     assert cut.status == "ok" and cut.finish_reason == "length" and "truncated" in cut.error
     monkeypatch.setattr(Scripted, "content", "  ")
-    monkeypatch.setattr(Scripted, "finish", "stop")
+    monkeypatch.setattr(Scripted, "finish_reason", "stop")
     empty = run_now(start(endpoint(scripted_server, name="m2"), researcher)).responses.get()
     assert empty.status == "failed" and "empty answer" in empty.error
 
