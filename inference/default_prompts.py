@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 import textwrap
 from collections.abc import Mapping
@@ -85,6 +86,17 @@ STRUCTURE_PROBLEMS: dict[str, str] = {
 }
 
 
+# _BracedTemplate's pattern, as text (string.Template's __init_subclass__ compiles it).
+_BRACED_ONLY = r"""
+    \$(?:
+        \{(?P<braced>[a-z_][a-z0-9_]*)\}
+      | (?P<escaped>(?!))
+      | (?P<named>(?!))
+      | (?P<invalid>(?!))
+    )
+    """
+
+
 class _BracedTemplate(string.Template):
     """``${name}`` and nothing else is a placeholder.
 
@@ -97,15 +109,8 @@ class _BracedTemplate(string.Template):
     there but can never match, so any other ``$`` is left exactly as written.
     """
 
-    flags = 0  # lower case only: ${X} is left alone
-    pattern = r"""
-    \$(?:
-        \{(?P<braced>[a-z_][a-z0-9_]*)\}
-      | (?P<escaped>(?!))
-      | (?P<named>(?!))
-      | (?P<invalid>(?!))
-    )
-    """
+    flags = re.NOFLAG  # lower case only: ${X} is left alone
+    pattern = _BRACED_ONLY  # type: ignore[assignment]  # text, as string.Template's documentation says
 
 
 class MissingPlaceholderError(ValueError):
