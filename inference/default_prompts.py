@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import string
 import textwrap
 from collections.abc import Mapping
@@ -86,7 +85,8 @@ STRUCTURE_PROBLEMS: dict[str, str] = {
 }
 
 
-# _BracedTemplate's pattern, as text (string.Template's __init_subclass__ compiles it).
+# _BracedTemplate's pattern, as text (string.Template's __init_subclass__ compiles it). The flags and the
+# pattern are given as string.Template's documentation shows, an int and a str; its stubs expect them compiled.
 _BRACED_ONLY = r"""
     \$(?:
         \{(?P<braced>[a-z_][a-z0-9_]*)\}
@@ -109,8 +109,8 @@ class _BracedTemplate(string.Template):
     there but can never match, so any other ``$`` is left exactly as written.
     """
 
-    flags = re.NOFLAG  # lower case only: ${X} is left alone
-    pattern = _BRACED_ONLY  # type: ignore[assignment]  # text, as string.Template's documentation says
+    flags = 0  # type: ignore[assignment]  # lower case only: ${X} is left alone
+    pattern = _BRACED_ONLY  # type: ignore[assignment]
 
 
 class MissingPlaceholderError(ValueError):
