@@ -32,7 +32,7 @@ from annotation.models import Assignment, Figure, Question
 from annotation.reference_format import put_placeholders, take_placeholders
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
-from k12vista.vocabulary import QUESTION_TYPE_ZH, Stage, Subject, question_type_from_name, release_tag
+from k12vista.vocabulary import QUESTION_TYPE_ZH, QuestionType, Stage, Subject, question_type_from_name, release_tag
 
 FORMATS = ("reference", "studio")
 CHUNK_SIZE = 500
@@ -104,7 +104,7 @@ def jpeg_base64(figure: Figure) -> str:
     """The figure as base64 JPEG (the release's image format), re-encoded only when stored otherwise."""
     with figure.image.open("rb") as stored:
         content = stored.read()
-    if not figure.image.name.lower().endswith((".jpg", ".jpeg")):
+    if not (figure.image.name or "").lower().endswith((".jpg", ".jpeg")):
         buffer = io.BytesIO()
         Image.open(io.BytesIO(content)).convert("RGB").save(buffer, "JPEG", quality=90)
         content = buffer.getvalue()
@@ -121,7 +121,7 @@ def reference_record(question: Question) -> dict:
     record = {
         "hash_id": question.hash_id,
         "question": options_block(question),
-        "type": QUESTION_TYPE_ZH[question.qtype],
+        "type": QUESTION_TYPE_ZH[QuestionType(question.qtype)],
         "subject": release_tag(question.subject, question.grade),
         "img": jpeg_base64(figures[0]) if figures else "",
         "format_answer": {"ground_truth": question.answers, "format_solution": format_solution(question)},
@@ -138,7 +138,7 @@ def reference_record(question: Question) -> dict:
 
 
 def image_name(question: Question, figure: Figure) -> str:
-    return f"images/{question.hash_id}-{figure.position}{Path(figure.image.name).suffix.lower()}"
+    return f"images/{question.hash_id}-{figure.position}{Path(figure.image.name or '').suffix.lower()}"
 
 
 def studio_record(question: Question, figure_names: list[str]) -> dict:

@@ -1,5 +1,6 @@
 import re
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -208,7 +209,8 @@ class MultipleFileField(forms.FileField):
 
 
 class PdfUploadForm(forms.Form):
-    files = MultipleFileField(label=_("Exam PDFs"))
+    # A declared field, taken off the class by Django's form metaclass: it does not replace BaseForm.files.
+    files = MultipleFileField(label=_("Exam PDFs"))  # type: ignore[assignment]
     subject = forms.ChoiceField(choices=Subject.choices, label=_("Subject"))
     grade = forms.TypedChoiceField(choices=[(g, g) for g in GRADES], coerce=int, initial=9, label=_("Grade"))
     # Which pages a vision model reads (annotation.pdf.vision); shown only where one is set up.
@@ -247,8 +249,10 @@ def filter_controls(form: QuestionFilterForm) -> list[dict]:
         if name == "after":
             continue
         value = str(current.get(name, "") or "")
-        control = {"name": name, "label": field.label, "value": value, "choices": None}
+        control: dict[str, Any] = {"name": name, "label": field.label, "value": value, "choices": None}
         if isinstance(field, forms.ChoiceField):
-            control["choices"] = [(str(v), text, str(v) == value) for v, text in field.choices]
+            # Django keeps choices as (value, text) pairs once set; the stubs give the type of what may be set.
+            pairs = cast(Iterable[tuple[Any, Any]], field.choices)
+            control["choices"] = [(str(v), text, str(v) == value) for v, text in pairs]
         controls.append(control)
     return controls

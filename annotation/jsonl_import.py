@@ -204,7 +204,7 @@ def check_member_name(name: str) -> None:
         raise ImportFileError(f"The archive holds {name!r}, which points outside the archive; refusing it.")
 
 
-def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> zipfile.ZipInfo:
+def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> list[zipfile.ZipInfo]:
     """Refuses unsafe archives and returns the JSONL entry to import."""
     infos = archive.infolist()
     for info in infos:
@@ -455,7 +455,7 @@ def from_reference(record: dict, source: ImportSource) -> QuestionData:
     if missing:
         # Quoted as the file spells them, like RecordError's field names.
         raise RecordError("", gettext("missing %(fields)s") % {"fields": "、".join(f"“{name}”" for name in missing)})
-    subject, grade, grade_known = grade_in_stage(record.get("grade"), record.get("subject"))
+    subject, grade, grade_known = grade_in_stage(record.get("grade"), record["subject"])  # required, checked above
     qtype = question_type(record.get("type"))
     answer = record.get("format_answer") or {}
     if not isinstance(answer, dict):

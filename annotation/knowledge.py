@@ -110,7 +110,8 @@ def descriptions(points: list[KnowledgePoint], per_point: int) -> tuple[list[str
     through = Question.knowledge_points.through.objects.filter(knowledgepoint_id__in=[p.pk for p in points])
     texts: dict[int, list[str]] = defaultdict(list)
     rows = through.annotate(start=Substr("question__text", 1, 120)).order_by("knowledgepoint_id", "question_id")
-    for point_id, start in rows.values_list("knowledgepoint_id", "start").iterator(chunk_size=5000):
+    # "start" is annotated just above; the stubs' plugin does not see annotations on the auto-created through model.
+    for point_id, start in rows.values_list("knowledgepoint_id", "start").iterator(chunk_size=5000):  # type: ignore[misc]
         if len(texts[point_id]) < per_point:
             texts[point_id].append(start or "")
     names = [f"{leaf_name(p.name)} {leaf_name(p.name)} {' '.join(path_parts(p.name)[:-1])}" for p in points]
@@ -179,6 +180,7 @@ def cluster_subject(subject: str, params: ClusterParams, *, job: Job | None = No
         units = []
         for label in sorted(members):
             indexes = members[label]
+            assert vectors is not None  # there are labels only when there were points, and so vectors
             rows = vectors[indexes]
             # The unit is named after the member nearest its centre (ties: the shortest name).
             closeness = rows @ rows.mean(axis=0)
@@ -263,9 +265,10 @@ def merge_units(*, into: CoreUnit, others: list[CoreUnit], by: Any) -> CoreUnit:
 def split_unit(*, unit: CoreUnit, point_ids: list[int], name: str, by: Any) -> CoreUnit:
     """The chosen points leave ``unit`` for a new unit called ``name``."""
     chosen = KnowledgePoint.objects.filter(core_unit=unit, pk__in=point_ids)
-    if not chosen.exists() or chosen.count() == unit.points.count():
+    first = chosen.first()
+    if first is None or chosen.count() == unit.points.count():
         raise KnowledgeError(gettext("choose some, not all, of the unit's points to split off"))
-    new = CoreUnit.objects.create(subject=unit.subject, name=(name.strip() or leaf_name(chosen.first().name))[:200])
+    new = CoreUnit.objects.create(subject=unit.subject, name=(name.strip() or leaf_name(first.name))[:200])
     chosen.update(core_unit=new)
     _confirm(unit, new)
     return new
@@ -299,6 +302,7 @@ def attach_members(units: list[CoreUnit], examples: int = 2) -> list[CoreUnit]:
     points = KnowledgePoint.objects.filter(core_unit__in=units).order_by("name")
     by_unit: dict[int, list[KnowledgePoint]] = defaultdict(list)
     for point in points:
+        assert point.core_unit_id is not None  # filtered on core_unit__in
         by_unit[point.core_unit_id].append(point)
     through = Question.knowledge_points.through.objects.filter(knowledgepoint__core_unit__in=units)
     found: dict[int, list[tuple[str, str]]] = defaultdict(list)
@@ -309,6 +313,7 @@ def attach_members(units: list[CoreUnit], examples: int = 2) -> list[CoreUnit]:
         if len(found[unit_id]) < examples and hash_id not in {h for h, _t in found[unit_id]}:
             found[unit_id].append((hash_id, text[:160]))
     for unit in units:
-        unit.members = by_unit.get(unit.pk, [])
-        unit.examples = found.get(unit.pk, [])
+        # For the page; no fields of the model.
+        unit.members = by_unit.get(unit.pk, [])  # type: ignore[attr-defined]
+        unit.examples = found.get(unit.pk, [])  # type: ignore[attr-defined]
     return units

@@ -75,7 +75,7 @@ class _KatexProcess:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[str] | None = None
 
     def check(self, formulas: list[Formula]) -> list[str | None] | None:
         node = shutil.which("node")
@@ -87,10 +87,12 @@ class _KatexProcess:
                     [node, str(CHECKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
                 )
                 atexit.register(self._proc.kill)
+            stdin, stdout = self._proc.stdin, self._proc.stdout
+            assert stdin is not None and stdout is not None  # started with both pipes
             line = json.dumps([[f.tex, f.display] for f in formulas], ensure_ascii=False)
-            self._proc.stdin.write(line + "\n")
-            self._proc.stdin.flush()
-            answer = json.loads(self._proc.stdout.readline())
+            stdin.write(line + "\n")
+            stdin.flush()
+            answer = json.loads(stdout.readline())
         if isinstance(answer, dict):
             raise RuntimeError(f"KaTeX checker failed: {answer.get('error')}")
         return answer

@@ -10,7 +10,7 @@ hold the same question, even when they press "next" at the same moment.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -19,8 +19,8 @@ from django.utils import timezone
 from annotation.models import Assignment, Question
 from k12vista.roles import Role, people_with_role
 
-# The status a question must be in to be worked on by each task.
-TASK_INPUT = {
+# The status a question must be in to be worked on by each task (keyed by text: a task arrives as text).
+TASK_INPUT: dict[str, str] = {
     Assignment.Task.OCR_REVIEW: Question.Status.IMPORTED,
     Assignment.Task.STEP_CORRECTION: Question.Status.OCR_REVIEWED,
 }
@@ -66,7 +66,7 @@ def next_assignment(*, annotator: Any, task: str, choices: dict | None = None) -
     return None
 
 
-def _claim_one(*, annotator: Any, task: str, within: Q) -> Assignment | None | bool:
+def _claim_one(*, annotator: Any, task: str, within: Q) -> Assignment | None | Literal[False]:
     """Claims one question within the annotator's choices: a free one, or one whose
     holder's lock expired. Returns False when someone else won the race for it."""
     now = timezone.now()

@@ -116,14 +116,14 @@ def keep_figure(figure: Figure) -> str:
     with figure.image.open("rb") as stored:
         data = stored.read()
     digest = hashlib.sha256(data).hexdigest()
-    suffix = Path(figure.image.name).suffix.lower()
+    suffix = Path(figure.image.name or "").suffix.lower()
     if not re.fullmatch(r"\.[a-z0-9]{1,5}", suffix):
         suffix = ".bin"
     name = f"{FIGURES_DIR}/{digest[:2]}/{digest}{suffix}"
     if default_storage.exists(name):
         return name
     try:
-        source, target = storage.path(figure.image.name), default_storage.path(name)
+        source, target = storage.path(figure.image.name or ""), default_storage.path(name)
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         os.link(source, target)
     except FileExistsError:  # another build kept the same bytes meanwhile
@@ -141,7 +141,7 @@ def content_snapshot(question: Question) -> tuple[dict, str]:
     digest = services.hash_content(content)
     content |= {
         "stage": question.stage,
-        "core_units": sorted({p.core_unit.name for p in points if p.core_unit_id}),
+        "core_units": sorted({p.core_unit.name for p in points if p.core_unit is not None}),
         "figures": [keep_figure(f) for f in question.figures.all()],
     }
     return content, digest
@@ -160,10 +160,10 @@ def provenance_of(question: Question) -> dict:
         }
         if document
         else None,  # fmt: skip
-        "page": question.source_page.number if question.source_page_id else None,
+        "page": question.source_page.number if question.source_page is not None else None,
         "bbox": question.bbox,
         "figures": [
-            {"position": f.position, "origin": f.origin, "page": f.page.number if f.page_id else None, "bbox": f.bbox}
+            {"position": f.position, "origin": f.origin, "page": f.page.number if f.page else None, "bbox": f.bbox}
             for f in question.figures.all()
         ],  # fmt: skip
         "refinement": {
@@ -174,7 +174,7 @@ def provenance_of(question: Question) -> dict:
                 {"code": f.code, "run": f.run_ref, "resolved": f.resolved_at is not None} for f in question.flags.all()
             ],  # fmt: skip
         },
-        "audits": [edit.note for edit in question.audit_moves],
+        "audits": [edit.note for edit in question.audit_moves],  # type: ignore[attr-defined]  # a Prefetch to_attr
     }
 
 

@@ -10,16 +10,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
-from django_htmx.middleware import HtmxDetails
 
 from annotation import segmentation
 from annotation.models import SourceDocument
 from annotation.views import UPLOADERS, documents_for
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.roles import require_role
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails  # set by django_htmx's middleware
 
 
 def _document(request: HttpRequest, pk: int) -> SourceDocument:

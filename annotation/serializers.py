@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotation.models import Flag, Question
+from annotation.models import Flag, KnowledgePoint, Question
 
 
 class FigureOutput(serializers.Serializer):
@@ -19,7 +19,9 @@ class FlagSerializer(serializers.ModelSerializer):
 
 
 class QuestionSerializer(serializers.ModelSerializer):
-    knowledge_points = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    knowledge_points: serializers.SlugRelatedField[KnowledgePoint] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True
+    )
     figures = serializers.SerializerMethodField()
     flags = FlagSerializer(many=True, read_only=True)
 

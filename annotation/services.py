@@ -436,7 +436,7 @@ def return_for_rework(*, question: Question, task: str, annotator: Any, note: st
     if task not in TASK_INPUT:
         raise QuestionDataError(f"unknown task {task!r}")
     current = Question.objects.select_for_update().get(pk=question.pk)
-    order = list(Question.STATUS_ORDER)
+    order: list[str] = list(Question.STATUS_ORDER)
     target = TASK_INPUT[task]
     if current.status not in order or order.index(current.status) <= order.index(target):
         raise LifecycleError(f"question {current.hash_id} is {current.status}: it has not been through {task} yet")
@@ -504,7 +504,8 @@ def recrop_figure(*, figure: Figure, bbox: Sequence[float], user: Any) -> Figure
     )
     figure.width, figure.height = prepared.width, prepared.height
     figure.save()
-    figure.image.storage.delete(old_file)
+    if old_file:  # a stored figure always has a name; the check keeps delete() from being given None
+        figure.image.storage.delete(old_file)
     question = figure.question
     Question.objects.filter(pk=question.pk).update(version=F("version") + 1, updated=timezone.now())
     question.refresh_from_db()

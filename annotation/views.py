@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,6 +23,7 @@ from annotation.forms import (
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
 from k12vista import job_text, work
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.jobs import start_job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, has_role, require_role, role_required
@@ -102,7 +105,7 @@ def work_url(assignment: Assignment) -> str:
 
 
 @role_required(Role.ANNOTATOR)
-def review(request: HttpRequest, pk: int) -> HttpResponse:
+def review(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = queues.get_assignment_for_user(request.user, pk)
     if assignment.task != Assignment.Task.OCR_REVIEW:
         raise Http404
@@ -138,7 +141,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
                 return render(request, "annotation/review.html#saved", {"question": question})
             messages.success(request, _("Saved."))
             return redirect("annotation:review", pk=assignment.pk)
-    ctx = {
+    ctx: dict[str, Any] = {
         "assignment": assignment,
         "question": question,
         "form": form,
@@ -160,7 +163,7 @@ def refused_form(request: HttpRequest, question: Question) -> QuestionForm:
     """The editor's own values kept, on top of the version now saved, so that
     saving again is a deliberate choice after seeing what changed."""
     data = request.POST.copy()
-    data["version"] = question.version
+    data["version"] = str(question.version)  # a QueryDict holds text, as a real POST would
     form = QuestionForm.for_question(question, data)
     form.is_valid()
     return form
@@ -184,7 +187,7 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @role_required(Role.ANNOTATOR)
-def steps(request: HttpRequest, pk: int) -> HttpResponse:
+def steps(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     assignment = queues.get_assignment_for_user(request.user, pk)
     if assignment.task != Assignment.Task.STEP_CORRECTION:
         raise Http404
@@ -217,7 +220,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
         except services.EditConflict as exc:
             conflict, question = described_changes(exc.changed), exc.question
             data = request.POST.copy()
-            data["version"] = question.version
+            data["version"] = str(question.version)  # a QueryDict holds text, as a real POST would
             form = StepsForm(data)
             form.is_valid()
     diff = services.step_diff(proposal.steps, form.submitted_steps) if proposal else []
@@ -235,7 +238,7 @@ def steps(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "annotation/steps.html", ctx, status=refused_status(request, conflict))
 
 
-def refused_status(request: HttpRequest, conflict: object) -> int:
+def refused_status(request: HtmxHttpRequest, conflict: object) -> int:
     """409 for a save that lost to another, 422 for an autosave the form refused (so the page says it
     failed and keeps its active seconds for the next save); 200 for a page shown."""
     if conflict:
@@ -247,7 +250,7 @@ def refused_status(request: HttpRequest, conflict: object) -> int:
 
 
 @login_required
-def question_list(request: HttpRequest) -> HttpResponse:
+def question_list(request: HtmxHttpRequest) -> HttpResponse:
     require_role(request.user, *BROWSERS)
     form = QuestionFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
@@ -373,7 +376,7 @@ def start_pdf_imports(request: HttpRequest, form: PdfUploadForm) -> list[SourceD
 
 
 @login_required
-def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def import_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     require_role(request.user, *UPLOADERS)
     document = get_object_or_404(documents_for(request.user), pk=pk)
     questions = document.questions.order_by("id").prefetch_related("figures", "flags")[:200]

@@ -20,6 +20,7 @@ a repeated item never writes twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -43,7 +44,8 @@ JOB_KIND = "inference.assist"
 Kind = AssistRun.Kind
 Status = AssistResult.Status
 
-PROMPT_KIND = {
+# The tables below are keyed by text: a run's stored ``kind`` is a plain str.
+PROMPT_KIND: dict[str, PromptTemplate.Kind] = {
     Kind.RESTRUCTURE: PromptTemplate.Kind.RESTRUCTURE,
     Kind.CHECK_STRUCTURE: PromptTemplate.Kind.CHECK_STRUCTURE,
     Kind.CAPTION: PromptTemplate.Kind.CAPTION,
@@ -51,7 +53,7 @@ PROMPT_KIND = {
     Kind.TEXT_ONLY_FILTER: PromptTemplate.Kind.ANSWER_DIRECT,
 }
 # Kinds whose answer is JSON, and the parsing kind (and schema) for each.
-OUTPUT_KIND = {Kind.RESTRUCTURE: "restructured_solution", Kind.CHECK_STRUCTURE: "structure_check"}
+OUTPUT_KIND: dict[str, str] = {Kind.RESTRUCTURE: "restructured_solution", Kind.CHECK_STRUCTURE: "structure_check"}
 # Kinds that send the question's figures with the prompt.
 WITH_IMAGES = {Kind.CAPTION, Kind.SMALL_MODEL_FILTER}
 FILTER_KINDS = {Kind.SMALL_MODEL_FILTER, Kind.TEXT_ONLY_FILTER}
@@ -134,6 +136,7 @@ def counts(run: AssistRun) -> dict[str, Any]:
     why: dict[str, int] = {}
     if tally["skipped"]:
         for parsed in run.results.filter(skipped).values_list("parsed", flat=True):
+            assert parsed is not None  # has_key matched: an object
             reason = str(parsed.get("skipped", ""))
             why[reason] = why.get(reason, 0) + 1
     tally["skipped_why"] = why
@@ -311,7 +314,7 @@ def _write_verdict(run: AssistRun, question: Question, parsed: dict) -> None:
     checks.add_model_flag(question=question, message=message, run_ref=run_ref(run), detail=detail)
 
 
-WRITE_BACK = {
+WRITE_BACK: dict[str, Callable[[AssistRun, Question, dict], None]] = {
     Kind.RESTRUCTURE: _write_proposal,
     Kind.CHECK_STRUCTURE: _write_problems,
     Kind.CAPTION: _write_caption,

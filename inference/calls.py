@@ -59,7 +59,7 @@ import tenacity
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections, router, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Model, Q
 from django.utils import timezone
 
 from inference import client
@@ -695,7 +695,7 @@ def complete_sync(
 # --- fan-out ----------------------------------------------------------------------------
 
 
-def update_rows(model: type, rows: Iterable[tuple[int, dict[str, Any]]]) -> None:
+def update_rows(model: type[Model], rows: Iterable[tuple[int, dict[str, Any]]]) -> None:
     """Sets columns on rows by primary key: ``(pk, {field: value})`` pairs, one
     ``executemany`` per set of fields. The same as ``filter(pk=pk).update(**fields)``
     for each (no signals, no auto_now), without building a queryset per row: that
@@ -704,7 +704,8 @@ def update_rows(model: type, rows: Iterable[tuple[int, dict[str, Any]]]) -> None
     ``get_db_prep_save``, so they are stored as the ORM stores them."""
     connection = connections[router.db_for_write(model)]
     quote = connection.ops.quote_name
-    meta = model._meta
+    # Any: the stubs type get_field() as a relation too, and a column as possibly None; these are concrete columns.
+    meta: Any = model._meta
     by_fields: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = collections.defaultdict(list)
     for pk, fields in rows:
         by_fields[tuple(fields)].append((pk, fields))
@@ -740,7 +741,7 @@ async def fan_out[T, R](
     real error (a cancel, a lost job, a database failure) ends the fan-out."""
     limit = asyncio.Semaphore(concurrency)
     unsaved: list[R] = []
-    state = {"done": done, "reported": 0.0}
+    state: dict[str, Any] = {"done": done, "reported": 0.0}
     save_now = sync_to_async(save, thread_sensitive=True)
     report_now = sync_to_async(progress, thread_sensitive=True)
 

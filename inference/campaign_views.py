@@ -13,6 +13,7 @@ from django.views.decorators.vary import vary_on_headers
 from inference import campaigns, services
 from inference.forms import CampaignForm
 from inference.models import Campaign, Protocol
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.roles import Role, require_role, role_required
 
 MANAGERS = (Role.RESEARCHER, Role.ADMIN)
@@ -52,7 +53,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def campaign_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def campaign_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     campaign = get_campaign_for_user(request.user, pk)
     ctx = {"campaign": campaign, "summary": campaigns.summary(campaign)}
     if request.htmx:  # the progress region polls itself while runs are going

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import urlsplit
 
 import httpx2
@@ -260,6 +260,12 @@ def build_sync_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     )  # fmt: skip
 
 
+@overload
+def make_client(endpoint: ModelEndpoint, *, sync: Literal[True], url: str | None = None) -> openai.OpenAI: ...
+@overload
+def make_client(
+    endpoint: ModelEndpoint, *, sync: Literal[False] = False, url: str | None = None
+) -> openai.AsyncOpenAI: ...
 def make_client(
     endpoint: ModelEndpoint, *, sync: bool = False, url: str | None = None
 ) -> openai.AsyncOpenAI | openai.OpenAI:

@@ -85,6 +85,18 @@ STRUCTURE_PROBLEMS: dict[str, str] = {
 }
 
 
+# _BracedTemplate's pattern, as text (string.Template's __init_subclass__ compiles it). The flags and the
+# pattern are given as string.Template's documentation shows, an int and a str; its stubs expect them compiled.
+_BRACED_ONLY = r"""
+    \$(?:
+        \{(?P<braced>[a-z_][a-z0-9_]*)\}
+      | (?P<escaped>(?!))
+      | (?P<named>(?!))
+      | (?P<invalid>(?!))
+    )
+    """
+
+
 class _BracedTemplate(string.Template):
     """``${name}`` and nothing else is a placeholder.
 
@@ -97,15 +109,8 @@ class _BracedTemplate(string.Template):
     there but can never match, so any other ``$`` is left exactly as written.
     """
 
-    flags = 0  # lower case only: ${X} is left alone
-    pattern = r"""
-    \$(?:
-        \{(?P<braced>[a-z_][a-z0-9_]*)\}
-      | (?P<escaped>(?!))
-      | (?P<named>(?!))
-      | (?P<invalid>(?!))
-    )
-    """
+    flags = 0  # type: ignore[assignment]  # lower case only: ${X} is left alone
+    pattern = _BRACED_ONLY  # type: ignore[assignment]
 
 
 class MissingPlaceholderError(ValueError):

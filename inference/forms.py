@@ -1,5 +1,6 @@
 import copy
 import re
+from typing import TYPE_CHECKING
 
 from django import forms
 from django.conf import settings
@@ -21,6 +22,9 @@ from inference.models import (
 from inference.reference.register import registered_sets
 from k12vista.forms import StorableJSONField
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -33,7 +37,7 @@ class URLLinesField(forms.CharField):
         return "\n".join(value) if isinstance(value, list) else value
 
     def to_python(self, value) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""  # None only with empty_value=None, which no form sets
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -80,8 +84,9 @@ class EndpointForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Only a trained judge's own prompt: the studio's and a reference set's step-judge prompts.
-        kind = PromptTemplate.Kind
-        self.fields["judge_prompt"].queryset = PromptTemplate.objects.filter(
+        kind, field = PromptTemplate.Kind, self.fields["judge_prompt"]
+        assert isinstance(field, forms.ModelChoiceField)  # the model's foreign key
+        field.queryset = PromptTemplate.objects.filter(
             Q(kind=kind.JUDGE_STEPS_TRAINED) | (Q(kind=kind.JUDGE_STEPS) & ~Q(prompt_set=""))
         )
 
@@ -163,12 +168,14 @@ class RunForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         published = Release.objects.filter(status=Release.Status.PUBLISHED).order_by("-version")
-        self.fields["release"].choices = [("", "—"), *((r.version, f"v{r.version} {r.name}") for r in published)]
-        if "prompt_set" in self.fields:
+        release = self.fields["release"]
+        assert isinstance(release, forms.ChoiceField)  # as declared
+        release.choices = [("", "—"), *((r.version, f"v{r.version} {r.name}") for r in published)]
+        if isinstance(prompt_set := self.fields.get("prompt_set"), forms.ChoiceField):
             sets = [entry["name"] for entry in registered_sets()]
-            self.fields["prompt_set"].choices = [("", _("the newest registered")), *((n, n) for n in sets)]
+            prompt_set.choices = [("", _("the newest registered")), *((n, n) for n in sets)]
 
-    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+    def fieldsets(self) -> list[tuple["StrOrPromise", list[forms.BoundField]]]:
         return [
             (_("Model"), [self[name] for name in ("name", "endpoint", "mode", "input_form", "protocol", "prompt_set")]),
             (_("Questions"), [self[name] for name in self.FILTERS]),
@@ -253,7 +260,7 @@ class CampaignForm(RunForm):
         super().__init__(*args, **kwargs)
         del self.fields["endpoint"]
 
-    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+    def fieldsets(self) -> list[tuple["StrOrPromise", list[forms.BoundField]]]:
         fields = ("name", "endpoints", "mode", "input_form", "protocol", "prompt_set")
         return [
             (_("Models"), [self[name] for name in fields]),

@@ -31,6 +31,7 @@ from inference.forms import PublishedUploadForm
 from inference.models import InferenceRun, Protocol, PublishedResult
 from inference.standings import board_state
 from inference.views import MANAGERS, get_run_for_user, get_scoring_run_for_user
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.roles import Role, has_role, require_role, token_accepted
 from k12vista.vocabulary import LABELS_BY_CODE, RELEASE_TAGS, QuestionType, Stage, Subject
 
@@ -111,7 +112,9 @@ def score_tables(entries: list[leaderboard.Entry]) -> list[dict]:
     titles = {"stage": _("By stage"), "subject": _("By subject"), "type": _("By question type"),
               "cell": _("By subject and stage")}  # fmt: skip
     extra = tuple((f"cell:{tag}", tag) for tag in leaderboard.outside_tags(entries))
-    groupings = [("overall", _("Overall"), ((leaderboard.OVERALL, _("Overall")),))]
+    groupings: list[tuple[str, str, tuple[tuple[str, str], ...]]] = [
+        ("overall", _("Overall"), ((leaderboard.OVERALL, _("Overall")),))
+    ]
     for name, columns in leaderboard.GROUPINGS.items():
         groupings.append((name, titles.get(name, name), columns + extra if name == "cell" else columns))
     tables = []
@@ -280,7 +283,7 @@ def can_manage(user) -> bool:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def leaderboard_page(request: HttpRequest) -> HttpResponse:
+def leaderboard_page(request: HtmxHttpRequest) -> HttpResponse:
     require_role(request.user, *LEADERBOARD_READERS)
     mode = chosen_mode(request)
     release = chosen_release(request)

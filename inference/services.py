@@ -97,7 +97,7 @@ def save_published_results(*, rows, user: Any) -> int:
 
 # --- runs -------------------------------------------------------------------------
 
-ANSWER_KIND = {
+ANSWER_KIND: dict[str, PromptTemplate.Kind] = {  # keyed by text: a run's mode is stored as text
     InferenceRun.Mode.DIRECT: PromptTemplate.Kind.ANSWER_DIRECT,
     InferenceRun.Mode.STEP_BY_STEP: PromptTemplate.Kind.ANSWER_STEPS,
 }
@@ -261,8 +261,8 @@ def record_differences(a: InferenceRun, b: InferenceRun) -> list[str]:
 def job_kind(endpoint: ModelEndpoint) -> str:
     """HTTP endpoints run on the io queue; the offline engine on a GPU worker; transformers on a CPU worker."""
     return {
-        ModelEndpoint.Kind.VLLM_OFFLINE: "inference.run_offline",
-        ModelEndpoint.Kind.TRANSFORMERS: "inference.run_local",
+        ModelEndpoint.Kind.VLLM_OFFLINE.value: "inference.run_offline",
+        ModelEndpoint.Kind.TRANSFORMERS.value: "inference.run_local",
     }.get(endpoint.kind, "inference.run")
 
 
@@ -346,7 +346,8 @@ def answer_fields(completion: client.Completion | None, *, error: str = "", atte
     """The columns one answer sets: an empty answer fails, a cut one is kept and flagged."""
     fields: dict[str, Any] = {"finished": timezone.now()}
     if completion is not None and not completion.text.strip():
-        completion, error, attempts = None, "the model returned an empty answer", completion.attempts
+        error, attempts = "the model returned an empty answer", completion.attempts
+        completion = None
     if completion is not None:
         fields |= {
             "status": Response.Status.OK, "raw_output": completion.text, "latency_ms": completion.latency_ms,

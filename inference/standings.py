@@ -60,7 +60,11 @@ from inference.models import (
 )
 from k12vista.models import Job
 
-MODE_OF_METHOD = {ScoringRun.Method.JUDGE_DIRECT: "direct", ScoringRun.Method.JUDGE_STEPS: "step_by_step"}
+# Keyed by text: a run's stored ``method`` is a plain str.
+MODE_OF_METHOD: dict[str, str] = {
+    ScoringRun.Method.JUDGE_DIRECT: "direct",
+    ScoringRun.Method.JUDGE_STEPS: "step_by_step",
+}
 METHOD_OF_MODE = {mode: method for method, mode in MODE_OF_METHOD.items()}
 
 Slice = tuple[int, str, str, str]  # (scoring run or inference run id, subject, stage, question type)

@@ -10,10 +10,12 @@ shared by the whole research team.
 from __future__ import annotations
 
 import difflib
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
@@ -42,6 +44,7 @@ from inference.forms import (
 from inference.models import (
     AssistRun,
     InferenceRun,
+    InferenceRunQuerySet,
     JudgedStep,
     Judgment,
     ModelEndpoint,
@@ -50,6 +53,7 @@ from inference.models import (
     ScoringRun,
 )
 from inference.reference import register as reference_register
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.models import Job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, require_role, role_required
@@ -62,7 +66,7 @@ ANY_TYPE = "any"  # the URL's name for prompts that serve every question type
 # --- access helpers ---------------------------------------------------------
 
 
-def runs_for(user) -> QuerySet[InferenceRun]:
+def runs_for(user) -> InferenceRunQuerySet:
     """The runs a person may see (InferenceRun.objects.visible_to, the one rule)."""
     require_role(user, *MANAGERS)
     return InferenceRun.objects.visible_to(user).select_related("endpoint", "job", "created_by")
@@ -150,20 +154,19 @@ def endpoint_form_page(request: HttpRequest, endpoint: ModelEndpoint) -> HttpRes
 
 @login_required
 @require_POST
-def endpoint_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
+def endpoint_deactivate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     endpoint = get_endpoint_for_user(request.user, pk)
     endpoint.active = False
     endpoint.save(update_fields=["active"])
     if request.htmx:
-        endpoint.key_state = key_state(endpoint)
-        return render(request, "inference/endpoint_list.html#row", {"endpoint": endpoint})
+        return render(request, "inference/endpoint_list.html#row", {"endpoint": next(with_key_state([endpoint]))})
     messages.success(request, _("Switched off %(name)s.") % {"name": endpoint.name})
     return redirect("inference:endpoints")
 
 
 @login_required
 @require_POST
-def endpoint_test(request: HttpRequest, pk: int) -> HttpResponse:
+def endpoint_test(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Test connection: one tiny request through the client every run uses (a POST: it calls out)."""
     endpoint = get_endpoint_for_user(request.user, pk)
     probe = client.probe_endpoint(endpoint)
@@ -272,7 +275,7 @@ def prompt_text(prompt: PromptTemplate) -> list[str]:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def prompt_diff(request: HttpRequest, kind: str, qtype: str) -> HttpResponse:
+def prompt_diff(request: HtmxHttpRequest, kind: str, qtype: str) -> HttpResponse:
     """A unified diff of two versions, as text lines (the template escapes them)."""
     kind, qtype = get_prompt_slot(request.user, kind, qtype)
     versions = PromptTemplate.objects.filter(prompt_set="", kind=kind, qtype=qtype)
@@ -320,7 +323,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_run_for_user(request.user, pk)
     responses, next_query = keyset_page(run.responses.select_related("question"), request)
     ctx = {"run": run, "responses": responses, "next_query": next_query}
@@ -380,14 +383,15 @@ def run_score(request: HttpRequest, pk: int) -> HttpResponse:
 def with_labels(judgments: list[Judgment]) -> list[Judgment]:
     """Each judged step with its label's code, Chinese and English names."""
     for judgment in judgments:
-        judgment.labelled_steps = [(step, LABELS_BY_CODE.get(step.label)) for step in judgment.steps.all()]
+        steps = [(step, LABELS_BY_CODE.get(step.label)) for step in judgment.steps.all()]
+        judgment.labelled_steps = steps  # type: ignore[attr-defined]  # for the template; no field of the model
     return judgments
 
 
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def scoring_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def scoring_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     scoring_run = get_scoring_run_for_user(request.user, pk)
     rows = scoring_run.judgments.select_related("response__question").prefetch_related(
         Prefetch("steps", queryset=JudgedStep.objects.order_by("position"))
@@ -430,7 +434,7 @@ def filter_query(small: list[AssistRun], text_only: AssistRun | None) -> str:
 def confirm_job_for(request: HttpRequest) -> Job | None:
     """The confirmation job named by ``?job=``, if it is one the person may watch."""
     job_id = request.GET.get("job", "")
-    if request.method != "GET" or not job_id.isdigit():
+    if request.method != "GET" or not job_id.isdigit() or isinstance(request.user, AnonymousUser):
         return None
     jobs = Job.objects.filter(pk=int(job_id), kind=difficulty.CONFIRM_JOB_KIND)
     if not request.user.has_perm("k12vista.administer"):
@@ -465,8 +469,9 @@ def difficulty_filters(request: HttpRequest) -> HttpResponse:
             status = 400
     elif data is not None:
         status = 400
-    ctx = {"form": form, "preview": preview, "rows": difficulty.filter_evidence(preview) if preview else [],
-           "job": confirm_job_for(request)}  # fmt: skip
+    ctx: dict[str, Any] = {"form": form, "preview": preview,
+                           "rows": difficulty.filter_evidence(preview) if preview else [],
+                           "job": confirm_job_for(request)}  # fmt: skip
     if preview:
         ctx["unchecked"] = [(run, preview.unchecked[run.pk]) for run in (*preview.small_runs, preview.text_only_run)
                             if run and run.pk in preview.unchecked]  # fmt: skip

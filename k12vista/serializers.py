@@ -1,6 +1,7 @@
 from collections.abc import Mapping
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.utils.translation import gettext
 from rest_framework import serializers
 
@@ -43,7 +44,7 @@ class MeSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    started_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    started_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
     kind_label = serializers.CharField(read_only=True, help_text="The kind in words, in the caller's language.")
     title = serializers.CharField(source="display_title", read_only=True)

@@ -18,6 +18,7 @@ from django_htmx.http import trigger_client_event
 
 from k12vista import files, guidelines, job_text, jobs, services
 from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from k12vista.metrics import calls_per_second, exposition
 from k12vista.models import Guideline, Job
@@ -139,7 +140,7 @@ def scrape_token_matches(request: HttpRequest) -> bool:
 
 @login_required
 @vary_on_headers("HX-Request")
-def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = get_job_for_user(request.user, pk)
     if request.htmx:
         return job_fragment(request, job)
@@ -158,7 +159,7 @@ def job_fragment(request: HttpRequest, job: Job, context: dict | None = None) ->
 
 @login_required
 @require_POST
-def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = get_job_for_user(request.user, pk)
     jobs.cancel_job(job=job)
     if request.htmx:
@@ -225,7 +226,7 @@ def user_invite(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @role_required(Role.ADMIN)
-def studio_settings(request: HttpRequest) -> HttpResponse:
+def studio_settings(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "POST":
         queue = request.POST.get("queue", "cpu")
         kind = "k12vista.worker_check_io" if queue == "io" else "k12vista.worker_check"

@@ -216,7 +216,7 @@ def scott_pi_table(table: np.ndarray) -> dict:
     return estimate(value, se=se, n=n, observed=po, expected=float((pooled**2).sum()))
 
 
-def weighted_kappa_table(table: np.ndarray, values: Sequence[float] | None = None) -> dict:
+def weighted_kappa_table(table: np.ndarray, values: Sequence[float] | np.ndarray | None = None) -> dict:
     """Cohen's (1968) weighted kappa with quadratic disagreement weights (i - j)^2 on the
     category values (their positions when not given). With quadratic weights it approximates
     the intraclass correlation (Fleiss & Cohen 1973). No standard error is given."""

@@ -66,11 +66,12 @@ class TaskOutput(serializers.ModelSerializer):
 
 
 class TaskDetailOutput(TaskOutput):
-    item = ItemOutput(source="cot", read_only=True)
+    item = ItemOutput(source="cot", read_only=True)  # type: ignore[assignment]  # the whole item, not its id
 
 
 class DraftEntry(InputSerializer):
-    label = serializers.CharField(allow_blank=True, required=False, default="")
+    # A declared field, taken off the class by DRF's metaclass: it does not replace Field.label at run time.
+    label = serializers.CharField(allow_blank=True, required=False, default="")  # type: ignore[assignment]
     reason = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
 
 

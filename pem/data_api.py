@@ -97,7 +97,7 @@ def from_run(request: Request) -> Response:
     """Chains of thought from an inference run's answers (the data page's "From a run")."""
     given = FromRunInput(data=request.data)
     given.is_valid(raise_exception=True)
-    runs = RunChoiceForm(user=request.user).fields["inference_run"].queryset  # the page's choices
+    runs = RunChoiceForm(user=request.user).runs  # the page's choices
     run = get_object_or_404(runs, pk=given.validated_data["inference_run"])
     job = jobs.start_cots_from_run(inference_run=run, user=request.user)
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
@@ -110,7 +110,7 @@ def from_scoring(request: Request) -> Response:
     """Step labels from a step-by-step scoring run's judgments (the data page's "From scoring")."""
     given = FromScoringInput(data=request.data)
     given.is_valid(raise_exception=True)
-    runs = ScoringChoiceForm(user=request.user).fields["scoring_run"].queryset
+    runs = ScoringChoiceForm(user=request.user).runs
     scoring_run = get_object_or_404(runs, pk=given.validated_data["scoring_run"])
     try:
         job = jobs.start_labels_from_scoring_run(scoring_run=scoring_run, user=request.user)

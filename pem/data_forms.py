@@ -54,7 +54,8 @@ class RunChoiceForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         runs = InferenceRun.objects.visible_to(user).filter(mode=InferenceRun.Mode.STEP_BY_STEP)
-        self.fields["inference_run"].queryset = runs.select_related("endpoint")
+        self.runs = runs.select_related("endpoint")  # the choices, which the API offers too
+        self.fields["inference_run"].queryset = self.runs
 
 
 class ScoringChoiceForm(forms.Form):
@@ -67,15 +68,16 @@ class ScoringChoiceForm(forms.Form):
         runs = ScoringRun.objects.filter(
             inference_run__in=InferenceRun.objects.visible_to(user), method=ScoringRun.Method.JUDGE_STEPS
         )
-        self.fields["scoring_run"].queryset = runs.select_related("judge")
+        self.runs = runs.select_related("judge")  # the choices, which the API offers too
+        self.fields["scoring_run"].queryset = self.runs
 
 
 class ChainFilterForm(forms.Form):
-    status = forms.ChoiceField(choices=ANY + ChainOfThought.Status.choices, required=False, label=_("Status"))
-    subject = forms.ChoiceField(choices=ANY + Subject.choices, required=False, label=_("Subject"))
-    qtype = forms.ChoiceField(choices=ANY + QuestionType.choices, required=False, label=_("Type"))
-    stage = forms.ChoiceField(choices=ANY + Stage.choices, required=False, label=_("Stage"))
-    origin = forms.ChoiceField(choices=ANY + ChainOfThought.Origin.choices, required=False, label=_("Origin"))
+    status = forms.ChoiceField(choices=[*ANY, *ChainOfThought.Status.choices], required=False, label=_("Status"))
+    subject = forms.ChoiceField(choices=[*ANY, *Subject.choices], required=False, label=_("Subject"))
+    qtype = forms.ChoiceField(choices=[*ANY, *QuestionType.choices], required=False, label=_("Type"))
+    stage = forms.ChoiceField(choices=[*ANY, *Stage.choices], required=False, label=_("Stage"))
+    origin = forms.ChoiceField(choices=[*ANY, *ChainOfThought.Origin.choices], required=False, label=_("Origin"))
     pebench = forms.ChoiceField(
         choices=ANY + [("yes", _("In PEBench")), ("no", _("Not in PEBench"))], required=False, label=_("PEBench")
     )

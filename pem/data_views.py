@@ -8,6 +8,8 @@ administrators see all.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
@@ -17,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.jsonl_import import ImportFileError
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.models import Job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, role_required
@@ -75,14 +78,14 @@ def data_import(request: HttpRequest) -> HttpResponse:
             return redirect("pem:data_import_detail", pk=job.pk)
     for errors in form.errors.values():
         for error in errors:
-            messages.error(request, error)
+            messages.error(request, str(error))  # each error is text here (ErrorList's items)
     return redirect("pem:data_home")
 
 
 @role_required(*MANAGERS)
 @require_GET
 @vary_on_headers("HX-Request")
-def data_import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def data_import_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The import's progress, then its report with every problem line; polls while it runs."""
     job = get_import_job_for_user(request.user, pk)
     if request.htmx:
@@ -93,12 +96,12 @@ def data_import_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(*MANAGERS)
 @require_GET
 @vary_on_headers("HX-Request")
-def data_chains(request: HttpRequest) -> HttpResponse:
+def data_chains(request: HtmxHttpRequest) -> HttpResponse:
     """Chains of thought with filters, counts by status of the filtered set, and a keyset "More"."""
     form = ChainFilterForm(request.GET)
     chains = form.filter(ChainOfThought.objects.all())
     page, next_query = keyset_page(chains.annotate(n_steps=Count("steps")).select_related("pebench_item"), request)
-    ctx = {"chains": page, "next_query": next_query}
+    ctx: dict[str, Any] = {"chains": page, "next_query": next_query}
     if request.htmx and request.GET.get("after"):
         return render(request, "pem/data_chains.html#rows", ctx)
     # Counted without the status filter, so the counts say where the other filters' chains stand.

@@ -115,8 +115,8 @@ def question_hash_id(cot: ChainOfThought) -> str:
 def reference_record(cot: ChainOfThought) -> dict | None:
     """The reference format with gold labels; None when some step has no gold label yet."""
     steps = list(cot.steps.all())
-    golds = [_gold(step) for step in steps]
-    if not steps or any(gold is None for gold in golds):
+    golds = [gold for step in steps if (gold := _gold(step)) is not None]
+    if not steps or len(golds) < len(steps):  # some step has no gold label yet
         return None
     record: dict[str, Any] = {
         "hash_id": question_hash_id(cot),

@@ -127,8 +127,8 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
     aligned, then the vote. Safe to run again: judged items are skipped and the
     labels and votes are replaced, never duplicated."""
     panel = PanelRun.objects.get(pk=job.params["panel_run_id"])
-    for run in panel.inference_runs.all():
-        chains.cots_from_run(inference_run=run)
+    for inference_run in panel.inference_runs.all():
+        chains.cots_from_run(inference_run=inference_run)
     runs = list(panel.scoring_runs.select_related("judge", "inference_run").order_by("id"))
     prepared = [scoring.prepare_judging(run) for run in runs]
     parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
@@ -226,8 +226,8 @@ def _vote_chunk(panel, chunk, judges, scoring_runs, counts, missing, labels) -> 
         by_judge = given.get(step_id, {})
         votes = {judge: by_judge[judge][0] if judge in by_judge else None for judge in judges}
         reasons = {judge: by_judge[judge][1] for judge in by_judge}
-        for judge, label in votes.items():
-            missing[judge] += label is None
+        for judge, given_label in votes.items():
+            missing[judge] += given_label is None
         label = decide(votes, threshold=panel.threshold)
         counts["steps"] += 1
         if not label:

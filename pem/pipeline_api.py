@@ -9,7 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from inference.models import InferenceRun, ModelEndpoint
+from inference.models import InferenceRun, ModelEndpoint, ScoringRun
 from inference.scoring import ScoringError
 from inference.services import EndpointError
 from k12vista.pagination import Newest
@@ -39,7 +39,9 @@ class SplitInput(InputSerializer):
 class SplitOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
-    runs = serializers.PrimaryKeyRelatedField(source="inference_runs", many=True, read_only=True)
+    runs: serializers.PrimaryKeyRelatedField[InferenceRun] = serializers.PrimaryKeyRelatedField(
+        source="inference_runs", many=True, read_only=True
+    )
 
     class Meta:
         model = SplitRun
@@ -60,8 +62,12 @@ class PanelInput(InputSerializer):
 
 class PanelOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
-    runs = serializers.PrimaryKeyRelatedField(source="inference_runs", many=True, read_only=True)
-    scoring_runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    runs: serializers.PrimaryKeyRelatedField[InferenceRun] = serializers.PrimaryKeyRelatedField(
+        source="inference_runs", many=True, read_only=True
+    )
+    scoring_runs: serializers.PrimaryKeyRelatedField[ScoringRun] = serializers.PrimaryKeyRelatedField(
+        many=True, read_only=True
+    )
 
     class Meta:
         model = PanelRun

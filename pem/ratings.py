@@ -237,7 +237,7 @@ def ratings_report(ratings: Ratings, *, scale: str = "", reference: str = "") ->
         if ratings.kind == "score":
             values = sorted({float(v) for _, _, v in ratings.rows})
             categories = [f"{v:g}" for v in values]
-            position = {v: c for c, v in enumerate(values)}
+            position: dict[float | str, int] = {v: c for c, v in enumerate(values)}
             code = np.array([position[float(v)] for _, _, v in ratings.rows], dtype=np.int64)
             numeric: list[float] | None = values
         else:

@@ -118,7 +118,7 @@ def _int_rows(queryset: Any, *fields: str) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(len(rows), len(fields))
 
 
-def _index_of(field: str, names: list[str]) -> Case:
+def _index_of(field: str, names: list[str]) -> Case | Value:
     """The position of a column's value in ``names`` (-1 for anything else), computed by the
     database so that rows arrive as integers (no per-row work in Python)."""
     whens = [When(**{field: name}, then=Value(i)) for i, name in enumerate(names)]
@@ -293,8 +293,8 @@ def checker_report(scoring_runs: Iterable[Any] | None = None) -> dict:
     run_rows = list(runs.values_list("pk", "name", "judge__name", "method"))
     judged: dict[int, dict[int, float | None]] = defaultdict(dict)
     found = Judgment.objects.filter(scoring_run__in=[r[0] for r in run_rows], response_id__in=list(reference))
-    for run_id, response_id, score in found.values_list("scoring_run_id", "response_id", "score"):
-        judged[run_id][response_id] = score
+    for run_id, response_id, judge_score in found.values_list("scoring_run_id", "response_id", "score"):
+        judged[run_id][response_id] = judge_score
     for pk, name, judge, method in run_rows:
         scores = judged.get(pk, {})
         if not scores:

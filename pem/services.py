@@ -380,16 +380,16 @@ def _write_labels(cot: ChainOfThought, labels: dict[tuple[int, str], tuple[str, 
     steps = {step.position: step for step in cot.steps.all()}
     rows = StepLabel.objects.filter(step__cot=cot, source=StepLabel.Source.IMPORTED, rater__in={r for _, r in labels})
     existing = {} if new else {(row.step.position, row.rater): row for row in rows.select_related("step")}
-    changed, new = [], []
+    changed, to_create = [], []  # not "new": that is the parameter
     for (position, rater), (label, explanation) in labels.items():
         row = existing.get((position, rater))
         if row is None:
-            new.append(StepLabel(step=steps[position], **imported_label_row(rater, label, explanation)))
+            to_create.append(StepLabel(step=steps[position], **imported_label_row(rater, label, explanation)))
         elif (row.label, row.explanation) != (label, explanation):
             row.label, row.explanation, row.taxonomy_version = label, explanation, TAXONOMY_VERSION
             changed.append(row)
     StepLabel.objects.bulk_update(changed, ["label", "explanation", "taxonomy_version"])
-    StepLabel.objects.bulk_create(new)
+    StepLabel.objects.bulk_create(to_create)
 
 
 def replace_steps(cot: ChainOfThought, texts: Sequence[str], *, new: bool = False) -> None:

@@ -21,11 +21,12 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from inference.models import InferenceRun, Response
+from k12vista.htmx import HtmxHttpRequest
 from k12vista.roles import Role, require_role, role_required
 from k12vista.vocabulary import STEP_LABELS
 from pem import labelling, services
 from pem.forms import ItemChoiceForm
-from pem.models import ChainOfThought, LabellingTask, StepLabel
+from pem.models import ChainOfThought, ExpertScore, LabellingTask, StepLabel
 
 EXPERTS = (Role.INSPECTOR, Role.RESEARCHER)
 DEFAULT_SAMPLE = 20
@@ -33,7 +34,7 @@ MAX_SAMPLE = 500
 
 
 def figures_of(cot: ChainOfThought) -> list:
-    return list(cot.question.figures.all()) if cot.question_id else []
+    return list(cot.question.figures.all()) if cot.question is not None else []
 
 
 # --- the annotator's labelling ---------------------------------------------------------
@@ -167,7 +168,7 @@ def label_task(request: HttpRequest, pk: int) -> HttpResponse:
         except (labelling.LabellingError, ValueError) as exc:
             refusal, status = str(exc), 400
     # After submitting, the annotator may compare with the others; before, this is empty (the blind rule).
-    others = labels_by_step(labelling.visible_labels(cot, request.user).exclude(user=request.user))
+    others = labels_by_step(labelling.visible_labels(cot, request.user).exclude(user_id=task.annotator_id))
     rows = [
         {"step": s, **(draft.get(str(s.position)) or {}), "problem": problems.get(s.position),
          "others": others.get(s.position, [])}
@@ -283,7 +284,9 @@ def adjudicate(request: HttpRequest, pk: int) -> HttpResponse:
 def expert_runs(request: HttpRequest) -> HttpResponse:
     """Runs whose answers can be scored; the sample is fixed per run, so experts score the same answers."""
     require_role(request.user, *EXPERTS)
-    runs = InferenceRun.objects.visible_to(request.user).with_counts().filter(n_ok__gt=0).select_related("endpoint")
+    runs = InferenceRun.objects.visible_to(request.user).with_counts()
+    # n_ok is annotated by with_counts(), which the stubs' plugin does not follow into the method.
+    runs = runs.filter(n_ok__gt=0).select_related("endpoint")  # type: ignore[misc]
     runs = runs[:200]
     return render(request, "pem/expert_runs.html", {"runs": runs, "default_sample": DEFAULT_SAMPLE})
 
@@ -310,11 +313,12 @@ def expert_run(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def expert_score(request: HttpRequest, pk: int) -> HttpResponse:
+def expert_score(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     require_role(request.user, *EXPERTS)
     answers = Response.objects.filter(run__in=InferenceRun.objects.visible_to(request.user))
     response = get_object_or_404(answers.select_related("question"), pk=pk, status=Response.Status.OK)
-    error = None
+    error: str | None = None
+    score: ExpertScore | None = None
     try:
         score = labelling.record_expert_score(
             response=response, expert=request.user, score=request.POST.get("score", ""),

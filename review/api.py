@@ -5,8 +5,11 @@ caller's own rating row, so an item outside their queue is a 404."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
@@ -31,7 +34,9 @@ class AuditOutput(serializers.ModelSerializer):
     items = serializers.SerializerMethodField()
     # "question" or "pebench"; plain text, so its enum does not collide with other apps' "kind" fields.
     kind = serializers.CharField(read_only=True)
-    inspectors = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
+    inspectors: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="username"
+    )
 
     class Meta:
         model = Audit
@@ -70,7 +75,9 @@ class AuditInput(InputSerializer):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["inspectors"].child_relation.queryset = inspectors()
+        field = cast(serializers.ManyRelatedField, self.fields["inspectors"])  # many=True makes this class
+        # The stubs read the Manager in the attribute's declared type as a descriptor.
+        field.child_relation.queryset = inspectors()  # type: ignore[arg-type]
 
 
 class RatingInput(InputSerializer):

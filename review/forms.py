@@ -50,11 +50,14 @@ class AuditForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["inspectors"].queryset = inspectors()
+        field = self.fields["inspectors"]
+        assert isinstance(field, forms.ModelMultipleChoiceField)  # declared above
+        field.queryset = inspectors()
         self.fields["inspectors_per_item"].initial = settings.AUDIT_INSPECTORS_PER_ITEM
 
     def clean(self) -> dict:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns
         kind = data.get("population")
         population: dict[str, Any] = {"kind": kind}
         if kind == Audit.Population.STATUS:
@@ -136,8 +139,10 @@ class ReworkForm(forms.Form):
 
     def __init__(self, *args: Any, stages: list[str], may_choose_annotator: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["stage"].choices = [(s, Stage(s).label) for s in stages]
+        stage, annotator = self.fields["stage"], self.fields["annotator"]
+        assert isinstance(stage, forms.ChoiceField) and isinstance(annotator, forms.ModelChoiceField)  # as declared
+        stage.choices = [(s, Stage(s).label) for s in stages]
         if may_choose_annotator:
-            self.fields["annotator"].queryset = people_with_role(Role.ANNOTATOR)
+            annotator.queryset = people_with_role(Role.ANNOTATOR)
         else:
             del self.fields["annotator"]

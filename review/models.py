@@ -42,7 +42,7 @@ class Stage(models.TextChoices):
 
 
 # The stage that produced each dimension: where its failure is reworked.
-STAGE_OF_DIMENSION = {
+STAGE_OF_DIMENSION: dict[tuple[str, str], Stage] = {  # keyed by text: an item's kind is stored as text
     (Kind.QUESTION, "question"): Stage.OCR_REVIEW,
     (Kind.QUESTION, "answer"): Stage.OCR_REVIEW,
     (Kind.QUESTION, "solution"): Stage.STEP_CORRECTION,
@@ -144,7 +144,10 @@ class AuditItem(models.Model):
 
     @property
     def label(self) -> str:
-        return self.question.hash_id if self.question_id else self.cot.key
+        if self.question is not None:
+            return self.question.hash_id
+        assert self.cot is not None  # the check constraint: a question or a chain of thought
+        return self.cot.key
 
     def same_object(self) -> Q:
         return Q(question_id=self.question_id) if self.question_id else Q(cot_id=self.cot_id)

@@ -34,14 +34,14 @@ PENDING = "pending"
 def rated_items(audit: Audit, round: int = 1) -> list[dict]:
     """Each item of a round with its submitted ratings and verdict."""
     names = dimension_names(audit.kind)
-    ratings = Rating.objects.select_related("inspector").only(
+    rating_rows = Rating.objects.select_related("inspector").only(
         "item_id", "verdicts", "submitted", "active_seconds", "guideline_version", "inspector__username"
     )
     items = (
         AuditItem.objects.filter(audit=audit, round=round)
         .select_related("question", "cot")
         .only("audit", "kind", "stratum", "round", "position", "workers", "question__hash_id", "cot__key")
-        .prefetch_related(Prefetch("ratings", queryset=ratings))
+        .prefetch_related(Prefetch("ratings", queryset=rating_rows))
         .order_by("position", "id")
     )
     out = []

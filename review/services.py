@@ -491,8 +491,10 @@ def send_for_rework(*, item: AuditItem, stage: str, note: str, by: Any, annotato
             raise AuditError(gettext("nobody is recorded as having done this work: choose an annotator"))
     try:
         if item.kind == Kind.QUESTION:
+            assert item.question is not None  # the item's check constraint, by its kind
             work = bank.return_for_rework(question=item.question, task=stage, annotator=annotator, note=note, by=by)
         else:
+            assert item.cot is not None
             work = labelling.return_for_rework(cot=item.cot, annotator=annotator, note=note, by=by)
     except (bank.LifecycleError, bank.QuestionDataError, labelling.LabellingError, IntegrityError) as exc:
         raise AuditError(gettext("could not send it back: %(exc)s") % {"exc": exc}) from exc
@@ -506,6 +508,8 @@ def rework_done(rework: Rework) -> bool:
         return LabellingTask.objects.filter(
             cot_id=rework.item.cot_id, annotator=rework.annotator, submitted__gte=rework.created
         ).exists()
+    if rework.work_ref is None:  # no work was opened (a filter on pk=None finds nothing either)
+        return False
     return Assignment.objects.filter(pk=rework.work_ref, done_at__isnull=False).exists()
 
 
@@ -521,10 +525,12 @@ def reaudit(*, item: AuditItem, by: Any) -> AuditItem:
     if AuditItem.objects.filter(audit=item.audit, round__gt=item.round).filter(item.same_object()).exists():
         raise AuditError(gettext("this item is already being audited again"))
     inspectors = [r.inspector for r in item.ratings.select_related("inspector").order_by("inspector_id")]
+    object_id = item.question_id or item.cot_id
+    assert object_id is not None  # the item's check constraint: a question or a chain of thought
     next_round = AuditItem.objects.create(
         audit=item.audit, kind=item.kind, question=item.question, cot=item.cot, stratum=item.stratum,
         round=item.round + 1, position=item.position,
-        workers=workers_of(item.kind, [item.question_id or item.cot_id]).get(item.question_id or item.cot_id, {}),
+        workers=workers_of(item.kind, [object_id]).get(object_id, {}),
     )  # fmt: skip
     Rating.objects.bulk_create(Rating(item=next_round, inspector=person) for person in inspectors)
     item.reworks.update(reaudit=next_round)
@@ -572,6 +578,7 @@ def not_yet_passed(audit: Audit, stratum: str) -> set[int]:
     names = dimension_names(audit.kind)
     latest: dict[int, AuditItem] = {}
     for item in AuditItem.objects.filter(audit=audit, stratum=stratum).prefetch_related("ratings").order_by("round"):
+        assert item.question_id is not None  # sampling plans are for questions' audits
         latest[item.question_id] = item
     out = set()
     for question_id, item in latest.items():
@@ -621,7 +628,8 @@ def _rework_lot(audit: Audit, stratum: str, ids: Sequence[int], by: Any) -> int:
         "audit": audit_note(audit, stratum, "reject")
     }
     for question in Question.objects.filter(pk__in=rest, status=Question.Status.SOLUTION_CORRECTED).order_by("id"):
-        annotator = people.get((workers.get(question.pk, {}).get(stage) or [None])[0]) or fallback
+        done_by = workers.get(question.pk, {}).get(stage) or []
+        annotator = (people.get(done_by[0]) if done_by else None) or fallback
         if annotator is None:
             continue
         try:

@@ -263,12 +263,14 @@ def item_context(item: AuditItem, user) -> dict:
     if item.question_id:
         return {"question": item.question}
     cot = item.cot
+    assert cot is not None  # AuditItem's check constraint: an item is a question or a chain of thought
     visible = labelling.visible_labels(cot, user)
     steps = list(cot.steps.prefetch_related(Prefetch("labels", queryset=visible, to_attr="visible")))
     for step in steps:
         labels = step.visible
         gold = [label for label in labels if label.source == "gold"]
-        step.shown_labels = gold or [label for label in labels if label.source in ("person", "imported")]
+        shown = gold or [label for label in labels if label.source in ("person", "imported")]
+        step.shown_labels = shown  # type: ignore[attr-defined]  # for the template; no field of the model
     return {"cot": cot, "steps": steps, "question": cot.question}
 
 

@@ -31,6 +31,7 @@ from annotation.images import BadImage
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading, vision
+from annotation.pdf.figures import FigureRegion
 from annotation.pdf.layout import (
     QUESTION_START,
     Line,
@@ -288,7 +289,7 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
                   progress: Callable[[int], None]) -> list[ImportedPage]:  # fmt: skip
     saved = {page.number: page for page in document.pages.all()}
     imported = []
-    for index, page in enumerate(pdf):
+    for index, page in enumerate(pdf.pages()):
         number = index + 1
         try:
             imported.append(_import_page(document=document, page=page, number=number, row=saved.get(number),
@@ -326,9 +327,10 @@ class Analysis:
 
     parsed: Segmented
     layouts: dict[int, PageLayout]
-    figures: dict[int, list[figures.FigureRegion]]  # by index into parsed.questions
-    formulas: dict[str, figures.FigureRegion] = field(default_factory=dict)  # formula images by placeholder
-    regions: list[figures.FigureRegion] = field(default_factory=list)  # every figure region, as read
+    # FigureRegion by its own name: in this class body "figures" is the field, not the module.
+    figures: dict[int, list[FigureRegion]]  # by index into parsed.questions
+    formulas: dict[str, FigureRegion] = field(default_factory=dict)  # formula images by placeholder
+    regions: list[FigureRegion] = field(default_factory=list)  # every figure region, as read
 
 
 def analyse(texts: list[PageText], regions: list[figures.FigureRegion]) -> Analysis:

@@ -493,7 +493,7 @@ def to_latex(
     for qtype, groups in row_groups:
         rows = [(entry, *values_of(entry, groups)) for entry, _overall in kept]
         printed = [[None if v is None else f"{v * 100:.2f}" for v in values] for _e, values, _p in rows]
-        best = [max((float(r[i]) for r in printed if r[i] is not None), default=None) for i in range(len(groups))]
+        best = [max((float(v) for r in printed if (v := r[i]) is not None), default=None) for i in range(len(groups))]
         if qtype and body:
             body.append(r"    \midrule")
         for (entry, _values, partial), texts in zip(rows, printed, strict=True):

@@ -67,7 +67,10 @@ class FilterParams(InputSerializer):
 
 
 class FilterInput(InputSerializer):
-    source = serializers.ChoiceField(choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON])
+    # DRF's metaclass takes declared fields off the class, so this API field does not clash with Field.source.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=[s for s in StepLabel.Source.values if s != StepLabel.Source.PERSON]
+    )
     rater = serializers.CharField(max_length=200)
     params = FilterParams(required=False, default=dict)
 
@@ -86,7 +89,10 @@ class TrainingExportInput(InputSerializer):
                                     default=list(formats.FORMATS), allow_empty=False)  # fmt: skip
     min_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MIN_PIXELS)
     max_pixels = serializers.IntegerField(min_value=1, default=exports.DEFAULT_MAX_PIXELS)
-    style = serializers.ChoiceField(choices=TrainingExport.Style.choices, default=TrainingExport.Style.STUDIO)
+    # A declared field, taken off the class by DRF's metaclass: it does not replace Field.style at run time.
+    style = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=TrainingExport.Style.choices, default=TrainingExport.Style.STUDIO
+    )
 
 
 class ExportOutput(serializers.ModelSerializer):

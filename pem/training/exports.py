@@ -195,7 +195,7 @@ class _Images:
         questions = ChainOfThought.objects.filter(pk__in=kept_chain_ids(run)).values("question_id")
         figures = Figure.objects.filter(question_id__in=questions).order_by("question_id", "position", "id")
         for figure in figures.iterator(chunk_size=2000):
-            suffix = Path(figure.image.name).suffix.lower() or ".png"
+            suffix = Path(figure.image.name or "").suffix.lower() or ".png"
             relative = f"images/{figure.pk}{suffix}"
             try:
                 with figure.image.open("rb") as source, open(root / relative, "wb") as out:

@@ -213,7 +213,7 @@ bf16: true
 # --- checkers --------------------------------------------------------------------------------
 
 
-def _require(condition: bool, message: str) -> None:
+def _require(condition: object, message: str) -> None:  # anything with a truth value
     if not condition:
         raise FormatError(message)
 
