@@ -14,11 +14,11 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import OperationalError
 
-from annotation.jsonl_import import ImportFileError
 from annotation.uploads import check_import_file
 from inference.models import InferenceRun, ScoringRun
 from k12vista import job_text
 from k12vista.files import stored_name
+from k12vista.import_files import ImportFileError
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
 from pem import (  # noqa: F401

@@ -24,8 +24,9 @@ from typing import Any
 from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.jsonl_import import RecordError, open_source
+from annotation.public_formats import unwrapped
 from k12vista import bulk
+from k12vista.import_files import RecordError, open_source
 from k12vista.text import BadLine, parse_record_line
 from k12vista.vocabulary import TAXONOMY_VERSION
 from pem import services
@@ -189,7 +190,8 @@ def import_records(
     import_name = (name or Path(path).name).strip()[:200]
     importer = Importer(import_name)
     batch: list[Any] = []
-    with open_source(path) as source:
+    # A published set's wrapper file reads as records here too, as it always has (each then fails as no chain).
+    with open_source(path, unwrap=unwrapped) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)

@@ -30,8 +30,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
-from annotation.jsonl_import import RecordError
 from annotation.models import Question
+from k12vista.import_files import RecordError
 from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,

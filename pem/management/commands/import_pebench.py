@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.jsonl_import import ImportFileError
+from k12vista.import_files import ImportFileError
 from pem.pebench_import import import_records
 
 
