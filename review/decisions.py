@@ -45,13 +45,13 @@ def lot_ids(audit: Audit, stratum: str) -> list[int]:
     return [pk for pk, key in stratum_rows(audit.population, audit.strata) if key == stratum and pk in existed]
 
 
-def not_yet_passed(audit: Audit, stratum: str) -> set[int]:
+def not_yet_passed(audit: Audit, stratum: str) -> set[int | None]:
     """Sampled questions of the lot whose latest round did not pass (failed, or still being rated)."""
     names = dimension_names(audit.kind)
-    latest: dict[int, AuditItem] = {}
+    latest: dict[int | None, AuditItem] = {}  # by question: an audit of questions has one per item
     for item in AuditItem.objects.filter(audit=audit, stratum=stratum).prefetch_related("ratings").order_by("round"):
         latest[item.question_id] = item
-    out = set()
+    out: set[int | None] = set()
     for question_id, item in latest.items():
         ratings = list(item.ratings.all())
         verdict = item_verdict(ratings, names)
@@ -99,7 +99,8 @@ def _rework_lot(audit: Audit, stratum: str, ids: Sequence[int], by: Any) -> int:
         "audit": audit_note(audit, stratum, "reject")
     }
     for question in Question.objects.filter(pk__in=rest, status=Question.Status.SOLUTION_CORRECTED).order_by("id"):
-        annotator = people.get((workers.get(question.pk, {}).get(stage) or [None])[0]) or fallback
+        did = workers.get(question.pk, {}).get(stage)
+        annotator = (people.get(did[0]) if did else None) or fallback
         if annotator is None:
             continue
         try:
