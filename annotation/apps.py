@@ -5,6 +5,7 @@ class AnnotationConfig(AppConfig):
     name = "annotation"
 
     def ready(self) -> None:
+        # apps.py is loaded before the models; ready() runs once they are.
         from annotation.models import Assignment
         from k12vista.work import WorkKind, model_rows, register
 

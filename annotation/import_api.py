@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from annotation import jsonl_import, pdf
 from annotation.models import SourceDocument
 from annotation.views import UPLOADERS, documents_for
+from k12vista import import_files
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer, JobSerializer
 from k12vista.vocabulary import GRADES, Subject
@@ -70,7 +71,7 @@ def question_import(request: Request) -> Response:
     given.is_valid(raise_exception=True)
     try:
         document = jsonl_import.register_upload(uploaded_file=given.validated_data["file"], user=request.user)
-    except jsonl_import.ImportFileError as exc:
+    except import_files.ImportFileError as exc:
         raise ValidationError({"file": [str(exc)]}) from exc
     jsonl_import.start_import(document=document, user=request.user)
     document.refresh_from_db()

@@ -1,4 +1,4 @@
-"""The question import's bulk path (annotation.jsonl_import reads the file and the records).
+"""The question import's bulk path (annotation.jsonl_import opens the file, annotation.jsonl_records reads the records).
 
 Lines go through two stages:
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from django.utils.translation import gettext
 
 from annotation import checks, images, latex
 from annotation.images import BadImage
+from annotation.jsonl_records import read_record
 from annotation.models import Figure, Flag, KnowledgePoint, Question, QuestionEdit, SourceDocument
 from annotation.services import (
     QuestionDataError,
@@ -52,7 +54,8 @@ from annotation.services import (
     stored_point_names,
     validate,
 )
-from k12vista import bulk
+from k12vista import bulk, import_files
+from k12vista.import_files import ImportSource, RecordError
 from k12vista.text import BadLine, parse_record_line
 
 # Lines a worker prepares in one task (and checks with KaTeX in one round trip).
@@ -88,8 +91,6 @@ class Prepared:
 
 def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source: Any = None) -> list[Prepared]:
     """Prepares a chunk of lines; never raises for a bad line."""
-    from annotation.jsonl_import import MAX_LINE_BYTES, RecordError, read_record
-
     source = source if source is not None else _worker["source"]
     out: list[Prepared] = []
     fresh: list[tuple[Prepared, Any, list[Any]]] = []
@@ -99,7 +100,7 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
                 Prepared(
                     number,
                     "failed",
-                    reason=gettext("the line is longer than %(n)s bytes") % {"n": f"{MAX_LINE_BYTES:,}"},
+                    reason=gettext("the line is longer than %(n)s bytes") % {"n": f"{import_files.MAX_LINE_BYTES:,}"},
                 )
             )
             continue
@@ -172,10 +173,6 @@ _worker: dict[str, Any] = {}
 
 def _start_worker(path: str) -> None:
     """A pool process: its own KaTeX checker and its own handle on the archive."""
-    import zipfile
-
-    from annotation.jsonl_import import ImportSource
-
     latex.restart_checker()
     source = ImportSource(open_lines=lambda: None)
     if zipfile.is_zipfile(path):

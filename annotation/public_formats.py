@@ -25,7 +25,6 @@ from django.utils.translation import gettext
 
 from annotation.record_fields import (
     ImageSource,
-    RecordError,
     figure,
     question_type,
     split_options,
@@ -34,6 +33,7 @@ from annotation.record_fields import (
     string_list,
 )
 from annotation.services import QuestionData
+from k12vista.import_files import RecordError
 from k12vista.vocabulary import STAGE_LAST_GRADE, QuestionType, Stage, Subject
 
 WRAPPER_KEY = "_wrapper"
@@ -59,6 +59,12 @@ MAPPED_OF = {BENCH: MAPPED, MM: MAPPED}
 
 def is_wrapper(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("example"), list)
+
+
+def unwrapped(value: Any, member: str) -> list[bytes] | None:
+    """A published set's wrapper file as one line a record (k12vista.import_files.open_source's
+    ``unwrap``); None for any other JSON document."""
+    return wrapper_lines(value, member) if is_wrapper(value) else None
 
 
 def is_gaokao(record: dict) -> bool:

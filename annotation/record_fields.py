@@ -1,4 +1,4 @@
-"""The readers of a record's fields that the studio's import (annotation.jsonl_import) and the public
+"""The readers of a record's fields that the studio's import (annotation.jsonl_records) and the public
 sets' formats (annotation.public_formats) share; both import them from here, neither from the other."""
 
 from __future__ import annotations
@@ -15,25 +15,17 @@ from PIL import Image
 
 from annotation.models import Figure
 from annotation.services import FigureData
+from k12vista.import_files import RecordError
 from k12vista.vocabulary import question_type_from_name
 
 
 class ImageSource(Protocol):
-    """Where a figure given by path is read from (jsonl_import.ImportSource)."""
+    """Where a figure given by path is read from (k12vista.import_files.ImportSource)."""
 
     archive: zipfile.ZipFile | None
     members: dict[str, zipfile.ZipInfo]
 
     def read_image(self, path: str, field_name: str) -> bytes: ...
-
-
-class RecordError(ValueError):
-    """One line cannot be imported; the message starts with the field at fault."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        # The field is the file's own key: the Chinese text quotes it (“type”：应为文本).
-        named = gettext("%(field)s: %(message)s") % {"field": field_name, "message": message}
-        super().__init__(named if field_name else message)
 
 
 def string(value: Any, field_name: str, *, required: bool = False) -> str:

@@ -36,9 +36,10 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
-from annotation import corrections, services, statistics
+from annotation import corrections, release_files, services, statistics
 from annotation.models import (
     CandidateSet,
+    CoreUnit,
     Figure,
     Flag,
     KnowledgePoint,
@@ -275,8 +276,6 @@ def summarize(release: Release) -> dict:
         for flag in item.provenance.get("refinement", {}).get("model_flags", []):
             runs.update([flag["run"]] if flag["run"] else [])
     subjects = {subject for subject, _g, _t, _s in cells}
-    from annotation.models import CoreUnit
-
     return {
         "questions": len(items),
         "cells": [
@@ -305,8 +304,6 @@ def summarize(release: Release) -> dict:
 
 @job_handler("annotation.build_release", queue=Job.Queue.CPU)
 def build_release_job(job: Job, progress: Progress) -> dict:
-    from annotation import release_files
-
     release = Release.objects.get(pk=job.params["release"])
     if release.status == Release.Status.PUBLISHED:
         return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo

@@ -23,9 +23,19 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation import checks, images
-from annotation.models import EditConflict as EditConflict
-from annotation.models import Figure, KnowledgePoint, Page, Question, QuestionEdit, SourceDocument, StepProposal
-from annotation.models import LifecycleError as LifecycleError
+from annotation.models import (
+    Assignment,
+    EditConflict,
+    Figure,
+    KnowledgePoint,
+    LifecycleError,
+    Page,
+    Question,
+    QuestionEdit,
+    SourceDocument,
+    StepProposal,
+)
+from annotation.queues import TASK_INPUT
 from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
 
 
@@ -427,9 +437,6 @@ def return_for_rework(*, question: Question, task: str, annotator: Any, note: st
     LifecycleError) when the question has not been through that stage or is
     already held for it.
     """
-    from annotation.models import Assignment
-    from annotation.queues import TASK_INPUT
-
     note = note.strip()
     if not note:
         raise QuestionDataError("a rework needs a note saying what to fix")

@@ -18,14 +18,14 @@ from typing import IO
 
 from django.utils.translation import gettext as _
 
-from annotation.jsonl_import import (
+from annotation.models import SourceDocument
+from k12vista.import_files import (
     MAX_LINE_BYTES,
     SNIFF_BYTES,
     ImportFileError,
     check_archive,
     sniff_kind,
 )
-from annotation.models import SourceDocument
 
 # Blank lines read before giving up on finding the first record.
 MAX_LEADING_BLANK_LINES = 1000

@@ -22,7 +22,7 @@ from annotation.forms import (
     filter_controls,
 )
 from annotation.models import Assignment, Question, SourceDocument, StepProposal
-from k12vista import job_text, work
+from k12vista import import_files, job_text, work
 from k12vista.htmx import HtmxHttpRequest
 from k12vista.jobs import start_job
 from k12vista.pagination import keyset_page
@@ -342,7 +342,7 @@ def imports(request: HttpRequest) -> HttpResponse:
         if file_form.is_valid():
             try:
                 document = jsonl_import.register_upload(uploaded_file=file_form.cleaned_data["file"], user=request.user)
-            except jsonl_import.ImportFileError as exc:
+            except import_files.ImportFileError as exc:
                 file_form.add_error("file", str(exc))
             else:
                 jsonl_import.start_import(document=document, user=request.user)

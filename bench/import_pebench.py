@@ -1,4 +1,4 @@
-"""Times the PEBench import (pem.services.import_records) beside a raw COPY of the same lines.
+"""Times the PEBench import (pem.pebench_import.import_records) beside a raw COPY of the same lines.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a bench database> DATA_DIR=$(mktemp -d) \
         SECRET_KEY=... ALLOWED_HOSTS=localhost BEHIND_TLS=0 \
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     from bench.import_jsonl import raw_copy
-    from pem.services import import_records
+    from pem.pebench_import import import_records
 
     call_command("migrate", verbosity=0, interactive=False)
     path = args.file

@@ -8,11 +8,12 @@ class InferenceConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_model_url_allowlist)
+        # apps.py is loaded before the models; ready() runs once they are.
+        from inference.call_rates import calls_ended_since
         from inference.gpu_classes import check_gpu_classes
+        from k12vista import metrics
 
         checks.register(check_gpu_classes)
-        from inference.call_rates import calls_ended_since
-        from k12vista import metrics
 
         metrics.count_calls_with(calls_ended_since)  # the jobs page's calls a second per endpoint
 
@@ -21,7 +22,7 @@ def check_model_url_allowlist(app_configs=None, **kwargs) -> list[checks.CheckMe
     """A malformed MODEL_URL_ALLOWLIST entry would refuse every endpoint; say so at start-up."""
     from django.conf import settings
 
-    from inference import client
+    from inference import client  # apps.py is loaded before the models; the check runs once they are
 
     problems: list[checks.CheckMessage] = []
     for entry in settings.MODEL_URL_ALLOWLIST:

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
+from inference import local_engine
 from inference.client import Completion
 from inference.models import ModelEndpoint
 from k12vista import metrics
@@ -166,8 +167,6 @@ def local_chat_batch(
             completions = _local_batch_in_subprocess(endpoint, conversations, params, seed, engine_defaults)
         else:
             try:
-                from inference import local_engine
-
                 completions = local_engine.generate(endpoint.model_name, conversations, params, seed, engine_defaults)
             except ImportError as exc:
                 raise EngineUnavailable(

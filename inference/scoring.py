@@ -27,7 +27,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from inference import calls, client, default_prompts, parsing, prompts, standings
+from inference import calls, client, default_prompts, engines, parsing, prompts, standings
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -316,8 +316,6 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
     PEM), a batch at a time: each batch is saved before the next. Outputs that
     cannot be read are asked again, at most PARSE_RETRIES times, in the next
     round of the batch."""
-    from inference import engines
-
     run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
     pending, done, total = prepare_judging(run)
     progress(done, total)

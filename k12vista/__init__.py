@@ -1,4 +1,3 @@
-# The Celery app is loaded with Django so that tasks' delay() finds its broker.
-from k12vista.celery import app as celery_app
-
-__all__ = ["celery_app"]
+# Empty on purpose: the PEM-800K reader process (pem.training.reader) imports k12vista.line_stream
+# without Django or Celery. The Celery app is loaded with Django by K12VistaConfig.ready, and
+# `celery -A k12vista` finds it in k12vista.celery.

@@ -9,9 +9,12 @@ class K12VistaConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from k12vista import checks  # noqa: F401 - registers the system checks
-        from k12vista.roles import sync_role_groups
-        from k12vista.services import watch_credentials
+        # The project's modules below need the apps loaded (models), so ready() imports them. The Celery
+        # app comes first, so that tasks' delay() finds its broker; then the system checks and run_job
+        # register themselves (jobs.send_message sends run_job by name).
+        from k12vista import celery, checks, tasks  # noqa: F401
+        from k12vista.roles import sync_role_groups  # app loading: roles reads the auth models
+        from k12vista.services import watch_credentials  # app loading: services reads the models
 
         # Each app registers its job handlers in its jobs.py.
         autodiscover_modules("jobs")

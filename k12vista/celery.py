@@ -68,7 +68,7 @@ class JobSweeper(bootsteps.StartStopStep):
         from django.conf import settings
         from django.db import connections
 
-        from k12vista import jobs
+        from k12vista import jobs  # Celery loads this module before Django's apps, which jobs needs
 
         interval = settings.JOB_SWEEP_INTERVAL_SECONDS
         while True:  # a first sweep at start-up, for a worker restarted after a crash

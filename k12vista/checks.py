@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
 
+from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
+
 
 @checks.register(checks.Tags.security, deploy=True)
 def demo_accounts_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -16,8 +18,6 @@ def demo_accounts_check(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         return []
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import check_password
-
-    from k12vista.management.commands.load_demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 
     names = [username for username, _role in DEMO_ACCOUNTS]
     try:

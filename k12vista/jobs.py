@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
@@ -38,6 +39,9 @@ from k12vista.job_text import JobFailure
 from k12vista.models import PARKED, Job
 
 log = logging.getLogger(__name__)
+# The Celery task that runs a job (k12vista.tasks declares it under this name). The task calls
+# execute_job here, so this module sends it by name from Celery's registry rather than importing it.
+RUN_JOB = "k12vista.tasks.run_job"
 
 
 class JobCancelled(Exception):
@@ -171,10 +175,8 @@ def send_message(job_id: int, queue: str) -> bool:
     """Enqueues run_job for the job. A broker that is down is not an error the
     user caused: the job stays queued with no message due, and the sweeper of
     the first worker to reach the broker again sends it."""
-    from k12vista.tasks import run_job
-
     try:
-        run_job.apply_async((job_id,), queue=queue)
+        current_app.tasks[RUN_JOB].apply_async((job_id,), queue=queue)
     except (BrokerError, OSError) as exc:
         log.warning("job %s not sent, the broker is unreachable (%s); a worker's sweeper will send it", job_id, exc)
         Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(message_due_at=None)

@@ -106,7 +106,7 @@ class JobCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from django.db.models import Count
 
-        from k12vista.models import Job
+        from k12vista.models import Job  # settings load this module (the middleware) before the models
 
         jobs = GaugeMetricFamily("k12vista_jobs", "Jobs in the Job table by kind and status", labels=["kind", "status"])
         rows = Job.objects.order_by().values_list("kind", "status").annotate(n=Count("id"))

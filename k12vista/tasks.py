@@ -7,7 +7,7 @@ from k12vista import jobs
 from k12vista.models import Job
 
 
-@shared_task(bind=True, acks_late=True, max_retries=5, ignore_result=True)
+@shared_task(name=jobs.RUN_JOB, bind=True, acks_late=True, max_retries=5, ignore_result=True)
 def run_job(self, job_id: int) -> str:
     """Runs one Job. Safe to deliver twice: the job is claimed with a
     conditional UPDATE before any work starts (see Job.claim)."""

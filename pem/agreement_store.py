@@ -33,6 +33,7 @@ from k12vista import job_text
 from k12vista.jobs import start_job
 from k12vista.models import Job
 from pem.models import ChainOfThought, PEBenchItem, Step, StepLabel, StoredAgreement
+from pem.reports import agreement_report
 
 KIND = "pem.agreement"
 SCOPES = StoredAgreement.Scope.values
@@ -74,8 +75,6 @@ def plain(value: Any) -> Any:
 
 
 def compute(scope: str) -> dict:
-    from pem.reports import agreement_report
-
     return plain(agreement_report(ChainOfThought.objects.in_pebench() if scope == "pebench" else None))
 
 

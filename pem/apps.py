@@ -8,6 +8,7 @@ class PemConfig(AppConfig):
     name = "pem"
 
     def ready(self) -> None:
+        # apps.py is loaded before the models; ready() runs once they are.
         from k12vista.work import Overall, WorkKind, model_rows, register
         from pem.models import Adjudication, ChainOfThought, LabellingTask
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Q
 
-from annotation.jsonl_import import split_steps
+from annotation.record_fields import split_steps
 from inference.default_prompts import FINAL_ANSWER_PREFIX
 from inference.models import InferenceRun, Judgment, Response, ScoringRun
 from inference.parsing import answer_after_reasoning

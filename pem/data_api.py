@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.jsonl_import import ImportFileError
+from k12vista.import_files import ImportFileError
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs, services

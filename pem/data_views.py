@@ -18,8 +18,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from annotation.jsonl_import import ImportFileError
 from k12vista.htmx import HtmxHttpRequest
+from k12vista.import_files import ImportFileError
 from k12vista.models import Job
 from k12vista.pagination import keyset_page
 from k12vista.roles import Role, role_required

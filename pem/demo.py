@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from k12vista.demo import demo_loader
 from pem.build import build_pebench
 from pem.models import ChainOfThought
-from pem.services import import_records
+from pem.pebench_import import import_records
 
 DEMO_CHAINS = Path(settings.BASE_DIR) / "fixtures" / "pebench-demo.jsonl"
 MIN_STEPS = 3

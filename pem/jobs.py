@@ -14,14 +14,25 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import OperationalError
 
-from annotation.jsonl_import import ImportFileError
 from annotation.uploads import check_import_file
 from inference.models import InferenceRun, ScoringRun
 from k12vista import job_text
 from k12vista.files import stored_name
+from k12vista.import_files import ImportFileError
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
-from pem import agreement_store, build, chains, export, given_steps, panel, releases, services, splitting  # noqa: F401
+from pem import (  # noqa: F401
+    agreement_store,
+    build,
+    chains,
+    export,
+    given_steps,
+    panel,
+    pebench_import,
+    releases,
+    services,
+    splitting,
+)
 from pem.models import PEBenchBuild
 
 # (The modules imported above register their job handlers on import.)
@@ -88,7 +99,7 @@ def start_labels_from_scoring_run(*, scoring_run: ScoringRun, user: Any) -> Job:
 def import_job(job: Job, progress: Progress) -> dict:
     """Safe to run again after a crash: lines already imported come back as unchanged."""
     try:
-        report = services.import_records(
+        report = pebench_import.import_records(
             path=default_storage.path(job.params["file"]), name=job.params.get("name", ""), progress=progress
         )
     except OperationalError as exc:  # a locked or restarting database: worth another try

@@ -32,6 +32,7 @@ from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef, Q, 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from inference.models import Response
 from k12vista import guidelines
 
 # People who see every label of every item (the annotators see only what visible_labels allows).
@@ -513,8 +514,6 @@ class Sample:
 def sample_responses(run: Any, size: int) -> Sample:
     """A fixed random sample of a run's answered responses: seeded by the run, so every
     expert scores the same responses and a larger sample contains the smaller one."""
-    from inference.models import Response
-
     ids = list(run.responses.filter(status=Response.Status.OK).order_by("id").values_list("id", flat=True))
     random.Random(f"expert-sample:{run.pk}").shuffle(ids)  # noqa: S311 - a reproducible sample, not a secret
     return Sample(run_id=run.pk, size=size, response_ids=ids[:size])

@@ -1,4 +1,4 @@
-"""The PEBench import's bulk path (pem.services.import_records calls it; the rules are in its docstring).
+"""The PEBench import (the rules are in pem.services' docstring), written a batch at a time.
 
 Lines are read and checked a batch at a time outside any transaction; the
 batch's questions are looked up in the bank in one query and its keys in
@@ -24,8 +24,9 @@ from typing import Any
 from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.jsonl_import import RecordError, open_source
+from annotation.public_formats import unwrapped
 from k12vista import bulk
+from k12vista.import_files import RecordError, open_source
 from k12vista.text import BadLine, parse_record_line
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
@@ -73,7 +74,7 @@ def write_new(chains: list[services.ChainData], import_name: str) -> None:
     labels, label_defaults = [], bulk.defaults_of(StepLabel)
     for data in chains:
         by_position = [next(step_ids) for _ in data.steps]
-        for (position, rater), (label, explanation) in services._incoming_labels(data, import_name).items():
+        for (position, rater), (label, explanation) in services.incoming_labels(data, import_name).items():
             row = services.imported_label_row(rater, label, explanation)
             labels.append({**label_defaults, "step_id": by_position[position - 1], **row, "created": now})
     bulk.insert_rows(StepLabel, labels)
@@ -130,7 +131,7 @@ class Importer:
         for cot_id, text in Step.objects.filter(cot_id__in=[c["id"] for c in cots.values()]).order_by(
             "cot_id", "position").values_list("cot_id", "text"):  # fmt: skip
             steps.setdefault(cot_id, []).append(text)
-        incoming = {id(item): services._incoming_labels(item[1], self.import_name) for item in items}
+        incoming = {id(item): services.incoming_labels(item[1], self.import_name) for item in items}
         raters = {rater for labels in incoming.values() for _position, rater in labels}
         labels: dict[int, dict] = {}
         rows = StepLabel.objects.filter(step__cot_id__in=[c["id"] for c in cots.values()],
@@ -174,10 +175,17 @@ def import_records(
     *, path: str | Path, name: str = "", progress: Callable[[int, int | None], None] | None = None,
     batch_size: int = BATCH_SIZE,
 ) -> services.ImportReport:  # fmt: skip
+    """Imports every line of a JSONL file (or a zip holding one); see pem.services' docstring.
+
+    ``name`` is the rater of the imported labels (the file's name when empty).
+    Raises k12vista.import_files.ImportFileError when the file as a whole is
+    unusable; problems of single lines go in the report.
+    """
     import_name = (name or Path(path).name).strip()[:200]
     importer = Importer(import_name)
     batch: list[Any] = []
-    with open_source(path) as source:
+    # A published set's wrapper file reads as records here too, as it always has (each then fails as no chain).
+    with open_source(path, unwrap=unwrapped) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)

@@ -44,6 +44,7 @@ from k12vista.roles import Role, has_role
 from pem import export, labelling
 from pem.agreement_store import plain
 from pem.models import ChainOfThought, PEBenchItem, PEBenchRelease, PEBenchReleaseItem, StepLabel
+from pem.reports import agreement_report
 
 BUILD = "pem.build_pebench_release"
 CHUNK = 200
@@ -198,8 +199,6 @@ def write_zip(release: PEBenchRelease) -> Path:
 
 @job_handler(BUILD, queue=Job.Queue.CPU)
 def build_release_job(job: Job, progress: Progress) -> dict:
-    from pem.reports import agreement_report
-
     release = PEBenchRelease.objects.get(pk=job.params["release"])
     if release.status == PEBenchRelease.Status.PUBLISHED:
         return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo

@@ -5,7 +5,7 @@ pem.build and the judge panel's vote is pem.panel.
 Importing is idempotent, so a job run again after a crash (or a file imported
 twice) changes nothing the first run already did.
 
-**Import** (``import_records``, docs/formats.md "PEBench") reads the reference
+**Import** (``pem.pebench_import.import_records``, docs/formats.md "PEBench") reads the reference
 PEBench format (``hash_id``, ``question``, ``format_solution``,
 ``ground_truth``, ``student_infer``, ``step_labels`` as ``[step, label,
 explanation]``) and ours (a ``steps`` list), deciding per line. A chain is
@@ -23,16 +23,15 @@ spaces or letters forgiven; anything else fails its line, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q
 
-from annotation.jsonl_import import RecordError
 from annotation.models import Question
+from k12vista.import_files import RecordError
 from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
@@ -361,7 +360,9 @@ def _rater(import_name: str, relative: str) -> str:
     return (f"{import_name} · {relative}" if relative else import_name)[:200]
 
 
-def _incoming_labels(data: ChainData, import_name: str) -> dict[tuple[int, str], tuple[str, str]]:
+def incoming_labels(data: ChainData, import_name: str) -> dict[tuple[int, str], tuple[str, str]]:
+    """A file's labels of a chain as {(step position, rater): (label, explanation)}, the rater named
+    after the import; the single and the bulk path compare and write them alike."""
     return {
         (position, _rater(import_name, label.rater)): (label.label, label.explanation)
         for position, labels in enumerate(data.labels, 1)
@@ -410,7 +411,7 @@ def _differences(cot: ChainOfThought, data: ChainData) -> list[str]:
 @transaction.atomic
 def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
     """("created" | "unchanged" | "updated" | "conflict", detail) for one record."""
-    incoming = _incoming_labels(data, import_name)
+    incoming = incoming_labels(data, import_name)
     cot = ChainOfThought.objects.select_for_update().filter(key=data.key).first()
     if cot is None:
         cot = ChainOfThought(**chain_row(data))
@@ -449,21 +450,6 @@ def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
             ).delete()
     _write_labels(cot, incoming)
     return "updated", ""
-
-
-def import_records(
-    *, path: str | Path, name: str = "", progress: Callable[[int, int | None], None] | None = None
-) -> ImportReport:
-    """Imports every line of a JSONL file (or a zip holding one); see the module docstring.
-
-    ``name`` is the rater of the imported labels (the file's name when empty).
-    Raises annotation.jsonl_import.ImportFileError when the file as a whole is
-    unusable; problems of single lines go in the report. New chains are
-    written a batch at a time (pem.pebench_import).
-    """
-    from pem import pebench_import  # the bulk path builds on this module's records and save_chain
-
-    return pebench_import.import_records(path=path, name=name, progress=progress)
 
 
 def status_counts(queryset=None) -> dict[str, int]:

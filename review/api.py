@@ -22,7 +22,7 @@ from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer
-from review import reports, services
+from review import decisions, reports, services
 from review.forms import inspectors
 from review.models import Audit
 from review.views import get_audit_for_user, get_rating_for_user
@@ -174,7 +174,7 @@ def audit_decide(request: Request, pk: int) -> Response:
     """Applies the plan's decision to every decided lot (as the audit page's button)."""
     audit = get_audit_for_user(request.user, pk)
     try:
-        lots = services.apply_decision(audit=audit, by=request.user)
+        lots = decisions.apply_decision(audit=audit, by=request.user)
     except services.AuditError as exc:
         raise ValidationError({"detail": str(exc)}) from exc
     return Response({"lots": LotDecisionOutput(lots, many=True).data})

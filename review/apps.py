@@ -6,6 +6,7 @@ class ReviewConfig(AppConfig):
     name = "review"
 
     def ready(self) -> None:
+        # apps.py is loaded before the models; ready() runs once they are.
         from k12vista.work import WorkKind, model_rows, register
         from review.models import Rating
 

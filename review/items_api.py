@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from k12vista.pagination import ById
 from k12vista.roles import HasRole, Role, has_role, people_with_role
 from k12vista.serializers import InputSerializer
-from review import services
+from review import decisions, services
 from review.models import LotDecision, Rating, Stage
 from review.views import get_item_for_user
 
@@ -132,7 +132,7 @@ def lot_reaudit(request: Request, pk: int) -> Response:
     """Audits a rejected lot again once its rework is done: answers the new audit's id."""
     lot = get_object_or_404(LotDecision, pk=pk)
     try:
-        again = services.reaudit_lot(lot=lot, by=request.user)
+        again = decisions.reaudit_lot(lot=lot, by=request.user)
     except services.AuditError as exc:
         raise ValidationError({"detail": str(exc)}) from exc
     return Response({"audit": again.pk}, status=status.HTTP_201_CREATED)

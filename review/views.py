@@ -24,7 +24,7 @@ from k12vista.roles import Role, has_role, role_required, token_accepted
 from k12vista.templatetags.text_extras import vocab
 from k12vista.views import get_job_for_user
 from pem import labelling
-from review import reports, services
+from review import decisions, reports, services
 from review.forms import AuditForm, RatingForm, ReworkForm
 from review.models import Audit, AuditItem, LotDecision, Rating
 
@@ -178,10 +178,10 @@ def audit_decide(request: HttpRequest, pk: int) -> HttpResponse:
     audit = get_audit_for_user(request.user, pk)
     try:
         if audit.aql is None:
-            lots = [services.decide_lot(audit=audit, stratum=request.POST.get("stratum", ""),
+            lots = [decisions.decide_lot(audit=audit, stratum=request.POST.get("stratum", ""),
                                         decision=request.POST.get("decision", ""), by=request.user)]  # fmt: skip
         else:
-            lots = services.apply_decision(audit=audit, by=request.user)
+            lots = decisions.apply_decision(audit=audit, by=request.user)
     except services.AuditError as exc:
         messages.error(request, str(exc))
     else:
@@ -197,7 +197,7 @@ def decision_message(lot: LotDecision) -> str:
     values = {"lot": vocab(lot.stratum), "decision": lot.get_decision_display(), "moved": lot.moved,
               "reworked": lot.reworked}  # fmt: skip
     text = _("Lot %(lot)s: %(decision)s; %(moved)s questions audited, %(reworked)s sent back for rework.") % values
-    left = services.left_behind(lot)
+    left = decisions.left_behind(lot)
     if left:
         names = dict(Question.Status.choices)
         statuses = "，".join(f"{names.get(status, status)} {n}" for status, n in sorted(left.items()))
@@ -213,7 +213,7 @@ def decision_message(lot: LotDecision) -> str:
 def lot_reaudit(request: HttpRequest, pk: int) -> HttpResponse:
     lot = get_object_or_404(LotDecision, pk=pk)
     try:
-        again = services.reaudit_lot(lot=lot, by=request.user)
+        again = decisions.reaudit_lot(lot=lot, by=request.user)
     except services.AuditError as exc:
         messages.error(request, str(exc))
         return redirect("review:audit", pk=lot.audit_id)

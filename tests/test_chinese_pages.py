@@ -199,6 +199,7 @@ def studio(settings, tmp_path):
     from k12vista.models import Job
     from pem import labelling
     from pem.demo import demo_pebench
+    from review import decisions
     from review import services as review
     from review.models import Rating
     from tests.annotation_factories import make_question
@@ -259,7 +260,7 @@ def studio(settings, tmp_path):
         review.submit_rating(rating=rating, verdicts={name: name not in fail for name in names},
                              notes=dict.fromkeys(fail, "答案不对"), by=inspector)  # fmt: skip
     review.close_audit(audit=audit, by=inspector)
-    review.apply_decision(audit=audit, by=inspector)
+    decisions.apply_decision(audit=audit, by=inspector)
     open_audit = review.create_audit(
         name="十月质检", population={"kind": "status", "status": "imported"}, strata=["subject"], per_stratum=1,
         seed=2, inspectors=[inspector], inspectors_per_item=1, by=inspector,

@@ -13,17 +13,12 @@ from django.core.management import call_command
 from PIL import Image
 
 from annotation import jsonl_import
-from annotation.jsonl_import import (
-    BoundedReader,
-    ImportFileError,
-    import_questions_file,
-    register_upload,
-    split_options,
-    split_steps,
-    start_import,
-)
+from annotation.jsonl_import import import_questions_file, register_upload, start_import
 from annotation.models import Figure, Question, SourceDocument
+from annotation.record_fields import question_type, split_options, split_steps
 from bench.generate import counts_for_scale, iter_questions
+from k12vista import import_files
+from k12vista.import_files import BoundedReader, ImportFileError, RecordError
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from tests.ci import needs
@@ -236,8 +231,8 @@ def test_it_caps_the_listed_problems_and_says_so(researcher, tmp_path, monkeypat
 
 
 def test_it_skips_an_overlong_line_without_reading_it_whole(researcher, tmp_path, monkeypatch):
-    monkeypatch.setattr(jsonl_import, "MAX_LINE_BYTES", 1000)
-    monkeypatch.setattr(jsonl_import, "READ_CHUNK", 64)
+    monkeypatch.setattr(import_files, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(import_files, "READ_CHUNK", 64)
     path = write_lines(tmp_path / "q.jsonl", [reference("long", question="x" * 5000), studio("short", figures=[])])
 
     report = import_questions_file(path=path, user=researcher)
@@ -545,7 +540,7 @@ def test_a_pool_that_prepared_every_line_is_closed_and_joined_not_terminated(tmp
     assert import_questions_file(path=path, user=None, workers=2).created == 5
     assert terminated == []
 
-    with jsonl_import.open_source(path) as source:  # a reader that stops early: the rest is not worth finishing
+    with import_files.open_source(path) as source:  # a reader that stops early: the rest is not worth finishing
         lines = jsonl_bulk.prepared_lines(source, path=path, workers=2, total=5)
         next(lines)
         lines.close()
@@ -588,8 +583,8 @@ def test_a_batch_the_database_refuses_is_written_line_by_line(researcher, tmp_pa
 def test_a_type_error_names_its_field_once_in_chinese():
     from django.utils import translation
 
-    with translation.override("zh-hans"), pytest.raises(jsonl_import.RecordError) as refused:
-        jsonl_import.question_type(5)
+    with translation.override("zh-hans"), pytest.raises(RecordError) as refused:
+        question_type(5)
     assert str(refused.value).count("type") == 1, str(refused.value)
 
 
@@ -597,8 +592,8 @@ def test_the_upload_check_sniffs_a_published_set_without_parsing_it_whole():
     import io
     import json as jsonlib
 
-    from annotation.jsonl_import import SNIFF_BYTES
     from annotation.uploads import check_import_file
+    from k12vista.import_files import SNIFF_BYTES
 
     class Counting(io.BytesIO):
         read_bytes = 0

@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from inference import engines, services
+from inference import engine_runs, engines, services
 from inference.models import ModelEndpoint
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -71,7 +71,7 @@ def test_it_feeds_whole_batches_and_keeps_the_order(offline_endpoint, researcher
     fake.LLM, fake.SamplingParams = LLM, lambda **kw: kw
     monkeypatch.setitem(sys.modules, "vllm", fake)
     monkeypatch.setattr(engines, "_engines", {})
-    monkeypatch.setattr(services, "OFFLINE_BATCH", 2)
+    monkeypatch.setattr(engine_runs, "OFFLINE_BATCH", 2)
     questions = [make_question() for _ in range(3)]
     run, _ = start(offline_endpoint, researcher)
     execute_job(run.job_id)

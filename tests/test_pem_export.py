@@ -15,7 +15,7 @@ from k12vista.vocabulary import TAXONOMY_VERSION
 from pem import jobs
 from pem.export import ExportError, export_pebench
 from pem.models import Adjudication, ChainOfThought, PEBenchBuild, StepLabel
-from pem.services import import_records
+from pem.pebench_import import import_records
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 
 

@@ -12,7 +12,7 @@ from k12vista.roles import Role
 from k12vista.vocabulary import label_from_name
 from pem import jobs
 from pem.models import ChainOfThought, LabellingTask, Step, StepLabel
-from pem.services import import_records
+from pem.pebench_import import import_records
 from tests.annotation_factories import make_question
 from tests.conftest import make_person
 from tests.pem_factories import label_steps

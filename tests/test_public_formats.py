@@ -177,7 +177,7 @@ def test_the_report_on_the_import_page_reads_in_chinese(researcher, login, tmp_p
 
 
 def test_an_unrelated_json_in_a_published_zip_is_skipped_and_reported(researcher, tmp_path):
-    from annotation.jsonl_import import ImportFileError
+    from k12vista.import_files import ImportFileError
 
     path = BENCH / "2010-2022_Math_I_MCQs.json"
     archive = tmp_path / "bench.zip"

@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from annotation.models import Assignment, Question, QuestionEdit
-from review import services
+from review import decisions, services
 from review.models import LotDecision
 from tests.review_factories import audit_of, bulk_questions, rate_everything, three_inspectors
 
@@ -29,13 +29,13 @@ def lot(inspector, annotator):
 def test_an_accepted_lot_moves_to_audited_and_the_history_names_the_audit(lot, inspector):
     audit, questions = lot
     rate_everything(audit)
-    [decision] = services.apply_decision(audit=audit, by=inspector)
+    [decision] = decisions.apply_decision(audit=audit, by=inspector)
     assert (decision.decision, decision.moved) == ("accept", 30)
     assert Question.objects.filter(status="audited").count() == 30
     edit = QuestionEdit.objects.get(question=questions[0], field="status", new="audited")
     assert f"audit #{audit.pk}" in edit.note and edit.user == inspector
     # Applying again moves nothing and records nothing more.
-    services.apply_decision(audit=audit, by=inspector)
+    decisions.apply_decision(audit=audit, by=inspector)
     assert QuestionEdit.objects.filter(field="status", new="audited").count() == 30
 
 
@@ -43,7 +43,7 @@ def test_a_failed_sample_of_an_accepted_lot_goes_to_rework_first(lot, inspector,
     audit, _questions = lot
     failed = audit.items.order_by("position").first()
     rate_everything(audit, fail_items={failed.pk}, fail=("solution",))
-    [decision] = services.apply_decision(audit=audit, by=inspector)
+    [decision] = decisions.apply_decision(audit=audit, by=inspector)
     assert decision.decision == "accept" and decision.reworked == 1 and decision.moved == 29
     assert Question.objects.get(pk=failed.question_id).status == "ocr_reviewed"
     assert Assignment.objects.open().get(question_id=failed.question_id).annotator == annotator
@@ -53,23 +53,23 @@ def test_a_rejected_lot_goes_back_as_a_whole_and_is_audited_again(lot, inspector
     audit, questions = lot
     first_two = set(audit.items.order_by("position").values_list("pk", flat=True)[:2])
     rate_everything(audit, fail_items=first_two, fail=("solution",))
-    [decision] = services.apply_decision(audit=audit, by=inspector)
+    [decision] = decisions.apply_decision(audit=audit, by=inspector)
     assert (decision.decision, decision.reworked) == ("reject", 30)
     assert not Question.objects.filter(status="audited").exists()
     assert Question.objects.filter(status="ocr_reviewed").count() == 30
     with pytest.raises(services.AuditError, match="still being reworked"):
-        services.reaudit_lot(lot=decision, by=inspector)
+        decisions.reaudit_lot(lot=decision, by=inspector)
     Question.objects.update(status="solution_corrected")  # the annotators' rework, done
-    again = services.reaudit_lot(lot=decision, by=inspector)
+    again = decisions.reaudit_lot(lot=decision, by=inspector)
     assert again.population_count == 30 and again.aql == audit.aql
     rate_everything(again)
-    services.apply_decision(audit=again, by=inspector)
+    decisions.apply_decision(audit=again, by=inspector)
     assert Question.objects.filter(status="audited").count() == 30
 
 
 def test_an_audit_still_being_rated_decides_nothing(lot, inspector):
     audit, _questions = lot
-    assert services.apply_decision(audit=audit, by=inspector) == []
+    assert decisions.apply_decision(audit=audit, by=inspector) == []
     assert not LotDecision.objects.exists()
 
 
@@ -103,7 +103,7 @@ def test_a_release_records_the_audit_that_moved_its_questions(lot, inspector, re
     settings.MEDIA_ROOT = tmp_path
     audit, questions = lot
     rate_everything(audit)
-    services.apply_decision(audit=audit, by=inspector)
+    decisions.apply_decision(audit=audit, by=inspector)
     candidate = CandidateSet.objects.create(name="all", seed=1, bank_fingerprint="x")
     candidate.questions.set(questions)
     release = releases.start_release(candidate_set=candidate, by=researcher)
@@ -136,7 +136,7 @@ def test_an_inspector_audits_a_candidate_set_from_the_form(inspector, annotator,
     assert audit.population == {"kind": "candidate_set", "candidate_set": candidate.pk}
     assert audit.population_count == 12
     rate_everything(audit)
-    services.apply_decision(audit=audit, by=inspector)
+    decisions.apply_decision(audit=audit, by=inspector)
     assert set(Question.objects.filter(status="audited").values_list("pk", flat=True)) == {q.pk for q in questions}
 
 
@@ -145,7 +145,7 @@ def test_an_audit_without_a_plan_decides_nothing(inspector, annotator):
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
     rate_everything(audit)
     with pytest.raises(services.AuditError, match="no sampling plan"):
-        services.apply_decision(audit=audit, by=inspector)
+        decisions.apply_decision(audit=audit, by=inspector)
     assert not Question.objects.filter(status="audited").exists()
 
 
@@ -153,15 +153,15 @@ def test_an_inspector_decides_each_lot_of_an_audit_without_a_plan(inspector, ann
     bulk_questions(5, subjects=["math", "physics"], worker=annotator)
     audit = audit_of(inspectors=three_inspectors(inspector), per_stratum=2)
     with pytest.raises(services.AuditError, match="still being rated"):
-        services.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
+        decisions.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
     rate_everything(audit)
-    accepted = services.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
-    rejected = services.decide_lot(audit=audit, stratum="physics", decision="reject", by=inspector)
+    accepted = decisions.decide_lot(audit=audit, stratum="math", decision="accept", by=inspector)
+    rejected = decisions.decide_lot(audit=audit, stratum="physics", decision="reject", by=inspector)
     assert (accepted.moved, accepted.reworked, rejected.moved, rejected.reworked) == (5, 0, 0, 5)
     assert Question.objects.filter(subject="math", status="audited").count() == 5
     physics = Question.objects.filter(subject="physics")
     assert Assignment.objects.open().filter(question__in=physics, annotator=annotator).count() == 5
-    assert services.left_behind(accepted) == {} and services.left_behind(rejected) == {}
+    assert decisions.left_behind(accepted) == {} and decisions.left_behind(rejected) == {}
 
 
 def test_a_decision_on_imported_questions_says_what_it_left_where_it_was(inspector):
@@ -170,6 +170,6 @@ def test_a_decision_on_imported_questions_says_what_it_left_where_it_was(inspect
     audit = audit_of(imported, inspectors=three_inspectors(inspector), per_stratum=None, aql=6.5)
     first_two = set(audit.items.order_by("position").values_list("pk", flat=True)[:2])
     rate_everything(audit, fail_items=first_two, fail=("solution",))
-    [decision] = services.apply_decision(audit=audit, by=inspector)
+    [decision] = decisions.apply_decision(audit=audit, by=inspector)
     assert (decision.decision, decision.moved, decision.reworked) == ("reject", 0, 0)
-    assert services.left_behind(decision) == {"imported": 30}
+    assert decisions.left_behind(decision) == {"imported": 30}

@@ -25,6 +25,7 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
+from annotation.images import sharpness
 from annotation.ocr import OCRBackend, OCRUnavailable, get_ocr_backend
 from annotation.pdf.layout import Box, PageText, Span, union
 from k12vista.lazy import lazy_module
@@ -468,8 +469,6 @@ def crop(page: pymupdf.Page, box: Box) -> bytes:
 
 def crop_region(page: pymupdf.Page, region: FigureRegion) -> Crop:
     """The crop, and the source's own pixels under it (an embedded image or a scan) for the quality flags."""
-    from annotation.images import sharpness
-
     content = crop(page, region.bbox)
     size = region.source_size()
     if size is None or region.source_scale is None:

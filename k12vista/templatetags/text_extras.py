@@ -6,6 +6,9 @@ import re
 
 from django import template
 
+from k12vista.roles import Role
+from k12vista.vocabulary import QuestionType, Stage, Subject
+
 register = template.Library()
 
 # The delimiters static/js/app.js typesets; a span is cut whole or not at all.
@@ -31,8 +34,6 @@ def excerpt(text: str | None, length: int = 80) -> str:
 
 
 def _code_names() -> dict[str, str]:
-    from k12vista.vocabulary import QuestionType, Stage, Subject
-
     return {str(code): str(label) for choices in (Subject, Stage, QuestionType) for code, label in choices.choices}
 
 
@@ -53,8 +54,6 @@ def vocab(code: object) -> str:
 @register.filter
 def role_label(name: str) -> str:
     """A role's group name (``annotator``) as its label (标注员)."""
-    from k12vista.roles import Role
-
     return str(Role(name).label) if name in Role.values else name
 
 

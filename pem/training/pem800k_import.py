@@ -45,9 +45,11 @@ from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from annotation.jsonl_import import MAX_LINE_BYTES, READ_CHUNK, RecordError, open_source
 from annotation.models import Question
+from annotation.public_formats import unwrapped
 from k12vista import bulk
+from k12vista.import_files import MAX_LINE_BYTES, RecordError, open_source
+from k12vista.line_stream import READ_CHUNK
 from k12vista.text import BadLine, parse_record_line
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
 from pem import services
@@ -452,7 +454,7 @@ def _reader_process(source: Any, path: str | Path, batch_size: int, import_name:
         "chain_sequence": bulk.sequence_of(ChainOfThought), "step_sequence": bulk.sequence_of(Step),
         "step_tail": _tail(steps), "label_tail": _tail(labels),
         # A plain file is read by the process itself; a zip's member comes through the pipe, read
-        # here with the archive's limits (annotation.jsonl_import.open_member).
+        # here with the archive's limits (k12vista.import_files.open_member).
         "path": str(path) if source.archive is None else "",
     }  # fmt: skip
     with tempfile.TemporaryFile() as said:
@@ -568,7 +570,8 @@ def import_pem800k(
     # The reader process looks up the committed keys; a caller's own transaction may hold chains
     # it cannot see, so inside one they are looked up again on this connection.
     trusted = copying and not connection.in_atomic_block
-    with open_source(path) as source:
+    # A published set's wrapper file reads as records here too, as it always has (each then fails as no chain).
+    with open_source(path, unwrap=unwrapped) as source:
         total = source.count_lines()
         if progress:
             progress(0, total)

@@ -27,7 +27,7 @@ from typing import IO, Any
 import orjson
 import psycopg
 
-from annotation.line_stream import numbered_lines
+from k12vista.line_stream import numbered_lines
 from pem.training.lines import KEY_HASH_LENGTH, PLAIN_KEYS, chain_key, copy_text, plain
 
 _LENGTH = struct.Struct("<Q")

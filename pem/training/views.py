@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.jsonl_import import ImportFileError
+from k12vista.import_files import ImportFileError
 from k12vista.models import Job
 from k12vista.roles import Role, role_required, token_accepted
 from pem import jobs as pem_jobs

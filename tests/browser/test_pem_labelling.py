@@ -7,7 +7,7 @@ import pytest
 from django.urls import NoReverseMatch, reverse
 
 from k12vista.roles import Role
-from pem import labelling, services
+from pem import labelling, pebench_import
 from pem.models import ChainOfThought, StepLabel
 from tests.annotation_factories import make_question
 from tests.browser.conftest import log_in, open_page
@@ -69,7 +69,7 @@ def test_two_annotators_label_blind_and_an_inspector_adjudicates(browser, live_s
     question = make_question(hash_id="q-pem-browser")
     source = tmp_path / "pebench.jsonl"
     source.write_text(json.dumps(RECORD, ensure_ascii=False) + "\n", encoding="utf-8")
-    report = services.import_records(path=source, name="pebench-release")
+    report = pebench_import.import_records(path=source, name="pebench-release")
     assert report.created == 1 and report.failed == 0
     cot = ChainOfThought.objects.get(key="q-pem-browser")
     assert cot.question == question

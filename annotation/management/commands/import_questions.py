@@ -4,7 +4,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.jsonl_import import ImportFileError, import_questions_file, register_upload
+from annotation.jsonl_import import import_questions_file, register_upload
+from k12vista.import_files import ImportFileError
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.jsonl_import import ImportFileError
-from pem.services import import_records
+from k12vista.import_files import ImportFileError
+from pem.pebench_import import import_records
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.jsonl_import import ImportFileError
+from k12vista.import_files import ImportFileError
 from pem.training.pem800k_import import import_pem800k
 
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from review import services
+from review import decisions, services
 from review.models import Audit
 
 
@@ -18,7 +18,7 @@ class Command(BaseCommand):
         if found is None or person is None:
             raise CommandError("no such audit or user")
         try:
-            lots = services.apply_decision(audit=found, by=person)
+            lots = decisions.apply_decision(audit=found, by=person)
         except services.AuditError as exc:
             raise CommandError(str(exc)) from None
         for lot in lots:

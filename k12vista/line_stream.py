@@ -1,4 +1,4 @@
-"""Numbered lines of a byte stream, without Django: the JSONL importers' reading (annotation.jsonl_import)
+"""Numbered lines of a byte stream, without Django: the JSONL importers' reading (k12vista.import_files)
 and the PEM-800K import's reader process (pem.training.reader, which runs without Django) share it."""
 
 from __future__ import annotations
