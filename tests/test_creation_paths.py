@@ -12,10 +12,14 @@ import pytest
 from PIL import Image
 
 from annotation import jsonl_bulk, jsonl_import
+from annotation.jsonl_records import read_record
 from annotation.models import Question, SourceDocument
+from annotation.public_formats import unwrapped
 from annotation.services import create_question
+from k12vista.import_files import open_source
 from pem import services as pem_services
 from pem.models import ChainOfThought
+from pem.pebench_import import import_records
 from tests.annotation_factories import figure_png, make_question
 
 pytestmark = pytest.mark.django_db
@@ -84,8 +88,8 @@ def test_a_question_is_stored_alike_by_create_question_and_the_bulk_import(tmp_p
     bulk = question_rows(Question.objects.get(hash_id="same-1"))
     Question.objects.all().delete()
 
-    with jsonl_import.open_source(path) as source:
-        data, _fmt, _guessed = jsonl_import.read_record(record, source)
+    with open_source(path, unwrap=unwrapped) as source:
+        data, _fmt, _guessed = read_record(record, source)
     data.source_document = document
     single = question_rows(create_question(data=data, user=annotator, note=jsonl_bulk.NOTE))
 
@@ -127,7 +131,7 @@ def test_a_chain_is_stored_alike_by_save_chain_and_the_bulk_import(tmp_path, ann
             }
         return chains
 
-    report = pem_services.import_records(path=path, name="file")
+    report = import_records(path=path, name="file")
     assert report.created == 2
     bulk = stored()
     ChainOfThought.objects.all().delete()
