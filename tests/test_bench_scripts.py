@@ -191,3 +191,28 @@ def test_load(tmp_path, bench_database):
     out = run_bench("load", "--seconds", "20", "--annotators", "2", "--redis-down-seconds", "3",
                     "--database", bench_database, env={}, timeout=290)  # fmt: skip
     prints(out, r"one login alone: ")
+
+
+# --- the simulated cluster (issue 28): both databases ---
+
+
+CLUSTER_CALLS = r"^calls: 400 answered, 0 failed, 0 lost, 0 duplicated .*; 0 generated twice, 0 answers no server gen"
+
+
+def test_cluster(tmp_path):
+    """4 models x 100 questions, 2 servers each, 2 real Celery workers, on SQLite and the filesystem
+    broker (the embedded default): no call lost or duplicated, and the makespan beside the ideal."""
+    out = run_bench("cluster", "--models", "4", "--questions", "100", "--replicas", "2", "--workers", "2",
+                    env={"DATA_DIR": str(tmp_path), **PRODUCTION}, timeout=600)  # fmt: skip
+    prints(out, CLUSTER_CALLS, r"^utilisation ", rf"^orchestration CPU: {NUMBER} ms per call",
+           rf"^ideal: {NUMBER} s", rf"^makespan/ideal: {NUMBER}$")  # fmt: skip
+
+
+def test_cluster_postgresql(tmp_path, bench_database, settings):
+    """The same on PostgreSQL, with the test run's broker (Redis in the suite's PostgreSQL run)."""
+    env = {"DATABASE_URL": bench_database, "DATA_DIR": str(tmp_path), **PRODUCTION}
+    if settings.CELERY_BROKER_URL.startswith(("redis", "amqp")):
+        env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    out = run_bench("cluster", "--models", "4", "--questions", "100", "--replicas", "2", "--workers", "2",
+                    env=env, timeout=600)  # fmt: skip
+    prints(out, CLUSTER_CALLS, r"database postgresql", rf"^makespan/ideal: {NUMBER}$")
