@@ -82,6 +82,8 @@ DEMAND_SECONDS = 5.0
 IDLE_GRACE_SECONDS = 0.05
 # Seconds a server of an endpoint that failed (no connection, a 5xx) is set aside (MODEL_REPLICA_COOLDOWN).
 REPLICA_COOLDOWN_SECONDS = 10.0
+# 503 answers in a row (no success between) that set a replica aside; any other failure sets it aside at once.
+BUSY_IN_A_ROW = 3
 # Statuses whose Retry-After header says when to come back.
 RETRY_AFTER_STATUS = {429, 503}
 # How a synchronous caller's demand is told from a run's: it wants one slot, not a share.
@@ -553,6 +555,7 @@ class Server:
         self.sent = 0
         self.aside_until = -math.inf
         self.set_aside_count = 0
+        self.busy_in_a_row = 0  # 503 answers since its last success (Replicas.set_aside)
 
 
 def server_failed(exc: BaseException) -> bool:
@@ -588,9 +591,19 @@ class Replicas:
         return min(untried, key=lambda server: server.aside_until)
 
     def set_aside(self, server: Server, exc: BaseException) -> bool:
-        """Sets the server aside when the failure is the server's; returns whether it was."""
+        """Sets the server aside when the failure is the server's; returns whether the failure was
+        the server's (so the call may go on at once on another).
+
+        A 503 is a server that answers but is busy for a moment (RFC 9110: a temporary overload):
+        it is set aside only after ``BUSY_IN_A_ROW`` of them with no success between. Set aside at
+        the first, one 503 in 200 calls kept a two-server endpoint on one server a third of the
+        time (bench/cluster.py), its calls queueing there while the other stood idle."""
         if not server_failed(exc):
             return False
+        if isinstance(exc, openai.APIStatusError) and exc.status_code == 503:
+            server.busy_in_a_row += 1
+            if server.busy_in_a_row < BUSY_IN_A_ROW:
+                return True
         server.aside_until = time.monotonic() + self.cooldown
         server.set_aside_count += 1
         return True
@@ -659,6 +672,7 @@ class Caller:
                     raise
                 finally:
                     server.outstanding -= 1
+                server.busy_in_a_row = 0
                 self.reach.note(None, attempt=attempt)
             return completion_of(reply, started=started, attempts=attempt)
 

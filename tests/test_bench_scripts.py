@@ -191,3 +191,34 @@ def test_load(tmp_path, bench_database):
     out = run_bench("load", "--seconds", "20", "--annotators", "2", "--redis-down-seconds", "3",
                     "--database", bench_database, env={}, timeout=290)  # fmt: skip
     prints(out, r"one login alone: ")
+
+
+# --- the simulated cluster (issue 28): both databases ---
+
+
+CLUSTER_CALLS = r"^calls: 400 answered, 0 failed, 0 lost, 0 duplicated .*; 0 generated twice, 0 answers no server gen"
+
+
+# The documented sizes, with a faster latency model: the test's time is the migration and the
+# workers' start, which a loaded machine stretches to minutes.
+CLUSTER_SMALL = ("--models", "4", "--questions", "100", "--replicas", "2", "--workers", "2", "--ttft", "0.1",
+                 "--token-ms", "10")  # fmt: skip
+
+
+@pytest.mark.timeout(900)
+def test_cluster(tmp_path):
+    """4 models x 100 questions, 2 servers each, 2 real Celery workers, on SQLite and the filesystem
+    broker (the embedded default): no call lost or duplicated, and the makespan beside the ideal."""
+    out = run_bench("cluster", *CLUSTER_SMALL, env={"DATA_DIR": str(tmp_path), **PRODUCTION}, timeout=840)
+    prints(out, CLUSTER_CALLS, r"^utilisation ", rf"^orchestration CPU: {NUMBER} ms per call",
+           rf"^ideal: {NUMBER} s", rf"^makespan/ideal: {NUMBER}$")  # fmt: skip
+
+
+@pytest.mark.timeout(900)
+def test_cluster_postgresql(tmp_path, bench_database, settings):
+    """The same on PostgreSQL, with the test run's broker (Redis in the suite's PostgreSQL run)."""
+    env = {"DATABASE_URL": bench_database, "DATA_DIR": str(tmp_path), **PRODUCTION}
+    if settings.CELERY_BROKER_URL.startswith(("redis", "amqp")):
+        env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    out = run_bench("cluster", *CLUSTER_SMALL, env=env, timeout=840)
+    prints(out, CLUSTER_CALLS, r"database postgresql", rf"^makespan/ideal: {NUMBER}$")

@@ -7,6 +7,8 @@ import threading
 import time
 from unittest import mock
 
+import httpx2
+import openai
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connections
@@ -144,6 +146,51 @@ def test_the_caller_picks_the_least_busy_server_and_retries_a_set_aside_one_late
     assert aside == 1
     assert aside_later == 2 and failing.seen == 2  # tried again after it (and failed over again)
     assert first.seen + second.seen == 8
+
+
+@pytest.mark.django_db
+def test_a_busy_server_is_set_aside_only_after_503s_in_a_row(settings, allow_any_local_port):
+    """One 503 is a busy moment, not a dead server: the call goes on at once to another server, and
+    the busy one keeps its share until it refuses BUSY_IN_A_ROW in a row (issue 28, bench/cluster.py)."""
+    settings.MODEL_CALL_RETRIES = 0
+    settings.MODEL_REPLICA_COOLDOWN = 60.0
+    busy, healthy = counting_handler(0.0, status=503), counting_handler(0.0)
+    with serve(busy) as one, serve(healthy) as two:
+        caller = calls.Caller(make_endpoint(one, [two]))
+
+        async def scenario():
+            try:
+                # One at a time, so each call picks the least used server.
+                answered = [await caller.complete([{"role": "user", "content": "x"}], {})
+                            for _ in range(calls.BUSY_IN_A_ROW + 2)]  # fmt: skip
+                return answered, caller.replicas.servers[0].set_aside_count
+            finally:
+                await caller.close()
+
+        answered, aside = async_to_sync(scenario)()
+    assert all(done.text == "答案：B" and done.attempts == 1 for done in answered)
+    # Asked again after each of its first 503s (so it would have answered had it been free), set
+    # aside at the third, then left alone.
+    assert busy.seen == calls.BUSY_IN_A_ROW and aside == 1
+    assert healthy.seen == calls.BUSY_IN_A_ROW + 2
+
+
+@pytest.mark.django_db
+def test_a_success_between_503s_keeps_the_server_in_use(allow_any_local_port):
+    servers = [calls.Server(make_endpoint("http://127.0.0.1:9/v1", []), "http://127.0.0.1:9/v1")]
+    replicas = calls.Replicas.__new__(calls.Replicas)
+    replicas.servers, replicas.cooldown = servers, 60.0
+    busy = openai.APIStatusError("busy", response=httpx2.Response(503, request=httpx2.Request("POST", "http://x")),
+                                 body=None)  # fmt: skip
+    for _ in range(calls.BUSY_IN_A_ROW - 1):
+        assert replicas.set_aside(servers[0], busy)  # the call moves on, the server stays
+    assert replicas.ready() == servers
+    servers[0].busy_in_a_row = 0  # what a success does (Caller._attempt)
+    for _ in range(calls.BUSY_IN_A_ROW - 1):
+        replicas.set_aside(servers[0], busy)
+    assert replicas.ready() == servers
+    replicas.set_aside(servers[0], busy)
+    assert replicas.ready() == [] and servers[0].set_aside_count == 1
 
 
 @pytest.mark.django_db
