@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from k12vista.models import TimedWork
+from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
 
 
@@ -495,41 +496,29 @@ class StoredAgreement(models.Model):
         return f"agreement report ({self.scope}) of {self.computed:%Y-%m-%d %H:%M}"
 
 
-class PEBenchRelease(models.Model):
+class PEBenchRelease(ReleaseBase):
     """An immutable, versioned snapshot of PEBench: its items with their gold labels and the
     agreement report, written to one checksummed zip (``pem.releases``). Published, it never
-    changes; later labels go into the next version."""
+    changes; later labels go into the next version (the life cycle is ``k12vista.releases``)."""
 
-    class Status(models.TextChoices):
-        BUILDING = "building", _("Building")
-        DRAFT = "draft", _("Draft")
-        PUBLISHED = "published", _("Published")
-        FAILED = "failed", _("Failed")
-
-    version = models.PositiveIntegerField(unique=True)
-    name = models.CharField(max_length=200)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
-    error = models.TextField(blank=True)
-    studio_commit = models.CharField(max_length=64, blank=True)
     summary = models.JSONField(default=dict, blank=True)  # counts, labels per code, agreement headline
     agreement = models.JSONField(default=dict, blank=True)  # the full agreement report over its items
     fingerprint = models.JSONField(default=dict, blank=True)  # PEBench's labels when it was built
     path = models.CharField(max_length=300, blank=True)  # the zip, under MEDIA_ROOT
     sha256 = models.CharField(max_length=64, blank=True)
     size = models.PositiveBigIntegerField(default=0)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
-    published = models.DateTimeField(null=True, blank=True)
-    published_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
-    class Meta:
-        ordering = ["-version"]
+    class Meta(ReleaseBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"PEBench v{self.version}"
+
+    def label(self) -> str:
+        return gettext("PEBench v%(version)s") % {"version": self.version}
+
+    def files_written(self) -> bool:
+        return bool(self.path)
 
 
 class PEBenchReleaseItem(models.Model):
