@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from k12vista import guidelines
 from k12vista.files import extension_of, stored_name
-from k12vista.models import TimedWork
+from k12vista.models import JobAndCreator, TimedWork
 from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import QuestionType, Stage, Subject
 
@@ -483,7 +483,7 @@ class Assignment(TimedWork):
 # --- the benchmark: candidate sets and releases ---------------------------------------
 
 
-class CandidateSet(models.Model):
+class CandidateSet(JobAndCreator):
     """A stratified draw from the bank: the targets, the seed and the bank's
     fingerprint it was drawn with (same seed and bank: same set), and the per-cell report."""
 
@@ -493,9 +493,6 @@ class CandidateSet(models.Model):
     bank_fingerprint = models.CharField(max_length=64)
     report = models.JSONField(default=dict)  # {"cells": [...], "coverage": {...}, "total": n}
     questions = models.ManyToManyField(Question, related_name="candidate_sets", blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -292,6 +292,19 @@ class Guideline(models.Model):
 MAX_ACTIVE_SECONDS = 4 * 60 * 60
 
 
+class JobAndCreator(models.Model):
+    """What a row made by a job carries (runs, candidate sets, releases): the job that does the
+    work, who started it and when. One definition, so the fields read alike on every such model;
+    the columns are the ones each model declared before (no migration)."""
+
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
 class TimedWork(models.Model):
     """What every label, rating and review records besides its content: the active seconds the
     person spent on it (only while the tab was visible and they were at work) and the version of

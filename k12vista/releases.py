@@ -28,14 +28,14 @@ from django.utils.translation import gettext_lazy as _
 from k12vista import job_text
 from k12vista.files import sha256_of
 from k12vista.jobs import start_job
-from k12vista.models import Job
+from k12vista.models import Job, JobAndCreator
 
 
 class ReleaseError(ValueError):
     """The release cannot be built, published or compared as asked; the message says why."""
 
 
-class ReleaseBase(models.Model):
+class ReleaseBase(JobAndCreator):
     """What every release is: a version, a name, where it is in its life cycle, what it
     summarises, the studio commit and job that built it, who published it and when."""
 
@@ -51,9 +51,6 @@ class ReleaseBase(models.Model):
     error = models.TextField(blank=True)
     studio_commit = models.CharField(max_length=64, blank=True)
     summary = models.JSONField(default=dict)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
     published_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from k12vista.models import TimedWork
+from k12vista.models import JobAndCreator, TimedWork
 from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
 
@@ -355,7 +355,7 @@ class ExpertScore(models.Model):
         return f"{self.expert} scored {self.response_id}: {self.score}"
 
 
-class SplitRun(models.Model):
+class SplitRun(JobAndCreator):
     """A splitting model splitting the chains of some inference runs into steps
     (the ``split_steps`` prompt, structured output), as one job. Where the
     model's split does not reproduce the chain's text, the rule-based split is
@@ -367,9 +367,6 @@ class SplitRun(models.Model):
     params = models.JSONField(default=dict, blank=True)
     # The prompt (id, version, hash), the schema, and the reproduction rule's threshold.
     provenance = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -407,7 +404,7 @@ class SplitResult(models.Model):
         return f"{self.split_run} {self.cot}: {self.outcome}"
 
 
-class PanelRun(models.Model):
+class PanelRun(JobAndCreator):
     """N judge models labelling every step of some inference runs' chains
     through step-by-step scoring runs, and the vote that decides each label.
 
@@ -427,9 +424,6 @@ class PanelRun(models.Model):
     explainer = models.CharField(max_length=100, blank=True)
     # Steps decided / without majority, chains, missing votes per judge, labels: written by each vote.
     counts = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
