@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import models
@@ -290,6 +290,17 @@ class Guideline(models.Model):
 # Active time is what a person's tab measured; the bounds keep a hostile or broken client
 # (a negative number, a week left open) out of the medians on the team page.
 MAX_ACTIVE_SECONDS = 4 * 60 * 60
+
+
+class HandedInQuerySet[M: models.Model](models.QuerySet[M]):
+    """Work a person hands in (labelling tasks, audit ratings) is open until it is submitted: one pair
+    of words for that state, read from the ``submitted`` time (the review app said pending and done)."""
+
+    def open(self) -> Self:
+        return self.filter(submitted__isnull=True)
+
+    def submitted(self) -> Self:
+        return self.filter(submitted__isnull=False)
 
 
 class JobAndCreator(models.Model):

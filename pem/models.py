@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from k12vista.models import JobAndCreator, TimedWork
+from k12vista.models import HandedInQuerySet, JobAndCreator, TimedWork
 from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
 
@@ -247,15 +247,9 @@ class PEBenchBuild(models.Model):
         return gettext(", ").join(str(names.get(field, field)) for field in self.strata)
 
 
-class LabellingTaskQuerySet(models.QuerySet["LabellingTask"]):
+class LabellingTaskQuerySet(HandedInQuerySet["LabellingTask"]):
     def for_annotator(self, user: Any) -> LabellingTaskQuerySet:
         return self.filter(annotator=user)
-
-    def open(self) -> LabellingTaskQuerySet:
-        return self.filter(submitted__isnull=True)
-
-    def submitted(self) -> LabellingTaskQuerySet:
-        return self.filter(submitted__isnull=False)
 
 
 class LabellingTask(TimedWork):
