@@ -1,6 +1,7 @@
 """PEBench releases: immutable, versioned snapshots of PEBench's items with their gold
-labels and the agreement report, the same treatment as the benchmark's releases
-(``annotation.releases``, whose commit and diff helpers this reuses).
+labels and the agreement report, through the life cycle every release goes through
+(``k12vista.releases``: numbering, the build job's frame, publishing, immutability, comparing);
+this module adds what a PEBench release holds and checks.
 
 A job (``pem.build_pebench_release``) snapshots every PEBench item (the export's
 records: steps, gold labels and every other label, and the reference record
