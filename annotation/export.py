@@ -14,7 +14,6 @@ re-importing the file gives back the same content hashes.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 import os
@@ -30,6 +29,7 @@ from PIL import Image
 
 from annotation.models import Assignment, Figure, Question
 from annotation.reference_format import put_placeholders, take_placeholders
+from k12vista.files import sha256_of
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.vocabulary import QUESTION_TYPE_ZH, QuestionType, Stage, Subject, question_type_from_name, release_tag
@@ -216,14 +216,6 @@ def write_studio(queryset: QuerySet[Question], out: Any, tick: Callable[[], None
             for chunk in iter(lambda: lines.read(1024 * 1024), b""):
                 entry.write(chunk)
     return count
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def export_questions(

@@ -10,12 +10,13 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 
 from k12vista import guidelines
 from k12vista.files import extension_of, stored_name
-from k12vista.models import TimedWork
+from k12vista.models import JobAndCreator, TimedWork
+from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import QuestionType, Stage, Subject
 
 
@@ -591,7 +592,7 @@ class Assignment(TimedWork):
 # --- the benchmark: candidate sets and releases ---------------------------------------
 
 
-class CandidateSet(models.Model):
+class CandidateSet(JobAndCreator):
     """A stratified draw from the bank: the targets, the seed and the bank's
     fingerprint it was drawn with (same seed and bank: same set), and the per-cell report."""
 
@@ -601,9 +602,6 @@ class CandidateSet(models.Model):
     bank_fingerprint = models.CharField(max_length=64)
     report = models.JSONField(default=dict)  # {"cells": [...], "coverage": {...}, "total": n}
     questions = models.ManyToManyField(Question, related_name="candidate_sets", blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -612,38 +610,26 @@ class CandidateSet(models.Model):
         return self.name
 
 
-class Release(models.Model):
+class Release(ReleaseBase):
     """A versioned snapshot of a candidate set. Built as a draft (items and files
-    written by a job), then published; a published release never changes."""
+    written by a job), then published; a published release never changes (the life
+    cycle is ``k12vista.releases``; this adds what a benchmark release holds)."""
 
-    class Status(models.TextChoices):
-        BUILDING = "building", _("Building")
-        DRAFT = "draft", _("Draft")
-        PUBLISHED = "published", _("Published")
-        FAILED = "failed", _("Failed")
-
-    version = models.PositiveIntegerField(unique=True)
-    name = models.CharField(max_length=200)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
     candidate_set = models.ForeignKey(CandidateSet, null=True, on_delete=models.SET_NULL, related_name="releases")
     licence = models.CharField(max_length=100)
-    studio_commit = models.CharField(max_length=64, blank=True)
-    # Counts per cell, knowledge-point coverage, models and prompts, audits with their rates.
-    summary = models.JSONField(default=dict)
-    error = models.TextField(blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
-    published_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    published = models.DateTimeField(null=True, blank=True)
+    # summary: counts per cell, knowledge-point coverage, models and prompts, audits with their rates.
 
-    class Meta:
-        ordering = ["-version"]
+    class Meta(ReleaseBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"v{self.version} {self.name}"
+
+    def label(self) -> str:
+        return gettext("release v%(version)s") % {"version": self.version}
+
+    def files_written(self) -> bool:
+        return self.files.count() == len(ReleaseFile.Form.values)
 
 
 class ReleaseItem(models.Model):

@@ -37,6 +37,7 @@ from django.db.models.functions import Cast
 
 from annotation import export, statistics
 from annotation.models import Question, Release, ReleaseFile, ReleaseItem
+from k12vista import releases
 from k12vista.vocabulary import QUESTION_TYPE_ZH
 
 SPLIT = "test"  # a benchmark: everything is for evaluation
@@ -72,15 +73,10 @@ def release_dir(release: Release) -> Path:
     return Path(settings.MEDIA_ROOT) / "releases" / f"v{release.version}"
 
 
-def relative(path: Path) -> str:
-    return path.relative_to(settings.MEDIA_ROOT).as_posix()
-
-
 def record(release: Release, form: str, path: Path, count: int) -> ReleaseFile:
     found, _ = ReleaseFile.objects.update_or_create(
         release=release, form=form,
-        defaults={"path": relative(path), "sha256": export.sha256_of(path), "size": path.stat().st_size,
-                  "count": count},
+        defaults={**releases.checksummed(path), "count": count},
     )  # fmt: skip
     return found
 

@@ -17,11 +17,9 @@ same seam as ``OCR_BACKEND``).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
-import subprocess
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,9 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Prefetch, QuerySet
-from django.utils import timezone
+from django.db.models import F, Prefetch, QuerySet
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
@@ -46,13 +42,13 @@ from annotation.models import (
     Question,
     QuestionEdit,
     Release,
-    ReleaseFile,
     ReleaseItem,
     StepProposal,
 )
-from k12vista import job_text
-from k12vista.jobs import Progress, job_handler, start_job
+from k12vista import releases
+from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
+from k12vista.releases import ReleaseError, field_diff
 
 RELEASABLE = (Question.Status.AUDITED, Question.Status.RELEASED)
 CHUNK = 500
@@ -60,24 +56,7 @@ DEFAULT_LICENCE = "CC-BY-NC-4.0"
 AUDIT_NOTE = re.compile(r"audit #(\d+)")
 
 
-class ReleaseError(ValueError):
-    """The release cannot be built, published or compared as asked; the message says why."""
-
-
 # --- reading the bank ------------------------------------------------------------------
-
-
-def studio_commit() -> str:
-    """The studio's commit: the ``STUDIO_COMMIT`` setting (set by deployments), else git."""
-    if getattr(settings, "STUDIO_COMMIT", ""):
-        return settings.STUDIO_COMMIT
-    try:
-        found = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=5, check=False
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 def snapshot_queryset(questions: QuerySet[Question]) -> QuerySet[Question]:
@@ -207,21 +186,10 @@ def start_release(*, candidate_set: CandidateSet, by: Any, name: str = "", licen
     waiting = not_releasable(candidate_set).count()
     if waiting:
         raise ReleaseError(gettext("%(n)d questions of the candidate set are not audited yet") % {"n": waiting})
-    for _attempt in range(3):
-        try:
-            with transaction.atomic():
-                version = (Release.objects.aggregate(v=Max("version"))["v"] or 0) + 1
-                release = Release.objects.create(
-                    version=version, name=name.strip() or f"K12Vista v{version}", candidate_set=candidate_set,
-                    licence=licence.strip() or DEFAULT_LICENCE, studio_commit=studio_commit(), created_by=by,
-                )  # fmt: skip
-                release.job = start_job(kind="annotation.build_release", user=by, params={"release": release.pk},
-                                        title=job_text.title("build_release", version=version))  # fmt: skip
-                release.save(update_fields=["job"])
-                return release
-        except IntegrityError:
-            continue  # someone took the version number at the same moment
-    raise ReleaseError(gettext("could not take a version number; try again"))
+    return releases.start(
+        Release, by=by, kind="annotation.build_release", title="build_release", name=name,
+        default_name="K12Vista v{version}", candidate_set=candidate_set, licence=licence.strip() or DEFAULT_LICENCE,
+    )  # fmt: skip
 
 
 def snapshot(release: Release, progress: Progress | None = None) -> int:
@@ -304,10 +272,7 @@ def summarize(release: Release) -> dict:
 
 @job_handler("annotation.build_release", queue=Job.Queue.CPU)
 def build_release_job(job: Job, progress: Progress) -> dict:
-    release = Release.objects.get(pk=job.params["release"])
-    if release.status == Release.Status.PUBLISHED:
-        return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo
-    try:
+    def work(release: Release) -> tuple[dict, dict]:
         count = snapshot(release, progress)
         # The accepted corrections it carries, with their diffs: the release's corrections notes.
         release.summary = {**summarize(release), "corrections": corrections.carry(release)}
@@ -318,39 +283,28 @@ def build_release_job(job: Job, progress: Progress) -> dict:
             raise ReleaseError(
                 gettext("%(n)d questions changed while the release was built; build it again") % {"n": stale}
             )
-    except ReleaseError as exc:
-        Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED, error=str(exc))
-        raise
-    Release.objects.filter(pk=release.pk).update(status=Release.Status.DRAFT, error="")
-    return {"release": release.pk, "version": release.version, "questions": count}
+        return {"release": release.pk, "version": release.version, "questions": count}, {}
+
+    return releases.build(Release, job, work)
 
 
 # --- publishing ------------------------------------------------------------------------------
 
 
-@transaction.atomic
 def publish_release(*, release: Release, by: Any) -> Release:
     """Freezes a built draft and moves its questions to ``released``."""
-    release = Release.objects.select_for_update().get(pk=release.pk)
-    if release.status == Release.Status.PUBLISHED:
-        raise ReleaseError(gettext("release v%(version)s is published already") % {"version": release.version})
-    if release.status != Release.Status.DRAFT:
-        raise ReleaseError(
-            gettext("release v%(version)s is %(status)s, not a finished draft")
-            % {"version": release.version, "status": release.get_status_display()}
-        )
-    if release.files.count() != len(ReleaseFile.Form.values):
-        raise ReleaseError(gettext("the release files are not all written"))
-    stale = changed_since_snapshot(release).count()
-    if stale:
-        raise ReleaseError(
-            gettext("%(n)d questions changed since this draft was built; build a new release") % {"n": stale}
-        )
-    Question.objects.in_release(release).release(by=by, note=f"release v{release.version}")
-    release.status = Release.Status.PUBLISHED
-    release.published, release.published_by = timezone.now(), by
-    release.save(update_fields=["status", "published", "published_by"])
-    return release
+
+    def unchanged(release: Release) -> None:
+        stale = changed_since_snapshot(release).count()
+        if stale:
+            raise ReleaseError(
+                gettext("%(n)d questions changed since this draft was built; build a new release") % {"n": stale}
+            )
+
+    def release_questions(release: Release) -> None:
+        Question.objects.in_release(release).release(by=by, note=f"release v{release.version}")
+
+    return releases.publish(release, by=by, check=unchanged, then=release_questions)
 
 
 # --- comparing -------------------------------------------------------------------------------
@@ -358,34 +312,14 @@ def publish_release(*, release: Release, by: Any) -> Release:
 DIFF_FIELDS = (*services.EDITABLE_FIELDS, "figures")
 
 
-def field_diff(old: Any, new: Any) -> list[str]:
-    """A line diff of two values (text as lines, lists one element per line)."""
-
-    def lines(value: Any) -> list[str]:
-        if isinstance(value, str):
-            return value.splitlines() or [""]
-        if isinstance(value, list):
-            return [v if isinstance(v, str) else str(v) for v in value]
-        return [str(value)]
-
-    return list(difflib.unified_diff(lines(old), lines(new), "before", "after", lineterm="", n=1))[2:]
-
-
 def compare_releases(old: Release, new: Release) -> dict:
-    """Questions added, removed and changed from ``old`` to ``new``, with a diff per changed field."""
-    before = {i.hash_id: i for i in old.items.only("hash_id", "content_hash", "content")}
-    after = {i.hash_id: i for i in new.items.only("hash_id", "content_hash", "content")}
-    changed = []
-    for hash_id in sorted(set(before) & set(after)):
-        a, b = before[hash_id], after[hash_id]
-        fields = [
-            {"field": name, "old": a.content.get(name), "new": b.content.get(name),
-             "diff": field_diff(a.content.get(name), b.content.get(name))}
-            for name in DIFF_FIELDS if a.content.get(name) != b.content.get(name)
+    """Questions added, removed and changed from ``old`` to ``new``, with a diff per changed field.
+    The content hash leaves out the figures, so every question in both is read."""
+
+    def changes(a: dict, b: dict) -> list[dict]:
+        return [
+            {"field": name, "old": a.get(name), "new": b.get(name), "diff": field_diff(a.get(name), b.get(name))}
+            for name in DIFF_FIELDS if a.get(name) != b.get(name)
         ]  # fmt: skip
-        if a.content_hash != b.content_hash or fields:
-            changed.append({"hash_id": hash_id, "fields": fields})
-    return {
-        "old": old.version, "new": new.version,
-        "added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)), "changed": changed,
-    }  # fmt: skip
+
+    return releases.compare(old, new, key="hash_id", changes=changes, hash_covers_content=False)

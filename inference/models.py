@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from inference import call_errors, client
+from k12vista.models import JobAndCreator
 from k12vista.text import unstorable_reason
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
 
@@ -169,7 +170,7 @@ class InferenceRunQuerySet(models.QuerySet["InferenceRun"]):
         )
 
 
-class InferenceRun(models.Model):
+class InferenceRun(JobAndCreator):
     """A model answering a set of questions, as one job."""
 
     class Mode(models.TextChoices):
@@ -194,11 +195,8 @@ class InferenceRun(models.Model):
     # What produced the numbers: prompt ids and content hashes per question type,
     # the endpoint as it was, and the number and newest change of the questions.
     provenance = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Set when the run is one model of a campaign; at most one run per endpoint there.
     campaign = models.ForeignKey("Campaign", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     objects = InferenceRunQuerySet.as_manager()
 
@@ -229,7 +227,7 @@ class CampaignQuerySet(models.QuerySet["Campaign"]):
         return self.filter(created_by=user)
 
 
-class Campaign(models.Model):
+class Campaign(JobAndCreator):
     """Many models answering one question set: one inference run per endpoint,
     all with the same mode, sampling and seed (PIPELINE.md stage 7)."""
 
@@ -243,10 +241,8 @@ class Campaign(models.Model):
     # How every run of the campaign asks its model (and, by default, how its runs are scored).
     protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
     prompt_set = models.CharField(_("reference prompt set"), max_length=100, blank=True, default="")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
-    # The campaign's one job: it answers the HTTP runs together and starts the engine runs' jobs.
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Its job (JobAndCreator's) is the campaign's one: it answers the HTTP runs together and starts the
+    # engine runs' jobs.
 
     objects = CampaignQuerySet.as_manager()
 
@@ -301,7 +297,7 @@ class Response(ModelCall):
         return f"{self.run} / {self.question_id}"
 
 
-class ScoringRun(models.Model):
+class ScoringRun(JobAndCreator):
     """A judge model (or the PEM) scoring the responses of one inference run."""
 
     class Method(models.TextChoices):
@@ -315,9 +311,6 @@ class ScoringRun(models.Model):
     protocol = models.CharField(_("protocol"), max_length=10, choices=Protocol.choices, default=Protocol.STUDIO)
     params = models.JSONField(default=dict, blank=True)
     provenance = models.JSONField(default=dict, blank=True)  # prompt id/hash, judge, schema used
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -376,7 +369,7 @@ class JudgedStep(models.Model):
         return f"{self.judgment} #{self.position} {self.label}"
 
 
-class AssistRun(models.Model):
+class AssistRun(JobAndCreator):
     """Model help for the question bank: the results go back into it as
     proposals, flags or captions, for people to review."""
 
@@ -393,9 +386,6 @@ class AssistRun(models.Model):
     filters = models.JSONField(default=dict, blank=True)
     params = models.JSONField(default=dict, blank=True)
     provenance = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -18,6 +18,7 @@ allowlist, never what the uploader called the file.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import uuid
 from collections.abc import Callable
@@ -111,6 +112,15 @@ def stored_name(folder: str, stem: str, extension: str) -> str:
         raise ValueError(f"{extension!r} is not an extension the studio stores")
     today = timezone.now()
     return f"{folder}/{today:%Y/%m}/{stem}-{uuid.uuid4().hex[:12]}.{extension}"
+
+
+def sha256_of(path: Path) -> str:
+    """A file's SHA-256, read a megabyte at a time (exports and release files record it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def extension_of(filename: str) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import models
@@ -291,6 +291,30 @@ class Guideline(models.Model):
 # Active time is what a person's tab measured; the bounds keep a hostile or broken client
 # (a negative number, a week left open) out of the medians on the team page.
 MAX_ACTIVE_SECONDS = 4 * 60 * 60
+
+
+class HandedInQuerySet[M: models.Model](models.QuerySet[M]):
+    """Work a person hands in (labelling tasks, audit ratings) is open until it is submitted: one pair
+    of words for that state, read from the ``submitted`` time (the review app said pending and done)."""
+
+    def open(self) -> Self:
+        return self.filter(submitted__isnull=True)
+
+    def submitted(self) -> Self:
+        return self.filter(submitted__isnull=False)
+
+
+class JobAndCreator(models.Model):
+    """What a row made by a job carries (runs, candidate sets, releases): the job that does the
+    work, who started it and when. One definition, so the fields read alike on every such model;
+    the columns are the ones each model declared before (no migration)."""
+
+    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
 
 
 class TimedWork(models.Model):

@@ -18,7 +18,8 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from k12vista.models import TimedWork
+from k12vista.models import HandedInQuerySet, JobAndCreator, TimedWork
+from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
 
 
@@ -246,15 +247,9 @@ class PEBenchBuild(models.Model):
         return gettext(", ").join(str(names.get(field, field)) for field in self.strata)
 
 
-class LabellingTaskQuerySet(models.QuerySet["LabellingTask"]):
+class LabellingTaskQuerySet(HandedInQuerySet["LabellingTask"]):
     def for_annotator(self, user: Any) -> LabellingTaskQuerySet:
         return self.filter(annotator=user)
-
-    def open(self) -> LabellingTaskQuerySet:
-        return self.filter(submitted__isnull=True)
-
-    def submitted(self) -> LabellingTaskQuerySet:
-        return self.filter(submitted__isnull=False)
 
 
 class LabellingTask(TimedWork):
@@ -354,7 +349,7 @@ class ExpertScore(models.Model):
         return f"{self.expert} scored {self.response_id}: {self.score}"
 
 
-class SplitRun(models.Model):
+class SplitRun(JobAndCreator):
     """A splitting model splitting the chains of some inference runs into steps
     (the ``split_steps`` prompt, structured output), as one job. Where the
     model's split does not reproduce the chain's text, the rule-based split is
@@ -366,9 +361,6 @@ class SplitRun(models.Model):
     params = models.JSONField(default=dict, blank=True)
     # The prompt (id, version, hash), the schema, and the reproduction rule's threshold.
     provenance = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -406,7 +398,7 @@ class SplitResult(models.Model):
         return f"{self.split_run} {self.cot}: {self.outcome}"
 
 
-class PanelRun(models.Model):
+class PanelRun(JobAndCreator):
     """N judge models labelling every step of some inference runs' chains
     through step-by-step scoring runs, and the vote that decides each label.
 
@@ -426,9 +418,6 @@ class PanelRun(models.Model):
     explainer = models.CharField(max_length=100, blank=True)
     # Steps decided / without majority, chains, missing votes per judge, labels: written by each vote.
     counts = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -495,41 +484,29 @@ class StoredAgreement(models.Model):
         return f"agreement report ({self.scope}) of {self.computed:%Y-%m-%d %H:%M}"
 
 
-class PEBenchRelease(models.Model):
+class PEBenchRelease(ReleaseBase):
     """An immutable, versioned snapshot of PEBench: its items with their gold labels and the
     agreement report, written to one checksummed zip (``pem.releases``). Published, it never
-    changes; later labels go into the next version."""
+    changes; later labels go into the next version (the life cycle is ``k12vista.releases``)."""
 
-    class Status(models.TextChoices):
-        BUILDING = "building", _("Building")
-        DRAFT = "draft", _("Draft")
-        PUBLISHED = "published", _("Published")
-        FAILED = "failed", _("Failed")
-
-    version = models.PositiveIntegerField(unique=True)
-    name = models.CharField(max_length=200)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
-    error = models.TextField(blank=True)
-    studio_commit = models.CharField(max_length=64, blank=True)
     summary = models.JSONField(default=dict, blank=True)  # counts, labels per code, agreement headline
     agreement = models.JSONField(default=dict, blank=True)  # the full agreement report over its items
     fingerprint = models.JSONField(default=dict, blank=True)  # PEBench's labels when it was built
     path = models.CharField(max_length=300, blank=True)  # the zip, under MEDIA_ROOT
     sha256 = models.CharField(max_length=64, blank=True)
     size = models.PositiveBigIntegerField(default=0)
-    job = models.ForeignKey("k12vista.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(default=timezone.now)
-    published = models.DateTimeField(null=True, blank=True)
-    published_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
-    class Meta:
-        ordering = ["-version"]
+    class Meta(ReleaseBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"PEBench v{self.version}"
+
+    def label(self) -> str:
+        return gettext("PEBench v%(version)s") % {"version": self.version}
+
+    def files_written(self) -> bool:
+        return bool(self.path)
 
 
 class PEBenchReleaseItem(models.Model):

@@ -1,6 +1,7 @@
 """PEBench releases: immutable, versioned snapshots of PEBench's items with their gold
-labels and the agreement report, the same treatment as the benchmark's releases
-(``annotation.releases``, whose commit and diff helpers this reuses).
+labels and the agreement report, through the life cycle every release goes through
+(``k12vista.releases``: numbering, the build job's frame, publishing, immutability, comparing);
+this module adds what a PEBench release holds and checks.
 
 A job (``pem.build_pebench_release``) snapshots every PEBench item (the export's
 records: steps, gold labels and every other label, and the reference record
@@ -29,17 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
-from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation import statistics
-from annotation.export import sha256_of
-from annotation.releases import field_diff, studio_commit
-from k12vista import job_text
-from k12vista.jobs import Progress, job_handler, start_job
+from k12vista import releases
+from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
+from k12vista.releases import ReleaseError, field_diff
 from k12vista.roles import Role, has_role
 from pem import export, labelling
 from pem.agreement_store import plain
@@ -51,8 +49,8 @@ CHUNK = 200
 READERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
 
 
-class PEBenchReleaseError(ValueError):
-    """The release cannot be built, published or compared as asked; the message says why."""
+# The name pem's callers and tests know for the one release error.
+PEBenchReleaseError = ReleaseError
 
 
 def may_read(user: Any) -> bool:
@@ -95,19 +93,8 @@ def start_release(*, by: Any, name: str = "") -> PEBenchRelease:
         export.check_not_training_data(chains)
     except export.ExportError as exc:
         raise PEBenchReleaseError(str(exc)) from exc
-    for _attempt in range(3):
-        try:
-            with transaction.atomic():
-                version = (PEBenchRelease.objects.aggregate(v=Max("version"))["v"] or 0) + 1
-                release = PEBenchRelease.objects.create(version=version, name=name.strip() or f"PEBench v{version}",
-                                                        studio_commit=studio_commit(), created_by=by)  # fmt: skip
-                release.job = start_job(kind=BUILD, user=by, params={"release": release.pk},
-                                        title=job_text.title("pebench_release", version=version))  # fmt: skip
-                release.save(update_fields=["job"])
-                return release
-        except IntegrityError:
-            continue  # someone took the version number at the same moment
-    raise PEBenchReleaseError(gettext("could not take a version number; try again"))
+    return releases.start(PEBenchRelease, by=by, kind=BUILD, title="pebench_release", name=name,
+                          default_name="PEBench v{version}")  # fmt: skip
 
 
 def snapshot(release: PEBenchRelease, progress: Progress | None = None) -> int:
@@ -199,10 +186,7 @@ def write_zip(release: PEBenchRelease) -> Path:
 
 @job_handler(BUILD, queue=Job.Queue.CPU)
 def build_release_job(job: Job, progress: Progress) -> dict:
-    release = PEBenchRelease.objects.get(pk=job.params["release"])
-    if release.status == PEBenchRelease.Status.PUBLISHED:
-        return {"release": release.pk, "published": True}  # a late re-delivery: nothing to redo
-    try:
+    def work(release: PEBenchRelease) -> tuple[dict, dict]:
         seen = fingerprint()
         count = snapshot(release, progress)
         chains = ChainOfThought.objects.filter(pk__in=release.items.values("cot_id"))
@@ -212,39 +196,24 @@ def build_release_job(job: Job, progress: Progress) -> dict:
         release.save(update_fields=["agreement", "summary", "fingerprint"])
         path = write_zip(release)
         if fingerprint() != seen:
-            raise PEBenchReleaseError(gettext("PEBench's labels changed while the release was built; build it again"))
-    except PEBenchReleaseError as exc:
-        PEBenchRelease.objects.filter(pk=release.pk).update(status=PEBenchRelease.Status.FAILED, error=str(exc))
-        raise
-    PEBenchRelease.objects.filter(pk=release.pk).update(
-        status=PEBenchRelease.Status.DRAFT, error="", path=path.relative_to(settings.MEDIA_ROOT).as_posix(),
-        sha256=sha256_of(path), size=path.stat().st_size,
-    )  # fmt: skip
-    progress(count * 2, count * 2)
-    return {"release": release.pk, "version": release.version, "items": count}
+            raise ReleaseError(gettext("PEBench's labels changed while the release was built; build it again"))
+        progress(count * 2, count * 2)
+        return {"release": release.pk, "version": release.version, "items": count}, releases.checksummed(path)
+
+    return releases.build(PEBenchRelease, job, work)
 
 
 # --- publishing and comparing ------------------------------------------------------------
 
 
-@transaction.atomic
 def publish_release(*, release: PEBenchRelease, by: Any) -> PEBenchRelease:
-    release = PEBenchRelease.objects.select_for_update().get(pk=release.pk)
-    if release.status == PEBenchRelease.Status.PUBLISHED:
-        raise PEBenchReleaseError(gettext("PEBench v%(version)s is published already") % {"version": release.version})
-    if release.status != PEBenchRelease.Status.DRAFT or not release.path:
-        raise PEBenchReleaseError(
-            gettext("PEBench v%(version)s is %(status)s, not a built draft")
-            % {"version": release.version, "status": release.get_status_display()}
-        )
-    if fingerprint() != release.fingerprint:
-        raise PEBenchReleaseError(
-            gettext("PEBench's items or labels changed since this draft was built; build a new release")
-        )
-    release.status = PEBenchRelease.Status.PUBLISHED
-    release.published, release.published_by = timezone.now(), by
-    release.save(update_fields=["status", "published", "published_by"])
-    return release
+    def unchanged(release: PEBenchRelease) -> None:
+        if fingerprint() != release.fingerprint:
+            raise ReleaseError(
+                gettext("PEBench's items or labels changed since this draft was built; build a new release")
+            )
+
+    return releases.publish(release, by=by, check=unchanged)
 
 
 def step_lines(content: dict) -> list[str]:
@@ -257,13 +226,7 @@ def step_lines(content: dict) -> list[str]:
 
 
 def compare_releases(old: PEBenchRelease, new: PEBenchRelease) -> dict:
-    before = dict(old.items.values_list("key", "content_hash"))
-    after = dict(new.items.values_list("key", "content_hash"))
-    differing = sorted(k for k in set(before) & set(after) if before[k] != after[k])
-    changed = []
-    old_items = {i.key: i.content for i in old.items.filter(key__in=differing)}
-    for item in new.items.filter(key__in=differing).order_by("key"):
-        a, b = old_items[item.key], item.content
+    def changes(a: dict, b: dict) -> list[dict]:
         fields = []
         if step_lines(a) != step_lines(b):
             fields.append({"field": "steps", "diff": field_diff(step_lines(a), step_lines(b))})
@@ -272,8 +235,6 @@ def compare_releases(old: PEBenchRelease, new: PEBenchRelease) -> dict:
             for name in ("question_text", "reference_answer", "response")
             if a["studio"].get(name) != b["studio"].get(name)
         ]
-        if not fields:
-            fields.append({"field": "labels", "diff": []})  # another label than gold (an annotator's, a judge's)
-        changed.append({"key": item.key, "fields": fields})
-    return {"old": old.version, "new": new.version, "added": sorted(set(after) - set(before)),
-            "removed": sorted(set(before) - set(after)), "changed": changed}  # fmt: skip
+        return fields or [{"field": "labels", "diff": []}]  # another label than gold (an annotator's, a judge's)
+
+    return releases.compare(old, new, key="key", changes=changes)

@@ -67,7 +67,7 @@ class MyItems(generics.ListAPIView):
                 raise ValidationError({"audit": ["an audit id"]})
             ratings = ratings.filter(item__audit_id=int(audit))
         if self.request.query_params.get("pending", "").lower() in ("1", "true", "yes"):
-            ratings = ratings.pending().filter(item__audit__closed__isnull=True)
+            ratings = ratings.open().filter(item__audit__closed__isnull=True)
         return ratings  # in the order the slots were made (ById): audit, round, position
 
 

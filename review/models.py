@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from k12vista.models import TimedWork
+from k12vista.models import HandedInQuerySet, TimedWork
 
 
 class Kind(models.TextChoices):
@@ -153,15 +153,9 @@ class AuditItem(models.Model):
         return Q(question_id=self.question_id) if self.question_id else Q(cot_id=self.cot_id)
 
 
-class RatingQuerySet(models.QuerySet["Rating"]):
+class RatingQuerySet(HandedInQuerySet["Rating"]):
     def for_inspector(self, user: Any) -> RatingQuerySet:
         return self.filter(inspector=user)
-
-    def pending(self) -> RatingQuerySet:
-        return self.filter(submitted__isnull=True)
-
-    def done(self) -> RatingQuerySet:
-        return self.filter(submitted__isnull=False)
 
 
 class Rating(TimedWork):

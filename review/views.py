@@ -53,7 +53,7 @@ def get_rating_for_user(user, item_pk: int) -> Rating:
 
 def next_pending(user, audit: Audit | None = None, lot: str = "") -> Rating | None:
     """The inspector's next unrated item, in the audit and the lot (stratum) they narrowed their queue to."""
-    pending = Rating.objects.for_inspector(user).pending().filter(item__audit__closed__isnull=True)
+    pending = Rating.objects.for_inspector(user).open().filter(item__audit__closed__isnull=True)
     if audit is not None:
         pending = pending.filter(item__audit=audit)
     if lot:
@@ -136,7 +136,7 @@ def lot_query(lot: str) -> str:
 def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
     audit = get_audit_for_user(request.user, pk)
     lot = chosen_lot(request, audit)
-    mine_pending = Rating.objects.for_inspector(request.user).pending().filter(item__audit=audit)
+    mine_pending = Rating.objects.for_inspector(request.user).open().filter(item__audit=audit)
     rows = reports.rated_items(audit)
     later = AuditItem.objects.filter(audit=audit, round__gt=1).select_related("question", "cot")
     ctx = {
@@ -151,7 +151,7 @@ def audit_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "inspectors": audit.inspectors.order_by("username"),
         "lot_decisions": audit.lot_decisions.select_related("reaudit"),
         "decided": set(audit.lot_decisions.values_list("stratum", flat=True)),
-        "pending_ratings": Rating.objects.filter(item__audit=audit).pending().count(),
+        "pending_ratings": Rating.objects.filter(item__audit=audit).open().count(),
         "mine_pending": (mine_pending.filter(item__stratum=lot) if lot else mine_pending).count(),
     }
     return render(request, "review/audit_detail.html", ctx)

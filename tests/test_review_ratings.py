@@ -75,7 +75,7 @@ def test_two_inspectors_rating_the_same_item_at_once_both_count(audit, inspector
     assert second.get(url).status_code == 200  # both have the page open
     first.post(url, ALL_PASS)
     second.post(url, {**ALL_PASS, "solution": "fail", "solution_note": "第二步错误"})
-    saved = {r.inspector_id: r.verdicts["solution"] for r in Rating.objects.filter(item=rating.item).done()}
+    saved = {r.inspector_id: r.verdicts["solution"] for r in Rating.objects.filter(item=rating.item).submitted()}
     assert saved == {inspector.pk: True, other.inspector_id: False}
 
 
@@ -95,7 +95,7 @@ def test_the_rating_page_saves_and_moves_to_the_next_item(audit, inspector, logi
     assert response.status_code == 302 and response["Location"] == reverse("review:rate", args=[items[1]])
     bad = client.post(reverse("review:rate", args=[items[1]]), {**ALL_PASS, "answer": "fail"})
     assert bad.status_code == 400 and "failed dimension" in str(bad.context["form"].non_field_errors())
-    assert mine(audit, inspector).done().count() == 1
+    assert mine(audit, inspector).submitted().count() == 1
     for item_id in items[1:]:
         response = client.post(reverse("review:rate", args=[item_id]), ALL_PASS)
     assert response["Location"] == reverse("review:audit", args=[audit.pk])  # queue empty
@@ -189,5 +189,5 @@ def test_concurrent_saves_of_one_item_are_all_kept(inspector):
         thread.join()
     assert errors == []
     saved = Rating.objects.filter(item__audit=audit)
-    assert saved.count() == 3 and saved.done().count() == 3
+    assert saved.count() == 3 and saved.submitted().count() == 3
     assert saved.get(pk=ratings[1].pk).verdicts["solution"] is True
