@@ -16,12 +16,13 @@ from tests.test_pdf_segment_kinds import paper
 FONT = "china-s"
 
 
-def _as_outlines(doc: pymupdf.Document, dpi: int = 200) -> bytes:
-    """Each page as a picture only, the way an outlined paper reaches OCR: no text layer."""
+def _as_outlines(doc: pymupdf.Document) -> bytes:
+    """Each page with its glyphs drawn as vector paths and no text layer (an outlined paper): MuPDF's SVG
+    with text as paths, read back."""
     out = pymupdf.open()
     for page in doc:
-        png = page.get_pixmap(dpi=dpi, alpha=False).tobytes("png")
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, stream=png)
+        svg = pymupdf.open(stream=page.get_svg_image(text_as_path=True).encode(), filetype="svg")
+        out.insert_pdf(pymupdf.open("pdf", svg.convert_to_pdf()))
     return out.tobytes()
 
 
@@ -146,4 +147,4 @@ def test_a_text_page_with_its_one_line_under_the_header_is_not_ocrd():
         assert source == "text-layer" and "故选：C" in "".join(s.text for s in text.spans)
         outlined = pymupdf.open()
         outlined.insert_pdf(pymupdf.open(stream=_as_outlines(pdf)))
-        assert reading.has_unread_ink(outlined[0])  # the same page as a picture is OCR'd
+        assert reading.has_unread_ink(outlined[0])  # the same page outlined is OCR'd

@@ -133,12 +133,17 @@ def has_unread_ink(page: pymupdf.Page) -> bool:
     many vector paths (outlined glyphs). A text page with little in its body (the end of a solution at the
     top of the last page, under the running header) has neither, and OCR finds nothing more on it: it cost
     a few seconds a page, and loading the OCR models the first time, for nothing."""
+    return _has_page_picture(page) or len(page.get_cdrawings()) >= OUTLINE_PATHS
+
+
+def _has_page_picture(page: pymupdf.Page) -> bool:
+    """A picture over a fifth of the page: the page may be a scan."""
     area = page.rect.width * page.rect.height
     for info in page.get_image_info():
         x0, y0, x1, y1 = info["bbox"]
         if (x1 - x0) * (y1 - y0) >= SCAN_SHARE * area:
             return True
-    return len(page.get_cdrawings()) >= OUTLINE_PATHS
+    return False
 
 
 def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
@@ -148,7 +153,11 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
     joins two columns' lines across a narrow gutter, and nothing after it can
     take them apart again.
     """
-    image = dark_fills_as_print(render_image(page, dpi=OCR_DPI), dpi=OCR_DPI)
+    image = render_image(page, dpi=OCR_DPI)
+    if not _has_page_picture(page):
+        # Not on scans: an old scan's heavy type holds solid blots with holes that this would invert (the
+        # real 1985 and 1986 scans lost questions); outlined pages are where badges were lost.
+        image = dark_fills_as_print(image, dpi=OCR_DPI)
     scale = 72 / OCR_DPI
     spans = []
     edges = [0, *image_gutters(image), image.width]
