@@ -47,6 +47,8 @@ DEFAULT_EM = 10.5
 # 图1, 图 3-2 电路, 图甲; and the sub-figure marks (a), （乙）, 甲. (A)-(D) under pictures are options, not captions.
 FIGURE_NUMBER = re.compile(r"^(?:图\s*[0-9０-９一二三四五六七八九十甲乙丙丁]|第\s*\d{1,3}\s*(?:小)?题\s*图)")
 SUB_FIGURE = re.compile(r"^(?:[（(]\s*[a-h甲乙丙丁1-9一二三四五六]\s*[)）]|[甲乙丙丁]图?)$")
+QUESTION_FIGURE = re.compile(r"^题\s*图$")  # "the question's figure", alone under it: no number to link it by
+NAMED_CAPTION = re.compile(f"{FIGURE_NUMBER.pattern}|{QUESTION_FIGURE.pattern}")
 PLACEHOLDER = "[[formula-p{page}-{index}]]"  # in the page's text until the importer numbers it for its question
 PLACEHOLDER_RE = re.compile(r"\[\[formula-p(\d+)-(\d+)\]\]")
 
@@ -92,29 +94,34 @@ def page_em(page_text: PageText) -> float:
     return median(sizes) if sizes else DEFAULT_EM
 
 
-def _with_labels(box: Box, page_text: PageText, em: float) -> Box:
+def _with_labels(box: Box, page_text: PageText, em: float, runs: list[tuple[Box, str]]) -> Box:
     """Grows a figure's box over the short labels next to it and its caption under it, so the crop keeps them."""
     reach = (box[0] - LABEL_REACH_PT, box[1] - LABEL_REACH_PT, box[2] + LABEL_REACH_PT, box[3] + LABEL_REACH_PT)
     labels = [s.bbox for s in page_text.spans
               if LABEL.match(s.text) and _overlaps(s.bbox, reach) and _alone(s, page_text)]  # fmt: skip
     grown = union([box, *labels])
     below = (grown[0] - em, grown[3], grown[2] + em, grown[3] + CAPTION_REACH_EM * em)
-    captions = [b for b, text in text_runs(page_text) if is_caption(text) and _inside(b, below)]
+    captions = [b for b, text in runs if is_caption(text) and _inside(b, below)]
     return union([grown, *captions])
 
 
 def text_runs(page_text: PageText) -> list[tuple[Box, str]]:
     """Runs set one against the next on a baseline, joined: a caption "第" "4" "题图" (its digits in a
     Latin font) reads as one."""
-    runs: list[tuple[Box, str, Span]] = []
+    runs: list[tuple[list[float], list[str], Span]] = []
     for span in sorted(page_text.spans, key=lambda s: (round(s.baseline), s.bbox[0])):
         if runs:
-            box, text, last = runs[-1]
+            box, texts, last = runs[-1]
             if abs(span.baseline - last.baseline) <= 1 and span.bbox[0] - last.bbox[2] < 0.3 * max(span.size, 1):
-                runs[-1] = (union([box, span.bbox]), text + span.text, span)
+                # Grown in place: a page's runs are read for every figure on it (union per span was most
+                # of the figure search's time on text pages).
+                box[0], box[1] = min(box[0], span.bbox[0]), min(box[1], span.bbox[1])
+                box[2], box[3] = max(box[2], span.bbox[2]), max(box[3], span.bbox[3])
+                texts.append(span.text)
+                runs[-1] = (box, texts, span)
                 continue
-        runs.append((span.bbox, span.text, span))
-    return [(box, text) for box, text, _ in runs]
+        runs.append((list(span.bbox), [span.text], span))
+    return [((box[0], box[1], box[2], box[3]), "".join(texts)) for box, texts, _ in runs]
 
 
 # A vertex, a point, a quantity beside a drawing: a few Latin or Greek letters, digits, primes (no Chinese).
@@ -133,7 +140,11 @@ def _alone(span: Span, page_text: PageText) -> bool:
 
 def is_caption(text: str) -> bool:
     text = text.strip()
-    return (len(text) <= 20 and bool(FIGURE_NUMBER.match(text))) or (len(text) <= 4 and bool(SUB_FIGURE.match(text)))
+    return (
+        (len(text) <= 20 and bool(FIGURE_NUMBER.match(text)))
+        or (len(text) <= 4 and bool(SUB_FIGURE.match(text)))
+        or bool(QUESTION_FIGURE.match(text))
+    )
 
 
 # --- embedded images ---------------------------------------------------------------------
@@ -214,9 +225,15 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     images = _embedded(page)
     inline = [im for im in images if im.tiles == 1 and _formula_shaped(im.bbox, em, FORMULA_EM_MANY)
               and _beside_text(im.bbox, page_text, em)]  # fmt: skip
+    # A picture with its caption under it (图2, 第5题图) is a figure, however flat: a flow chart one line
+    # high set beside the text was taken for a formula, and its placeholder and caption went into the text.
+    runs = text_runs(page_text)  # once a page: every figure reads them
+    captioned = _captioned(inline + [im for im in images if _small(im.bbox)], runs, em)
+    inline = [im for im in inline if id(im) not in captioned]
     limit = FORMULA_EM_MANY if len(inline) >= FORMULA_MANY else FORMULA_EM
     formulas = [im for im in inline if _formula_shaped(im.bbox, em, limit)]
-    parts = [_Part(im.bbox, [im]) for im in images if im not in formulas and _side_ok(im.bbox, area)]
+    parts = [_Part(im.bbox, [im]) for im in images
+             if im not in formulas and (_side_ok(im.bbox, area) or id(im) in captioned)]  # fmt: skip
     for rect in page.cluster_drawings():
         box = (rect.x0, rect.y0, rect.x1, rect.y1)
         if _side_ok(box, area) and not _is_table(box, page_text):
@@ -225,7 +242,7 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
         parts += [_Part(box, []) for box in scan_figures(page, page_text, em)]
     merged = _merge(parts)
     # What touches a figure is part of it: labels set as formula images, stray small pictures.
-    labels = [im for im in images if im in formulas or _small(im.bbox)]
+    labels = [im for im in images if (im in formulas or _small(im.bbox)) and id(im) not in captioned]
     for part in merged:
         for image in labels:
             # Its middle on the figure (or just beside it): a picture of "(A)" under it is an option's, not its.
@@ -236,10 +253,10 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     formulas = [im for im in formulas if id(im) not in on_figures]
     regions = []
     for part in merged:
-        if not _side_ok(part.bbox, area):
+        if not _side_ok(part.bbox, area) and not any(id(im) in captioned for im in part.images):
             continue
-        box = _with_labels(part.bbox, page_text, em)
-        caption = _caption_of(box, page_text)
+        box = _with_labels(part.bbox, page_text, em, runs)
+        caption = _caption_of(box, runs)
         if page_text.ocr and part.images:
             # A picture on a page read by OCR (outlined text): its own box; OCR's lines next to it are too coarse
             # to tell a label from an option line.
@@ -256,9 +273,26 @@ def figure_regions(page: pymupdf.Page, page_text: PageText) -> list[FigureRegion
     return regions
 
 
-def _caption_of(box: Box, page_text: PageText) -> str:
+def _captioned(images: list[_Image], runs: list[tuple[Box, str]], em: float) -> set[int]:
+    """The ids of the images, at least three ems wide, with a caption that names a figure (图2, 第5题图,
+    题图) under them within about two lines (where a caption goes: ``_with_labels``)."""
+    wide = [im for im in images if im.bbox[2] - im.bbox[0] >= 3 * em]
+    if not wide:
+        return set()
+    # Named captions only: a sub-figure's mark ((b), 甲) also stands under a strip of option letters.
+    captions = [b for b, text in runs if len(text.strip()) <= 20 and NAMED_CAPTION.match(text.strip())]
+    found = set()
+    for image in wide:
+        box = image.bbox
+        below = (box[0] - em, box[3], box[2] + em, box[3] + CAPTION_REACH_EM * em)
+        if any(_inside(b, below) for b in captions):
+            found.add(id(image))
+    return found
+
+
+def _caption_of(box: Box, runs: list[tuple[Box, str]]) -> str:
     """The figure's own caption (图1, 第5题图), from the text inside its grown box; "" where it has none."""
-    found = [text.strip() for b, text in text_runs(page_text) if _inside(b, box) and FIGURE_NUMBER.match(text.strip())]
+    found = [text.strip() for b, text in runs if _inside(b, box) and FIGURE_NUMBER.match(text.strip())]
     return found[0][:20] if found else ""
 
 

@@ -314,7 +314,7 @@ def read_page(page: pymupdf.Page, number: int) -> tuple[PageText, str, list[figu
     """A page's text (its text layer, or OCR where it has none), its source and its figure regions."""
     page_text = reading.text_layer(page, number)
     source = "text-layer"
-    if not reading.has_usable_text(page_text):
+    if not reading.has_usable_text(page_text) and reading.has_unread_ink(page):
         backend = get_ocr_backend()
         page_text, source = reading.ocr_layer(page, number, backend), backend.name
     regions = figures.read_formulas(page, figures.figure_regions(page, page_text))

@@ -301,7 +301,10 @@ class Segmenter:
                 self.feed(Line(piece, line.bbox, line.page, line.key))
             return
         number = self._number(line, text)
-        if not number and not self.in_answers and not self.in_notice and self._opens_shared(text):
+        if not number and not self.in_answers and self._opens_shared(text):
+            # A notice's points say how to answer, never which questions to read something for: material
+            # for questions (阅读下列材料，回答1~3题) ends the notice before it.
+            self.in_notice = False
             self.shared[-1].lines.append(line)
             return
         if number and not self.in_answers and self._answers_begin(int(number.group(1)), text[number.end() :]):
@@ -553,8 +556,10 @@ class Segmenter:
     def _is_badge(self, line: Line, text: str) -> bool:
         """A number alone on its line, where the next question's number is due, at the column's left edge:
         the badge a question's number is printed in. The text on the next line is that question's."""
-        if not BADGE.match(text) or self.in_answers or self.in_notice:
+        if not BADGE.match(text) or self.in_answers:
             return False
+        if self.in_notice and id(line) not in self.badges:
+            return False  # a notice's points are numbered on their own lines, never in a run of badges
         value = int(text)
         last = self.questions[-1].number if self.questions else 0
         if value != last + 1 and not (not self.questions and id(line) in self.badges):
@@ -566,7 +571,7 @@ class Segmenter:
         column = [ln.bbox[0] for ln in current.lines if ln.key[:1] + ln.key[2:3] == line.key[:1] + line.key[2:3]]
         if column and line.bbox[0] > min(column) + reach:  # the lines of its column, not the column before
             return False
-        self.badge = (value, line)
+        self.badge, self.in_notice = (value, line), False
         return True
 
     def _after_badge(self, line: Line, text: str) -> tuple[Line, str]:
