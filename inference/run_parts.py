@@ -131,10 +131,11 @@ def finish_whole(run: InferenceRun, job: Job, progress: Progress) -> dict[str, A
     return counts
 
 
-def wait_for_parts(job: Job, progress: Progress) -> None:
+def wait_for_parts(job: Job, progress: Progress, *, failure: str = PARTS_FAILED) -> None:
     """Returns once every part of ``job`` has ended and succeeded (until then it parks: JobParked);
     JobFailure when a part failed, JobCancelled when one was cancelled. Any whole job that started
-    its parts with start_part_jobs (or start_job(part_of=...)) ends through this."""
+    its parts with start_part_jobs (or start_job(part_of=...)) ends through this; ``failure`` is the
+    failure's code (worded with n, of and error: a panel names its judges, not parts)."""
     try:
         progress(*parts_progress(job.pk))
         progress.wait_for_parts()
@@ -146,7 +147,7 @@ def wait_for_parts(job: Job, progress: Progress) -> None:
     parts = Job.objects.filter(params__part_of=job.pk)
     failed = list(parts.filter(status=Job.Status.FAILED).order_by("id").values_list("error", flat=True))
     if failed:
-        raise JobFailure(PARTS_FAILED, {"n": len(failed), "of": parts.count(), "error": failed[0][:300]})
+        raise JobFailure(failure, {"n": len(failed), "of": parts.count(), "error": failed[0][:300]})
     if parts.filter(status=Job.Status.CANCELLED).exists():
         raise JobCancelled
 

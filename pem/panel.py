@@ -36,10 +36,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext
 
 from inference import run_parts, scoring
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista import job_text
+from k12vista.job_text import failure_wording
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
@@ -47,6 +49,7 @@ from pem import agreement_store, chains
 from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
 
 JOB_KIND = "pem.panel"
+JUDGES_FAILED = "pem.panel_judges_failed"
 VOTE_CHUNK = 500  # chains per round of the vote: memory flat in the number of chains
 
 
@@ -144,12 +147,17 @@ def run_panel_job(job: Job, progress: Progress) -> dict:
             for run in runs:
                 scoring.start_judging(run, user=job.started_by, title=run.name, part_of=job)
     # Each judge's job stores its scoring run's slices (the leaderboard's) as it ends.
-    run_parts.wait_for_parts(job, progress)
+    run_parts.wait_for_parts(job, progress, failure=JUDGES_FAILED)
     progress(*run_parts.parts_progress(job.pk))
     labelled = {run.judge.name: chains.labels_from_scoring_run(scoring_run=run) for run in runs}
     counts = vote(panel)
     agreement_store.refresh_after_change()
     return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}
+
+
+@failure_wording(JUDGES_FAILED)
+def judges_failed_message(params: dict[str, Any]) -> str:
+    return gettext("%(n)d of the panel's %(of)d judge jobs failed; nothing was voted; the first: %(error)s") % params
 
 
 # --- the vote ---------------------------------------------------------------------------

@@ -168,7 +168,9 @@ def test_a_panel_fails_when_a_judge_fails_and_a_restart_judges_only_what_is_left
 
     monkeypatch.setattr(sys.modules["vllm"].LLM, "chat", broken_for_j2)
     assert run_with_parts(board.job_id) == Job.Status.FAILED
-    assert "CUDA out of memory" in Job.objects.get(pk=board.job_id).error
+    failed = Job.objects.get(pk=board.job_id)
+    assert failed.error_code == panel.JUDGES_FAILED and "CUDA out of memory" in failed.error
+    assert failed.error.startswith("1 of the panel's 2 judge jobs failed; nothing was voted")
     assert not PanelVote.objects.exists()  # no vote on half the judges
     monkeypatch.setattr(sys.modules["vllm"].LLM, "chat", real_chat)
     board.refresh_from_db()
