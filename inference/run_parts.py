@@ -20,10 +20,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import gettext
 
-from inference.models import InferenceRun, Response
+from inference.models import InferenceRun, Response, ScoringRun
 from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
 from k12vista.jobs import JobCancelled, Progress, cancel_job, start_job, unfinished_parts
@@ -51,6 +51,12 @@ def rows_of(run: InferenceRun, span: Span | None):
     return rows if span is None else rows.filter(id__gte=span[0], id__lte=span[1])
 
 
+def rows_of_judgments(run: ScoringRun, span: Span | None):
+    """A scoring run's judgments, or those of one part."""
+    rows = run.judgments.all()
+    return rows if span is None else rows.filter(id__gte=span[0], id__lte=span[1])
+
+
 def counts(run: InferenceRun, span: Span | None) -> dict[str, int]:
     """What a job answered: the run's counts, or its part's."""
     if span is None:
@@ -67,7 +73,12 @@ def spans(run: InferenceRun, size: int) -> list[tuple[Span, int, int]]:
     """((first, last), done, total) of each part, in id order; empty when at most ``size`` rows
     are pending (the whole job answers them). Every part has at most ``size`` pending rows, and
     together they cover every row of the run, so the parts' counts add up to the run's."""
-    rows = list(run.responses.order_by("id").values_list("id", "status"))
+    return row_spans(run.responses.all(), size)
+
+
+def row_spans(rows_of_run: QuerySet, size: int) -> list[tuple[Span, int, int]]:
+    """spans() over any rows with a "pending" status: a run's answers, a scoring run's judgments."""
+    rows = list(rows_of_run.order_by("id").values_list("id", "status"))
     pending = [pk for pk, status in rows if status == Response.Status.PENDING]
     if len(pending) <= size:
         return []
@@ -97,18 +108,34 @@ def start_parts(run: InferenceRun, job: Job) -> bool:
     if has_parts(job):
         return True
     counted = spans(run, settings.RUN_PART_SIZE)
+    start_part_jobs(job, counted, params={"run_id": run.pk}, name=run.name)
+    return bool(counted)
+
+
+def start_part_jobs(job: Job, counted: list[tuple[Span, int, int]], *, params: dict[str, Any], name: str) -> None:
+    """One part-job per span, of the whole job's kind and queue, ``params`` plus its span."""
     for n, ((first, last), done, total) in enumerate(counted, start=1):
         part = start_job(kind=job.kind, user=job.started_by, queue=job.queue, part_of=job,
-                         params={"run_id": run.pk, "first_id": first, "last_id": last},
-                         title=job_text.title("run_part", name=run.name, n=n, of=len(counted)))  # fmt: skip
+                         params={**params, "first_id": first, "last_id": last},
+                         title=job_text.title("run_part", name=name, n=n, of=len(counted)))  # fmt: skip
         # Counted now, so the whole job's bar has its total before any part starts.
         Job.objects.filter(pk=part.pk).update(done=done, total=total)
-    return bool(counted)
 
 
 def finish_whole(run: InferenceRun, job: Job, progress: Progress) -> dict[str, Any]:
     """The whole job's end, once every part has ended (until then it parks: JobParked): failed
     when a part failed, cancelled when one was cancelled, else the run's counts."""
+    wait_for_parts(job, progress)
+    counts = run.counts()
+    progress(counts["total"] - counts["pending"], counts["total"])
+    return counts
+
+
+def wait_for_parts(job: Job, progress: Progress, *, failure: str = PARTS_FAILED) -> None:
+    """Returns once every part of ``job`` has ended and succeeded (until then it parks: JobParked);
+    JobFailure when a part failed, JobCancelled when one was cancelled. Any whole job that started
+    its parts with start_part_jobs (or start_job(part_of=...)) ends through this; ``failure`` is the
+    failure's code (worded with n, of and error: a panel names its judges, not parts)."""
     try:
         progress(*parts_progress(job.pk))
         progress.wait_for_parts()
@@ -120,12 +147,9 @@ def finish_whole(run: InferenceRun, job: Job, progress: Progress) -> dict[str, A
     parts = Job.objects.filter(params__part_of=job.pk)
     failed = list(parts.filter(status=Job.Status.FAILED).order_by("id").values_list("error", flat=True))
     if failed:
-        raise JobFailure(PARTS_FAILED, {"n": len(failed), "of": parts.count(), "error": failed[0][:300]})
+        raise JobFailure(failure, {"n": len(failed), "of": parts.count(), "error": failed[0][:300]})
     if parts.filter(status=Job.Status.CANCELLED).exists():
         raise JobCancelled
-    counts = run.counts()
-    progress(counts["total"] - counts["pending"], counts["total"])
-    return counts
 
 
 def parts_progress(whole_id: int) -> tuple[int, int]:
@@ -146,10 +170,28 @@ def progress_of(job: Job, progress: Progress) -> Progress:
     return PartProgress(job, progress.token) if span_of(job) is not None else progress
 
 
+def nested_progress(job: Job, progress: Progress) -> Progress:
+    """progress_of for jobs whose wholes are parts too (a judge's scoring part, of its scoring run's
+    job, of a panel's job): each waiting whole up the line shows the sum of its parts."""
+    wholes: list[int] = []
+    at = job.params.get("part_of") if isinstance(job.params, dict) else None
+    while isinstance(at, int) and at not in wholes and len(wholes) < 4:  # 4: a bound, not a depth we use
+        wholes.append(at)
+        params = Job.objects.filter(pk=at).values_list("params", flat=True).first()
+        at = params.get("part_of") if isinstance(params, dict) else None
+    if not wholes:
+        return progress
+    nested = PartProgress(job, progress.token)
+    nested.wholes = wholes
+    return nested
+
+
 class PartProgress(Progress):
-    """A part's progress: its own row, and now and then its whole job's bar."""
+    """A part's progress: its own row, and now and then its whole job's bar (and, from
+    nested_progress, the bars of the wholes above that, innermost first)."""
 
     reported = 0.0
+    wholes: list[int] | None = None
 
     def __call__(self, done: int, total: int | None = None) -> None:
         super().__call__(done, total)
@@ -157,7 +199,8 @@ class PartProgress(Progress):
         now = time.monotonic()
         if isinstance(whole, int) and (now - self.reported >= WHOLE_REPORT_SECONDS or done == total):
             self.reported = now
-            report_whole(whole)
+            for above in self.wholes or [whole]:
+                report_whole(above)
 
 
 @failure_wording(PARTS_FAILED)

@@ -1,5 +1,9 @@
 """Scoring runs: a judge model scores the responses of one inference run
-(PIPELINE.md stage 9), as a job on the io queue.
+(PIPELINE.md stage 9), as a job: on the io queue for a judge behind HTTP, on the
+judge's GPU class queue for an offline (vLLM) engine, on the cpu queue for a
+transformers judge. A scoring run over more than RUN_PART_SIZE pending judgments is
+split into part-jobs by judgment-id range, as inference runs are (run_parts), so
+several workers judge one run.
 
 Direct mode: the judge extracts the reference and the model's sub-answers and
 marks each 0 or 1; the score is the mean. Step by step: the judge splits the
@@ -22,12 +26,13 @@ from statistics import fmean
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from inference import calls, client, default_prompts, engines, parsing, prompts, standings
+from inference import calls, client, default_prompts, engines, gpu_classes, parsing, prompts, run_parts, standings
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -93,14 +98,16 @@ def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method
     if not judge.active:
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": judge})
     require_api_key(judge)
-    # A transformers endpoint (a trained PEM on CPU) judges in a scoring run of its own; a panel's
-    # one job calls its judges over HTTP.
-    judges_here = {ModelEndpoint.Kind.OPENAI} | ({ModelEndpoint.Kind.TRANSFORMERS} if local_ok else set())
+    # Every judge judges in a job of its own (a panel starts one per judge), on its kind's queue.
+    # local_ok is kept for callers that refuse a CPU judge; an offline engine must fit a GPU class.
+    judges_here = {ModelEndpoint.Kind.OPENAI, ModelEndpoint.Kind.VLLM_OFFLINE}
+    judges_here |= {ModelEndpoint.Kind.TRANSFORMERS} if local_ok else set()
     if judge.kind not in judges_here:
         raise EndpointError(
             gettext("%(kind)s endpoints cannot judge here; choose an OpenAI-compatible one")
             % {"kind": judge.get_kind_display()}
         )
+    job_queue(judge)  # an offline engine no GPU class of the cluster can hold is refused here (EndpointError)
     # A partial run would score the answers that happened to arrive first.
     answering = inference_run.job is not None and not inference_run.job.is_finished
     if answering or inference_run.responses.filter(status=Response.Status.PENDING).exists():
@@ -245,6 +252,10 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
     (the inference run's failed items were retried) are judged too."""
     if scoring_run.job is not None and not scoring_run.job.is_finished:
         raise ScoringError(gettext("%(run)s is still running") % {"run": scoring_run})
+    try:
+        job_queue(scoring_run.judge)  # an offline judge no GPU class holds any more: refused, nothing changed
+    except EndpointError as exc:
+        raise ScoringError(str(exc)) from None
     judgments = scoring_run.judgments.filter(
         Q(status__in=FAILED_STATUSES) | Q(status=Judgment.Status.NO_RESPONSE, response__status=Response.Status.OK)
     )
@@ -252,9 +263,27 @@ def rescore_failed(*, scoring_run: ScoringRun, user: Any) -> Job:
     return _start_job(scoring_run, user=user, title=job_text.title("rescore", name=scoring_run.name))
 
 
-def _start_job(run: ScoringRun, *, user: Any, title: str | dict) -> Job:
-    kind = "inference.score_local" if run.judge.kind == ModelEndpoint.Kind.TRANSFORMERS else "inference.score"
-    run.job = start_job(kind=kind, user=user, params={"scoring_run_id": run.pk}, title=title)
+JOB_KINDS: dict[str, str] = {
+    ModelEndpoint.Kind.TRANSFORMERS: "inference.score_local",
+    ModelEndpoint.Kind.VLLM_OFFLINE: "inference.score_offline",
+}
+
+
+def job_queue(judge: ModelEndpoint) -> str | None:
+    """The queue of the judge's scoring jobs when it is not the kind's: an offline engine's GPU
+    class (EndpointError when none fits)."""
+    return gpu_classes.queue_for(judge) if judge.kind == ModelEndpoint.Kind.VLLM_OFFLINE else None
+
+
+def _start_job(run: ScoringRun, *, user: Any, title: str | dict, part_of: Job | None = None) -> Job:
+    return start_judging(run, user=user, title=title, part_of=part_of)
+
+
+def start_judging(run: ScoringRun, *, user: Any, title: str | dict, part_of: Job | None = None) -> Job:
+    """Starts the scoring run's job on its judge's queue; ``part_of`` a panel's job, whose end it wakes."""
+    kind = JOB_KINDS.get(run.judge.kind, "inference.score")
+    run.job = start_job(kind=kind, user=user, params={"scoring_run_id": run.pk}, title=title, part_of=part_of,
+                        queue=job_queue(run.judge))  # fmt: skip
     run.save(update_fields=["job"])
     return run.job
 
@@ -297,13 +326,49 @@ def mark_missing_answers(run: ScoringRun) -> int:
 
 @job_handler("inference.score", queue=Job.Queue.IO)
 def run_scoring_job(job: Job, progress: Progress) -> dict:
-    """Judges every pending judgment with at most the judge's max_concurrency
-    requests in flight. Safe to run again: finished judgments are skipped."""
+    """Judges every pending judgment (of the run, or of its part: run_parts) with at most the
+    judge's max_concurrency requests in flight. Safe to run again: finished judgments are skipped."""
     run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
-    pending, done_before, total = prepare_judging(run)
+    span = run_parts.span_of(job)
+    if span is None and in_parts(run, job):
+        return finish_whole(run, job, progress)  # parks until its parts have ended
+    progress = run_parts.nested_progress(job, progress)
+    pending, done_before, total = prepare_judging(run, span, rows_made=True)
     progress(done_before, total)
     async_to_sync(judge_pending)(run, pending, progress, done_before, total)
-    standings.take_snapshot(run, job=job)  # the leaderboard reads these slices, never the rows
+    return finish_judging(run, job, span)
+
+
+def in_parts(run: ScoringRun, job: Job) -> bool:
+    """For a scoring run's whole job: creates its judgments (NO_RESPONSE where there is nothing to
+    judge) and, for a run too large for one worker, starts its part-jobs by judgment-id range, once,
+    all or none. True when the job has parts to wait for."""
+    with transaction.atomic():
+        if run_parts.has_parts(job):
+            return True
+        create_missing_judgments(run)
+        mark_missing_answers(run)
+        counted = run_parts.row_spans(run.judgments.all(), settings.RUN_PART_SIZE)
+        run_parts.start_part_jobs(job, counted, params={"scoring_run_id": run.pk}, name=run.name)
+    return bool(counted)
+
+
+def finish_whole(run: ScoringRun, job: Job, progress: Progress) -> dict:
+    """The whole job's end once its parts have ended (failed or cancelled with them)."""
+    run_parts.wait_for_parts(job, progress)
+    result = coverage(run)
+    progress(result["total"] - result[Judgment.Status.PENDING.value], result["total"])
+    standings.take_snapshot(run, job=job)
+    return result
+
+
+def finish_judging(run: ScoringRun, job: Job, span: run_parts.Span | None) -> dict:
+    """A job's result once it judged its rows: a part's own counts; for a whole job the run's
+    coverage, with the leaderboard's slices stored (it reads these, never the rows)."""
+    if span is not None:
+        statuses = run_parts.rows_of_judgments(run, span).values_list("status").annotate(n=Count("id"))
+        return {"judgments": dict(statuses.order_by())}
+    standings.take_snapshot(run, job=job)
     return coverage(run)
 
 
@@ -316,15 +381,33 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
     PEM), a batch at a time: each batch is saved before the next. Outputs that
     cannot be read are asked again, at most PARSE_RETRIES times, in the next
     round of the batch."""
+    return _score_in_batches(job, progress, engines.local_chat_batch, LOCAL_BATCH)
+
+
+OFFLINE_BATCH = 256  # conversations per engine call, as an offline inference run's (services.OFFLINE_BATCH)
+
+
+@job_handler("inference.score_offline", queue=Job.Queue.GPU)
+def run_offline_scoring_job(job: Job, progress: Progress) -> dict:
+    """The same scoring with vLLM's offline engine on this GPU worker (its class's queue), in
+    batches; a large scoring run is split into parts, each judged by a worker of the class."""
+    return _score_in_batches(job, progress, engines.chat_batch, OFFLINE_BATCH)
+
+
+def _score_in_batches(job: Job, progress: Progress, chat_batch: Callable[..., list], batch_size: int) -> dict:
     run = ScoringRun.objects.select_related("judge", "inference_run").get(pk=job.params["scoring_run_id"])
-    pending, done, total = prepare_judging(run)
+    span = run_parts.span_of(job)
+    if span is None and in_parts(run, job):
+        return finish_whole(run, job, progress)  # parks until its parts have ended
+    progress = run_parts.nested_progress(job, progress)
+    pending, done, total = prepare_judging(run, span, rows_made=True)
     progress(done, total)
     # Structured output is an HTTP server's feature; the local engine generates freely.
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     # The reference judge sets no length or sampling: the model's own (not local_engine's 512 tokens).
     options = {"engine_defaults": True} if run.protocol == Protocol.REFERENCE else {}
-    for start in range(0, len(pending), LOCAL_BATCH):
-        batch = pending[start : start + LOCAL_BATCH]
+    for start in range(0, len(pending), batch_size):
+        batch = pending[start : start + batch_size]
         verdicts = {judgment.pk: Verdict() for judgment in batch}
         asking = list(batch)
         for _ in range(tries(run)):
@@ -332,7 +415,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
                 break
             conversations = [judge_messages(run, judgment) for judgment in asking]
             try:
-                completions = engines.local_chat_batch(run.judge, conversations, params, **options)
+                completions = chat_batch(run.judge, conversations, params, **options)
             except engines.EngineUnavailable as exc:
                 for judgment in asking:
                     verdicts[judgment.pk].call_error, verdicts[judgment.pk].call_attempts = str(exc), 1
@@ -351,20 +434,22 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
         save_judgments([(j, *judgment_fields(run.method, verdicts[j.pk])) for j in batch])
         done += len(batch)
         progress(done, total)
-    standings.take_snapshot(run, job=job)
-    return coverage(run)
+    return finish_judging(run, job, span)
 
 
-def prepare_judging(run: ScoringRun) -> tuple[list[Judgment], int, int]:
-    """Rows for every response, NO_RESPONSE where there is nothing to judge;
-    (pending judgments, judgments done, total)."""
-    create_missing_judgments(run)
-    mark_missing_answers(run)
-    total = run.judgments.count()
-    done_before = run.judgments.exclude(status=Judgment.Status.PENDING).count()
-    pending = list(
-        run.judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id")
-    )
+def prepare_judging(
+    run: ScoringRun, span: run_parts.Span | None = None, *, rows_made: bool = False
+) -> tuple[list[Judgment], int, int]:
+    """Rows for every response, NO_RESPONSE where there is nothing to judge (skipped when the
+    whole job made them: in_parts); (pending judgments, judgments done, total) of the run or of
+    its part ``span``."""
+    if not rows_made:
+        create_missing_judgments(run)
+        mark_missing_answers(run)
+    judgments = run_parts.rows_of_judgments(run, span)
+    total = judgments.count()
+    done_before = judgments.exclude(status=Judgment.Status.PENDING).count()
+    pending = list(judgments.filter(status=Judgment.Status.PENDING).select_related("response__question").order_by("id"))
     return pending, done_before, total
 
 

@@ -32,6 +32,7 @@ KIND_LABELS = {
     "inference.run_offline": _("Inference run (vLLM offline engine)"),
     "inference.score": _("Scoring run"),
     "inference.score_local": _("Scoring run on a local model"),
+    "inference.score_offline": _("Scoring run (vLLM offline engine)"),
     "inference.campaign": _("Campaign"),
     "inference.export_reference_results": _("Export results in the reference layout"),
     "k12vista.worker_check": _("Worker check (cpu queue)"),

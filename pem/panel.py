@@ -1,8 +1,12 @@
 """A judge panel with a real majority (PIPELINE.md stage 7, PEM-800K labels).
 
 N judge models label every step of some inference runs' chains through
-step-by-step scoring runs (inference.scoring, one per run and judge, all
-judged in the panel's one job); their labels are aligned onto the chains'
+step-by-step scoring runs (inference.scoring, one per run and judge). The
+panel's job starts each scoring run's job as a part of itself, on its judge's
+queue (io for HTTP, the GPU class queue for an offline engine, cpu for a
+transformers judge), so the judges judge in parallel across workers, each split
+into parts when large (run_parts); the panel's job parks until the last has
+ended, then votes. Their labels are aligned onto the chains'
 steps (``pem.chains.labels_from_scoring_run``), then ``vote`` decides each
 step:
 
@@ -27,17 +31,17 @@ rater=<panel name>)`` so agreement statistics read them with the rest.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.db import transaction
+from django.utils.translation import gettext
 
-from inference import scoring, standings
+from inference import run_parts, scoring
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista import job_text
+from k12vista.job_text import failure_wording
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
@@ -45,6 +49,7 @@ from pem import agreement_store, chains
 from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
 
 JOB_KIND = "pem.panel"
+JUDGES_FAILED = "pem.panel_judges_failed"
 VOTE_CHUNK = 500  # chains per round of the vote: memory flat in the number of chains
 
 
@@ -99,7 +104,13 @@ def start_panel(
             title = f"{name} · {judge.name} · {run.name}"
             panel.scoring_runs.add(
                 scoring.create_scoring_run(
-                    inference_run=run, judge=judge, method=method, user=user, params=params, name=title
+                    inference_run=run,
+                    judge=judge,
+                    method=method,
+                    user=user,
+                    params=params,
+                    name=title,
+                    local_ok=True,  # each judge judges in a job of its own, on its kind's queue
                 )  # fmt: skip
             )
     panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{name}")
@@ -123,39 +134,30 @@ def restart_panel(*, panel: PanelRun, user: Any) -> Job:
 
 @job_handler(JOB_KIND, queue=Job.Queue.IO)
 def run_panel_job(job: Job, progress: Progress) -> dict:
-    """Chains for every run (idempotent), all judges at once, their labels
-    aligned, then the vote. Safe to run again: judged items are skipped and the
-    labels and votes are replaced, never duplicated."""
+    """Chains for every run (idempotent), then one job per scoring run (judge x run) as parts of
+    this one, in parallel on their workers; once all have ended (it parks until then), their labels
+    aligned and the vote. Safe to run again: the judges' jobs are started once per panel job, judged
+    items are skipped and the labels and votes are replaced, never duplicated."""
     panel = PanelRun.objects.get(pk=job.params["panel_run_id"])
-    for inference_run in panel.inference_runs.all():
-        chains.cots_from_run(inference_run=inference_run)
     runs = list(panel.scoring_runs.select_related("judge", "inference_run").order_by("id"))
-    prepared = [scoring.prepare_judging(run) for run in runs]
-    parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
-
-    def part(n: int):
-        def report(done: int, total: int | None = None) -> None:
-            parts[n] = (done, total or 0)
-            progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
-
-        return report
-
-    async def judge_all() -> None:
-        async with asyncio.TaskGroup() as group:
-            for n, (run, (pending, done, total)) in enumerate(zip(runs, prepared, strict=True)):
-                group.create_task(scoring.judge_pending(run, pending, part(n), done, total))
-
-    progress(sum(d for d, _ in parts.values()), sum(t for _, t in parts.values()))
-    try:
-        async_to_sync(judge_all)()
-    except* Exception as group_error:
-        raise group_error.exceptions[0] from None
+    if not run_parts.has_parts(job):
+        for inference_run in panel.inference_runs.all():
+            chains.cots_from_run(inference_run=inference_run)
+        with transaction.atomic():  # all the judges' jobs or none, queued when this commits
+            for run in runs:
+                scoring.start_judging(run, user=job.started_by, title=run.name, part_of=job)
+    # Each judge's job stores its scoring run's slices (the leaderboard's) as it ends.
+    run_parts.wait_for_parts(job, progress, failure=JUDGES_FAILED)
+    progress(*run_parts.parts_progress(job.pk))
     labelled = {run.judge.name: chains.labels_from_scoring_run(scoring_run=run) for run in runs}
-    for run in runs:  # each judge's scoring run is finished: its slices, as a scoring job stores them
-        standings.take_snapshot(run, job=job)
     counts = vote(panel)
     agreement_store.refresh_after_change()
     return {**counts, "labels": {name: report["labelled"] for name, report in labelled.items()}}
+
+
+@failure_wording(JUDGES_FAILED)
+def judges_failed_message(params: dict[str, Any]) -> str:
+    return gettext("%(n)d of the panel's %(of)d judge jobs failed; nothing was voted; the first: %(error)s") % params
 
 
 # --- the vote ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pem import panel, splitting
 from pem.models import ChainOfThought, SplitResult, StepLabel, TrainingExport, TrainingRun
 from pem.training import exports, formats, jobs, train
 from tests.annotation_factories import make_question
+from tests.job_runs import run_with_parts
 from tests.model_server import (
     ML_PYTHON,
     MODEL_NAME,
@@ -155,7 +156,7 @@ def test_a_researcher_goes_from_a_campaign_to_a_trained_pem_that_scores_step_by_
         judges = [endpoint(f"j{n}", scripted) for n in range(1, 5)]
         board = panel.start_panel(name="four", inference_runs=list(runs.values()), judges=judges, user=researcher)
         assert board.threshold == 3
-        run_job(board.job_id)
+        assert run_with_parts(board.job_id) == Job.Status.SUCCEEDED  # one job per judge, as parts of the panel's
         board.refresh_from_db()
         assert board.counts["missing_votes"]["j4"] == 6 and board.counts["no_majority"] == 0
         assert board.counts["chains_fully_decided"] == 6

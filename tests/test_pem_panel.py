@@ -10,10 +10,10 @@ from django.urls import reverse
 
 from inference import services
 from inference.models import Judgment, ModelEndpoint
-from k12vista.jobs import execute_job
 from pem import panel
 from pem.models import ChainOfThought, PanelRun, PanelVote, StepLabel
 from tests.annotation_factories import make_question
+from tests.job_runs import run_with_parts
 from tests.pem_factories import answer, make_run
 from tests.scripted_models import Servers, user_text
 
@@ -81,7 +81,7 @@ def test_four_judges_decide_by_a_three_vote_majority_and_count_what_they_cannot_
     run = answered_run()
     started = panel.start_panel(name="四人组", inference_runs=[run], judges=judges, user=researcher, explainer="j2")
     assert started.threshold == 3 and started.scoring_runs.count() == 4  # a strict majority of four
-    execute_job(started.job_id)
+    run_with_parts(started.job_id)
     started.refresh_from_db()
     counts = started.counts
     assert (counts["steps"], counts["decided"], counts["no_majority"]) == (5, 3, 2)
@@ -110,7 +110,7 @@ def test_four_judges_decide_by_a_three_vote_majority_and_count_what_they_cannot_
 @pytest.mark.django_db
 def test_without_an_explainer_the_first_majority_judge_explains(judges, researcher, sent):
     started = panel.start_panel(name="p", inference_runs=[answered_run()], judges=judges, user=researcher)
-    execute_job(started.job_id)
+    run_with_parts(started.job_id)
     assert set(PanelVote.objects.decided().filter(panel_run=started).values_list("explained_by", flat=True)) == {"j1"}
 
 
@@ -121,13 +121,13 @@ def test_a_panel_refreshes_the_stored_agreement_report_once(judges, researcher, 
 
     settings.AGREEMENT_INLINE_LABELS = 0  # "large": the report is only ever computed by its job
     started = panel.start_panel(name="p", inference_runs=[answered_run()], judges=judges, user=researcher)
-    execute_job(started.job_id)
+    run_with_parts(started.job_id)
     refreshes = Job.objects.filter(kind=agreement_store.KIND)
     assert sorted(refreshes.values_list("params__scope", "started_by")) == [("all", None), ("pebench", None)]
     started.refresh_from_db()
     started.job.refresh_from_db()
     again = panel.restart_panel(panel=started, user=researcher)
-    execute_job(again.pk)
+    run_with_parts(again.pk)
     assert refreshes.count() == 2  # the first ones are still queued: they will read these labels too
 
 
@@ -164,7 +164,7 @@ def test_the_panel_screen_api_and_command(judges, researcher, annotator, login, 
                                                           "runs": [run.pk]})  # fmt: skip
     started = PanelRun.objects.get()
     assert response.status_code == 302 and started.threshold == 2
-    execute_job(started.job_id)
+    run_with_parts(started.job_id)
     page = client.get(reverse("pem:panel", args=[started.pk])).content.decode()
     assert 'class="progress"' in page and 'data-count="no_majority"' in page and 'id="undecided"' in page
     refused = client.post(reverse("pem:panel_create"), {"name": "太少", "judges": [judges[0].pk], "runs": [run.pk],
@@ -190,7 +190,7 @@ def test_a_real_model_that_answers_garbage_casts_no_votes(tiny_model_server, jud
                                                          accepts_images=False, default_params={"max_tokens": 8}),
                                   user=None)  # fmt: skip
     started = panel.start_panel(name="真", inference_runs=[answered_run()], judges=[*judges[:3], real], user=researcher)
-    execute_job(started.job_id)
+    run_with_parts(started.job_id)
     started.refresh_from_db()
     assert started.counts["missing_votes"]["tiny"] == 5
     assert (started.counts["decided"], started.counts["no_majority"]) == (3, 2)
@@ -225,7 +225,7 @@ def test_a_judge_that_times_out_or_answers_garbage_casts_no_vote_and_the_format_
                                                                 timeout_seconds=1), user=None)
                   for name in replies]  # fmt: skip
         started = panel.start_panel(name="timeouts", inference_runs=[answered_run()], judges=judges, user=researcher)
-        assert execute_job(started.job_id) == "succeeded"
+        assert run_with_parts(started.job_id) == "succeeded"
     finally:
         servers.stop()
     started.refresh_from_db()

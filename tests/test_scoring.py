@@ -295,8 +295,11 @@ def test_it_refuses_a_method_that_does_not_match_the_mode(judge_server, research
     assert not ScoringRun.objects.exists() and not Job.objects.exists()
 
 
-@pytest.mark.parametrize("change", [{"active": False}, {"kind": "vllm_offline"}])
-def test_it_refuses_a_judge_that_is_off_or_not_reachable_over_http(judge_server, researcher, change):
+@pytest.mark.parametrize("change", [{"active": False}, {"kind": "vllm_offline", "gpu_count": 8}])
+def test_it_refuses_a_judge_that_is_off_or_an_offline_engine_no_gpu_class_holds(
+    judge_server, researcher, change, settings
+):
+    settings.GPU_CLASSES = ["1x80g", "4x80g"]
     judge = judge_endpoint(judge_server)
     ModelEndpoint.objects.filter(pk=judge.pk).update(**change)
     judge.refresh_from_db()
