@@ -315,12 +315,15 @@ def image_data_url(content: bytes, *, max_side: int) -> str:
 
 
 def build_messages(*, system: str, user: str, image_urls: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The text before the figures: the prompts put their fixed instructions first and the item's own
+    parts last, so requests of a run share a long prefix a server's prefix cache reuses; a figure
+    first would end that prefix at the system prompt (bench/prefix_share.py)."""
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
     if image_urls:
-        parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}} for url in image_urls]
-        parts.append({"type": "text", "text": user})
+        parts: list[dict[str, Any]] = [{"type": "text", "text": user}]
+        parts.extend({"type": "image_url", "image_url": {"url": url}} for url in image_urls)
         messages.append({"role": "user", "content": parts})
     else:
         messages.append({"role": "user", "content": user})

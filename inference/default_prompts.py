@@ -282,16 +282,17 @@ def _answer_heading(question_type: QuestionType) -> str:
 
 def _answer_direct(question_type: QuestionType) -> DefaultPrompt:
     form = _ANSWER_FORMATS[question_type]
+    # The fixed instructions first, the question's own parts last: a run's requests share a long prefix.
     user = "\n".join(
         [
-            _answer_heading(question_type),
-            form.body,
-            "",
             "【作答要求】",
             "请直接给出答案：不要写分析、推理、公式推导或计算过程，也不要解释理由。",
             form.rule,
             "请严格按下面的格式输出，除此之外不要输出任何内容：",
             form.example,
+            "",
+            _answer_heading(question_type),
+            form.body,
         ]
     )
     return DefaultPrompt(
@@ -308,9 +309,6 @@ def _answer_step_by_step(question_type: QuestionType) -> DefaultPrompt:
     form = _ANSWER_FORMATS[question_type]
     user = "\n".join(
         [
-            _answer_heading(question_type),
-            form.body,
-            "",
             "【作答要求】",
             "请一步一步地推理求解，把解题过程写成编号的步骤，每个步骤单独起一行：",
             f"{STEP_PREFIX}1：……",
@@ -320,6 +318,9 @@ def _answer_step_by_step(question_type: QuestionType) -> DefaultPrompt:
             form.rule,
             "最终答案的格式：",
             form.example,
+            "",
+            _answer_heading(question_type),
+            form.body,
         ]
     )
     return DefaultPrompt(
@@ -346,7 +347,7 @@ _JUDGE_DIRECT = DefaultPrompt(
         [
             _text(
                 """
-                下面是一道${subject}题（${grade}）的题目、标准答案、参考解析和学生的回答。请按顺序完成：
+                本题的题目、标准答案、参考解析和学生的回答在最后给出。请按顺序完成：
                 1. 读懂题目，确定它一共要求几个答案：每个空、每个小问各算一个，选择题算一个。
                 2. 从标准答案中按顺序提取这些答案，写入 reference_answers。
                 3. 在学生的回答中找到与每个答案对应的最终结论，按相同顺序写入 model_answers；
@@ -355,19 +356,6 @@ _JUDGE_DIRECT = DefaultPrompt(
                    写法不同但等价（如 0.5 与 $\\frac{1}{2}$、化简前后相同、单位换算正确）算一致；
                    选择题只看所选选项是否正确；缺少题目要求的单位或只答对一部分记 0 分。
                 三个列表的长度必须相同，并且一一对应。
-
-                【题目】
-                ${question}
-                ${options}
-
-                【标准答案】
-                ${reference_answer}
-
-                【参考解析】
-                ${reference_solution}
-
-                【学生回答】
-                ${model_answer}
 
                 【输出格式】
                 """
@@ -380,6 +368,23 @@ _JUDGE_DIRECT = DefaultPrompt(
                     "model_answers": ["$x=3$", "减小"],
                     "scores": [1, 0],
                 }
+            ),
+            "",  # the item's own parts last: a scoring run's requests share everything above
+            _text(
+                """
+                【题目】（${subject}，${grade}）
+                ${question}
+                ${options}
+
+                【标准答案】
+                ${reference_answer}
+
+                【参考解析】
+                ${reference_solution}
+
+                【学生回答】
+                ${model_answer}
+                """
             ),
         ]
     ),
@@ -406,7 +411,7 @@ _JUDGE_STEPS = DefaultPrompt(
         [
             _text(
                 """
-                下面是一道${subject}题（${grade}）的题目、标准答案、参考解析，以及学生的解答过程。请完成两件事：
+                本题的题目、标准答案、参考解析，以及学生的解答过程在最后给出。请完成两件事：
                 一、把学生的解答拆分成若干步骤。每一步是一个相对独立的推理或计算环节，
                     得出某一小问结论的那一步单独成为一步。步骤内容照抄学生原文，不改写、不补充、不纠错。
                 二、为每一步给出一个判定标签（只写下面的代码），并用一两句话说明理由；
@@ -423,18 +428,6 @@ _JUDGE_STEPS = DefaultPrompt(
                 - 每一步只给一个标签；一步里有多处错误时，选择最主要的那一种。
                 - 学生没有给出最终答案，或漏答了某个小问时，把最后一步标为 IAE，并在理由中说明缺了什么。
                 - 不要因为与参考解析的方法不同就判错，只要推理与结果正确即为 CS。
-
-                【题目】
-                ${question}
-
-                【标准答案】
-                ${reference_answer}
-
-                【参考解析】
-                ${reference_solution}
-
-                【学生的解答过程】
-                ${model_answer}
 
                 【输出格式】
                 """
@@ -456,6 +449,22 @@ _JUDGE_STEPS = DefaultPrompt(
                         },
                     ]
                 }
+            ),
+            "",
+            _text(
+                """
+                【题目】（${subject}，${grade}）
+                ${question}
+
+                【标准答案】
+                ${reference_answer}
+
+                【参考解析】
+                ${reference_solution}
+
+                【学生的解答过程】
+                ${model_answer}
+                """
             ),
         ]
     ),
@@ -483,12 +492,6 @@ _SPLIT_STEPS = DefaultPrompt(
                 - 步骤内容使用原文，不改写、不总结、不纠正其中的错误，也不添加原文没有的内容。
                 - 原文的所有内容都要出现在某一步中，顺序保持不变；与解题无关的客套话可以省略。
 
-                【题目】
-                ${question}
-
-                【解答过程】
-                ${model_answer}
-
                 【输出格式】
                 """
             ),
@@ -502,6 +505,16 @@ _SPLIT_STEPS = DefaultPrompt(
                         "所以 $f(3)$ 的值为 $3$。",
                     ]
                 }
+            ),
+            "",
+            _text(
+                """
+                【题目】
+                ${question}
+
+                【解答过程】
+                ${model_answer}
+                """
             ),
         ]
     ),
@@ -523,20 +536,11 @@ _RESTRUCTURE_SOLUTION = DefaultPrompt(
         [
             _text(
                 """
-                请把下面的原始解析整理成编号清楚、按顺序排列的解题步骤：
+                请把最后给出的原始解析整理成编号清楚、按顺序排列的解题步骤：
                 - 保留原始解析中的全部条件、公式、数据和结论，不增加新的方法或知识，不改变答案。
                 - 每一步只写一个推理或计算环节，语句通顺完整；最后一步给出题目的最终结论。
                 - 原始解析中有乱码或排版问题时只修正格式；公式统一用 LaTeX，行内公式用 $...$ 包裹。
                 - 列表中每个元素是一步，按顺序排列，开头不要写“步骤1：”之类的编号。
-
-                【题目】（${subject}，${grade}）
-                ${question}
-
-                【答案】
-                ${reference_answer}
-
-                【原始解析】
-                ${raw_solution}
 
                 【输出格式】
                 """
@@ -551,6 +555,19 @@ _RESTRUCTURE_SOLUTION = DefaultPrompt(
                         "所以 $f(3)=3$。",
                     ]
                 }
+            ),
+            "",
+            _text(
+                """
+                【题目】（${subject}，${grade}）
+                ${question}
+
+                【答案】
+                ${reference_answer}
+
+                【原始解析】
+                ${raw_solution}
+                """
             ),
         ]
     ),
@@ -570,10 +587,7 @@ _CAPTION_IMAGE = DefaultPrompt(
     ),
     user_template=_text(
         """
-        下面是一道${subject}题（${grade}）的题目，请描述它的配图。
-
-        【题目】
-        ${question}
+        请描述本题的配图，题目在最后给出。
 
         【描述要求】
         1. 先说明图的类型，例如几何图形、函数图像、统计图表、实验装置图、电路图、地图、生物结构示意图。
@@ -585,6 +599,9 @@ _CAPTION_IMAGE = DefaultPrompt(
         7. 不要解题，不要推断题目的答案，也不要写图中没有的结论。
 
         直接输出描述文字，公式用 LaTeX 并以 $...$ 包裹。
+
+        【题目】（${subject}，${grade}）
+        ${question}
         """
     ),
     output_kind=OutputKind.TEXT,

@@ -181,7 +181,7 @@ def test_it_captions_figures_from_the_images_it_sends(scripted_server, researche
     caption = Caption.objects.get(question=question, run=run)
     assert caption.text == "坐标系中有一个圆，圆心在第一象限。"
     parts = Scripted.seen[0]["messages"][-1]["content"]
-    assert parts[0]["type"] == "image_url" and parts[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert parts[-1]["type"] == "image_url" and parts[-1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "response_format" not in Scripted.seen[0]
     assert model_flags(question) == [] and not StepProposal.objects.exists()
 
@@ -202,7 +202,7 @@ def test_the_small_model_filter_flags_only_correctly_answered_questions(scripted
     verdicts = {r.question_id: r.parsed for r in run.results.all()}
     assert verdicts[easy.pk]["correct"] is True and verdicts[easy.pk]["model_answers"] == ["B"]
     assert verdicts[hard.pk]["correct"] is False and verdicts[hard.pk]["model_answers"] == ["D"]
-    assert all(body["messages"][-1]["content"][0]["type"] == "image_url" for body in Scripted.seen)
+    assert all(body["messages"][-1]["content"][-1]["type"] == "image_url" for body in Scripted.seen)
     # Never rejected or edited: only flagged.
     easy.refresh_from_db()
     assert easy.status == "imported" and easy.version == 1

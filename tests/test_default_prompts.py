@@ -132,7 +132,9 @@ def test_it_treats_none_as_missing_but_accepts_empty_text():
     with pytest.raises(MissingPlaceholderError, match="caption"):
         render(prompt, **{**VALUES, "caption": None})
     _, user = render(prompt, **{**VALUES, "caption": ""})
-    assert user.startswith("【题目】（数学，九年级，选择题）\n已知 $f(x)=x^{2}-2x$")
+    # The instructions first, the question after them (prefix caching: bench/prefix_share.py).
+    assert user.startswith("【作答要求】")
+    assert "\n\n【题目】（数学，九年级，选择题）\n已知 $f(x)=x^{2}-2x$" in user
 
 
 def test_it_ignores_values_a_prompt_does_not_use():
@@ -144,8 +146,9 @@ def test_it_ignores_values_a_prompt_does_not_use():
 def test_it_puts_a_caption_block_before_the_question_for_text_only_models():
     assert figure_description(None) == figure_description("  ") == ""
     _, user = render(default_prompt("answer_step_by_step", "free_response"), **VALUES)
-    assert user.startswith("【图片内容】")
-    assert user.index("顶点为 $(1,-1)$") < user.index("【题目】")
+    # After the fixed instructions, right before the question it describes.
+    where = [user.index(text) for text in ("【作答要求】", "\n\n【图片内容】", "顶点为 $(1,-1)$", "【题目】")]
+    assert where == sorted(where)
 
 
 @pytest.mark.parametrize("qtype", list(QuestionType))

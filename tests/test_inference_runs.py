@@ -91,7 +91,7 @@ def test_it_answers_every_question_once_and_records_the_call(scripted_server, re
     assert all(r.status == "ok" and r.raw_output.endswith("答案：B") for r in rows)
     assert {(r.prompt_tokens, r.completion_tokens, r.finish_reason, r.attempts) for r in rows} == {(11, 7, "stop", 1)}
     sent = Scripted.seen[0]
-    assert sent["seed"] == 7 and sent["messages"][-1]["content"][0]["type"] == "image_url"
+    assert sent["seed"] == 7 and sent["messages"][-1]["content"][-1]["type"] == "image_url"
     assert run.provenance["prompts"]["multiple_choice"]["hash"]
     assert run.provenance["questions"]["count"] == 3
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from inference import parsing
+from inference import client, parsing
 from pem import build, services
 from pem.models import ChainOfThought, PEBenchItem, StepLabel, TrainingExport
 from pem.training import exports, filters, formats
@@ -66,7 +66,17 @@ def test_it_writes_all_four_formats_that_pass_their_rules_and_marks_the_chains(m
     target = trl["messages"][2]["content"][0]["text"]
     assert json.loads(target)["steps"][1] == {"step": STEPS[1], "label": "CE", "reason": "计算错误"}
     assert parsing.parse_step_judgment(target).value["steps"][1]["label"] == "CE"
-    assert "[image]" in trl["messages"][1]["content"][1]["text"]  # a literal <image> in the text is not an image
+    assert "[image]" in trl["messages"][1]["content"][0]["text"]  # a literal <image> in the text is not an image
+    # The figure after the text, where a scoring run sends a judge its figures (client.build_messages):
+    # a PEM trained with it before the text is asked a prompt it never saw, and writes noise.
+    sent = client.build_messages(system="s", user="u", image_urls=["data:image/png;base64,AA"])[-1]["content"]
+    assert [p["type"] for p in trl["messages"][1]["content"]] == [p["type"].removesuffix("_url") for p in sent]
+    assert [p["type"] for p in sent] == ["text", "image_url"]
+    lines = {name: json.loads((root / file).read_text().splitlines()[0]) for name, file in formats.FILE_NAMES.items()}
+    assert lines["llamafactory"]["messages"][1]["content"].endswith("<image>")
+    assert lines["swift"]["messages"][1]["content"].endswith("<image>")
+    assert lines["qwen"]["conversations"][0]["value"].startswith(formats.SYSTEM_PROMPT)
+    assert lines["qwen"]["conversations"][0]["value"].endswith("<image>")
     assert set(ChainOfThought.objects.filter(in_training_data=True)) == set(cots)
     with pytest.raises(services.PEBenchError):  # PEBench builds refuse training data
         build.build_pebench(target_size=1, min_steps=1, seed=1, user=researcher)

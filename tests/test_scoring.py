@@ -156,7 +156,7 @@ def test_it_sends_the_figures_to_a_step_judge_but_not_to_a_direct_one(judge_serv
     score_now(start(answered_run("step_by_step", ["STEPS 步骤1：……"]), judge, researcher))
     score_now(start(answered_run("direct", ["DIRECT 最终答案：B"]), judge, researcher))
     steps_request, direct_request = Judge.seen
-    assert [part["type"] for part in steps_request["messages"][-1]["content"]] == ["image_url", "text"]
+    assert [part["type"] for part in steps_request["messages"][-1]["content"]] == ["text", "image_url"]
     assert isinstance(direct_request["messages"][-1]["content"], str)
 
 

@@ -161,7 +161,7 @@ def test_the_backend_sends_the_image_the_text_layer_and_the_schema(vision_model)
         "number", "box", "type", "text", "options", "answer", "solution"
     ]  # fmt: skip
     assert "$defs" not in json.dumps(schema)
-    assert sent["messages"][-1]["content"][0]["image_url"]["url"].startswith("data:image/")
+    assert sent["messages"][-1]["content"][-1]["image_url"]["url"].startswith("data:image/")
     assert "1．计算" in user_text(sent) and "千分之一" in user_text(sent)
 
 

@@ -329,6 +329,7 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
     partial.mkdir(parents=True)
     images = _Images(partial, run)
     lines_of = _style(export)
+    reference = export.style == TrainingExport.Style.REFERENCE  # K12-PEM's lines keep the image first
     total = run.kept
     counts: dict[str, Any] = {"records": 0, "steps": 0, "labels": {}}
     table_3 = statistics.PemTable3(total)
@@ -342,7 +343,8 @@ def write_export(export: TrainingExport, progress: Callable[[int, int | None], N
             # same JSON as json.dumps without its spaces): json.dumps was half the export's time.
             text, answer, system = lines_of(example)
             for name, out in outs.items():
-                out.write(orjson.dumps(formats.render(name, example, text=text, answer=answer, system=system)))
+                line = formats.render(name, example, text=text, answer=answer, system=system, images_first=reference)
+                out.write(orjson.dumps(line))
                 out.write(b"\n")
             table_3.add(problem=example["question"], solution=example["reference_solution"] or "",
                         steps=example["steps"], output=answer)  # fmt: skip

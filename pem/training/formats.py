@@ -113,11 +113,18 @@ def reference_target(example: dict) -> str:
 
 
 def render(
-    name: str, example: dict, *, text: str | None = None, answer: str | None = None, system: str = SYSTEM_PROMPT
-) -> dict:
+    name: str, example: dict, *, text: str | None = None, answer: str | None = None, system: str = SYSTEM_PROMPT,
+    images_first: bool = False,
+) -> dict:  # fmt: skip
     """One example as a line of format ``name``; ``example["images"]`` are relative paths. An export
     writing several formats passes the example's ``user_text`` and ``assistant_text``, made once.
-    ``system`` "" writes no system turn (K12-PEM's style: the reference judge sends none)."""
+    ``system`` "" writes no system turn (K12-PEM's style: the reference judge sends none).
+
+    The images go where the PEM will see them when it judges: after the text, as the studio sends a
+    judge its figures (``client.build_messages``, text first for prefix caching), or, with
+    ``images_first``, before it (K12-PEM's style, whose lines the studio's layout leaves as they were).
+    A model trained with its image before the text and asked with it after does not read the prompt
+    it learnt: the tiny PEM of test_pem800k_end_to_end then writes noise."""
     images = list(example["images"])
     text = user_text(example) if text is None else text
     answer = assistant_text(example) if answer is None else answer
@@ -125,24 +132,27 @@ def render(
     if name in ("llamafactory", "swift"):
         line: dict[str, Any] = {"messages": [
             *([{"role": "system", "content": system}] if system else []),
-            {"role": "user", "content": tokens + text},
+            {"role": "user", "content": tokens + text if images_first else text + tokens},
             {"role": "assistant", "content": answer},
         ]}  # fmt: skip
         line["images"] = images
         return line
     if name == "trl":
+        image_parts = [{"type": "image"} for _ in images]
+        text_part = [{"type": "text", "text": text}]
         return {
             "messages": [
                 *([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []),
-                {"role": "user", "content": [*({"type": "image"} for _ in images), {"type": "text", "text": text}]},
+                {"role": "user", "content": image_parts + text_part if images_first else text_part + image_parts},
                 {"role": "assistant", "content": [{"type": "text", "text": answer}]},
             ],
             "images": images,
         }
     if name == "qwen":
         preface = system + "\n\n" if system else ""
+        human = (tokens + "\n" if images else "") + preface + text if images_first else preface + text + tokens
         line = {"conversations": [
-            {"from": "human", "value": (tokens + "\n" if images else "") + preface + text},
+            {"from": "human", "value": human},
             {"from": "gpt", "value": answer},
         ]}  # fmt: skip
         if images:
