@@ -33,7 +33,7 @@ def get_release_for_user(user, version: int) -> Release:
 
 
 def digits(values: list[str]) -> list[int]:
-    return [int(v) for v in values if v.isdigit()]
+    return [int(v) for v in values if v.isdecimal()]
 
 
 def targets_from(data) -> draw.Targets:

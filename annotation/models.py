@@ -171,7 +171,7 @@ class QuestionQuerySet(models.QuerySet["Question"]):
             qs = qs.filter(source_document_id=filters["source_document"])
         if filters.get("release"):  # a published release's version: the questions it holds
             version = str(filters["release"])
-            qs = qs.filter(release_items__release__version=int(version)) if version.isdigit() else qs.none()
+            qs = qs.filter(release_items__release__version=int(version)) if version.isdecimal() else qs.none()
         if filters.get("q"):
             term = filters["q"].strip()
             qs = qs.filter(Q(hash_id=term) | Q(text__contains=term))

@@ -322,7 +322,7 @@ def published_releases():
 def chosen_release(request: HttpRequest):
     """The published release the board is limited to (``?release=<version>``), or None for every run."""
     version = request.GET.get("release", "")
-    return published_releases().filter(version=int(version)).first() if version.isdigit() else None
+    return published_releases().filter(version=int(version)).first() if version.isdecimal() else None
 
 
 DOWNLOADS = {

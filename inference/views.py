@@ -434,7 +434,7 @@ def filter_query(small: list[AssistRun], text_only: AssistRun | None) -> str:
 def confirm_job_for(request: HttpRequest) -> Job | None:
     """The confirmation job named by ``?job=``, if it is one the person may watch."""
     job_id = request.GET.get("job", "")
-    if request.method != "GET" or not job_id.isdigit() or isinstance(request.user, AnonymousUser):
+    if request.method != "GET" or not job_id.isdecimal() or isinstance(request.user, AnonymousUser):
         return None
     jobs = Job.objects.filter(pk=int(job_id), kind=difficulty.CONFIRM_JOB_KIND)
     if not request.user.has_perm("k12vista.administer"):

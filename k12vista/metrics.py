@@ -119,7 +119,9 @@ class JobCollector(Collector):
         waiting = dict(
             Job.objects.filter(status=Job.Status.QUEUED).order_by().values_list("queue").annotate(n=Count("id"))
         )
-        for queue in Job.Queue.values:  # every queue, so an empty one reads 0 rather than nothing
+        # Every queue, so an empty one reads 0 rather than nothing; and a GPU class's queue
+        # ("gpu-4x80g", not one of the choices) whenever jobs wait on it.
+        for queue in sorted(set(Job.Queue.values) | set(waiting)):
             depth.add_metric([queue], waiting.get(queue, 0))
         yield depth
 

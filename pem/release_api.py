@@ -78,7 +78,7 @@ def release_publish(request: Request, version: int) -> Response:
 def release_compare(request: Request) -> Response:
     check_reader(request)
     versions = [request.query_params.get("old", ""), request.query_params.get("new", "")]
-    if not all(v.isdigit() for v in versions):
+    if not all(v.isdecimal() for v in versions):
         raise ValidationError({"detail": "give the versions to compare as ?old=N&new=M"})
     old, new = (get_object_or_404(PEBenchRelease, version=int(v)) for v in versions)
     return Response(releases.compare_releases(old, new))

@@ -94,7 +94,7 @@ def release_compare(request: HttpRequest) -> HttpResponse:
     if not releases.may_read(request.user):
         raise PermissionDenied
     versions = [request.GET.get("old", ""), request.GET.get("new", "")]
-    if not all(v.isdigit() for v in versions):
+    if not all(v.isdecimal() for v in versions):
         raise Http404
     old, new = (get_object_or_404(PEBenchRelease, version=int(v)) for v in versions)
     return render(request, "pem/pebench_release_compare.html",

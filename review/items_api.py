@@ -63,7 +63,7 @@ class MyItems(generics.ListAPIView):
                                                                                  "item__cot")  # fmt: skip
         audit = self.request.query_params.get("audit", "")
         if audit:
-            if not audit.isdigit():
+            if not audit.isdecimal():
                 raise ValidationError({"audit": ["an audit id"]})
             ratings = ratings.filter(item__audit_id=int(audit))
         if self.request.query_params.get("pending", "").lower() in ("1", "true", "yes"):

@@ -86,6 +86,14 @@ def test_it_serves_the_scrape_token_with_jobs_by_kind_and_state_and_queue_depth(
     assert value(found, "k12vista_queue_depth", queue="gpu") == 0  # every queue, even an empty one
 
 
+def test_the_queue_depth_counts_the_jobs_waiting_on_a_gpu_class_queue(client, db):
+    # An offline run's jobs wait on its GPU class's queue (inference.gpu_classes), not "gpu".
+    Job.objects.create(kind="inference.run_offline", queue="gpu-4x80g", status=Job.Status.QUEUED)
+    found = samples(client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"}))
+    assert value(found, "k12vista_queue_depth", queue="gpu-4x80g") == 1
+    assert value(found, "k12vista_queue_depth", queue="gpu") == 0
+
+
 def test_a_model_call_moves_the_call_and_token_counters(client, db, researcher):
     def scrape():
         return samples(client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"}))
