@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils.translation import gettext
 
-from inference import services
+from inference import calls, services
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Protocol, Response
 from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
@@ -118,8 +118,15 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
     parts = {n: (done, total) for n, (_pending, done, total) in enumerate(prepared)}
     engine_parts: dict[int, tuple[int, int]] = {}
     engine_read = [-ENGINE_PROGRESS_SECONDS]
+    reported = [-calls.SAVE_SECONDS]
+    save = calls.SharedSave(services.save_answers)
 
-    def report() -> None:
+    def report(*, now: bool = True) -> None:
+        # Each run's fan-out reports twice a second: the job's row (progress, heartbeat and the
+        # cancel check) is written at most that often for them all, not once per run.
+        if not now and time.monotonic() - reported[0] < calls.SAVE_SECONDS:
+            return
+        reported[0] = time.monotonic()
         if engine and time.monotonic() - engine_read[0] >= ENGINE_PROGRESS_SECONDS:
             engine_parts.update(engine_progress(engine))
             engine_read[0] = time.monotonic()
@@ -129,18 +136,21 @@ def run_campaign_job(job: Job, progress: Progress) -> dict:
     def part(n: int):
         def report_part(done: int, total: int | None = None) -> None:
             parts[n] = (done, total or 0)
-            report()
+            report(now=False)
 
         return report_part
 
     async def answer_all() -> None:
         async with asyncio.TaskGroup() as group:
             for n, (run, (pending, done, total)) in enumerate(zip(todo, prepared, strict=True)):
-                group.create_task(services.answer_pending(run, pending, part(n), done, total))
+                group.create_task(services.answer_pending(run, pending, part(n), done, total, save=save))
 
     try:
         report()
-        async_to_sync(answer_all)()
+        try:
+            async_to_sync(answer_all)()
+        finally:
+            save.flush()  # the answers in hand are kept, however the runs ended
     except* Exception as group_error:
         first = group_error.exceptions[0]
         if not isinstance(first, JobCancelled | JobLost):

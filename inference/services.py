@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -420,7 +421,17 @@ def prepare_answering(
     return pending, done_before, total
 
 
-async def answer_pending(run: InferenceRun, pending: list[Response], progress: Progress, done: int, total: int):
+async def answer_pending(
+    run: InferenceRun,
+    pending: list[Response],
+    progress: Progress,
+    done: int,
+    total: int,
+    *,
+    save: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+):
+    """Asks every pending question; ``save`` (save_answers unless given) stores the answers in
+    batches (a campaign passes one calls.SharedSave for all its runs)."""
     params = {k: v for k, v in run.params.items() if k in ALLOWED_PARAMS}
     if run.seed is not None:
         params["seed"] = run.seed
@@ -442,7 +453,7 @@ async def answer_pending(run: InferenceRun, pending: list[Response], progress: P
             return response.pk, answer_fields(None, error=str(exc), attempts=exc.attempts)
 
     try:
-        await calls.fan_out(pending, answer, concurrency=run.endpoint.call_limit, save=save_answers,
+        await calls.fan_out(pending, answer, concurrency=run.endpoint.call_limit, save=save or save_answers,
                             progress=progress, done=done, total=total)  # fmt: skip
     finally:
         await caller.close()

@@ -402,3 +402,34 @@ def test_a_lost_wake_up_is_made_good_by_the_sweeper(scripted_models, researcher,
     sent.reset_mock()
     assert jobs.sweep()["sent"] == 1 and woken(sent, campaign.job_id)
     assert execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+
+
+@pytest.mark.django_db
+def test_a_campaigns_runs_save_their_answers_together_and_write_the_job_row_once_per_round(
+    scripted_models, researcher, sent
+):
+    """Issue 28: each run saving and reporting on its own clock wrote a transaction of about three
+    answers, and the job's row, per run twice a second. Within one round (SAVE_SECONDS, here longer
+    than the campaign) the answers of all its runs go out in one batch and the row once."""
+    url = scripted_models({"a": lambda body: (200, ANSWER), "b": lambda body: (200, ANSWER)})
+    for _ in range(3):
+        make_question()
+    campaign = campaigns.start_campaign(name="c", endpoints=[make_endpoint("a", url), make_endpoint("b", url)],
+                                        mode="direct", filters={}, user=researcher)  # fmt: skip
+    batches, reports = [], []
+    real_save, real_report = services.save_answers, Job.report
+
+    def counted_save(batch):
+        batches.append(len(batch))
+        real_save(batch)
+
+    def counted_report(job, *args, **kwargs):
+        reports.append(kwargs.get("done"))
+        return real_report(job, *args, **kwargs)
+
+    with mock.patch.object(services, "save_answers", counted_save), mock.patch.object(Job, "report", counted_report), \
+            mock.patch("inference.calls.SAVE_SECONDS", 60):  # fmt: skip
+        assert execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+    assert batches == [6]  # both runs' answers, one transaction
+    assert reports == [0, 6]  # the first report and the last, none per run in between
+    assert all(run.counts()["ok"] == 3 for run in campaign.runs.all())

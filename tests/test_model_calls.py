@@ -419,3 +419,16 @@ def test_runs_in_one_process_hand_slots_over_without_waiting_for_a_poll(counting
     last = sorted(c for c in Counting.calls if c[0] == 0.2 and c[1] > ends[0.1] + 0.3)
     assert last and max(in_flight_at(s + 0.01, 0.2) for _, s, _ in last) == 4
     assert not CallLease.objects.exclude(holder="").exists() and not CallDemand.objects.exists()
+
+
+@pytest.mark.django_db
+def test_renewing_a_runs_demand_is_one_statement(django_assert_num_queries):
+    """A run renews its demand every KEEP_SECONDS while it works: one UPDATE, not update_or_create's
+    transaction of a locking SELECT and an UPDATE (issue 28: the cluster's per-run, per-second cost)."""
+    endpoint = make_endpoint("http://127.0.0.1:9/v1")
+    calls.note_demand(endpoint_id=endpoint.pk, holder="run-1", seconds=5)  # the first creates the row
+    first = CallDemand.objects.get(holder="run-1").expires
+    with django_assert_num_queries(1):
+        calls.note_demand(endpoint_id=endpoint.pk, holder="run-1", seconds=50)
+    assert CallDemand.objects.get(holder="run-1").expires > first
+    assert CallDemand.objects.count() == 1
