@@ -302,6 +302,8 @@ def main() -> None:  # noqa: PLR0915 (one linear script: set up, run, check, pri
 
     logs = Path(tempfile.mkdtemp(prefix="k12vista-cluster-"))
     env = {**os.environ, "MODEL_URL_ALLOWLIST": ",".join(settings.MODEL_URL_ALLOWLIST)}
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)  # else cProfile cannot write and says nothing
     workers = [start_worker(n, logs, env, args.profile) for n in range(args.workers)]
     try:
         wait_ready(workers, logs)
