@@ -44,7 +44,7 @@ ALLOWED = {
     # the step label codes (CS, CE, ...) and the paper's score names
     "CS", "CE", "ICE", "KAE", "IAE", "VAE", "LE", "OE", "DE", "CoT", "ID", "MC", "FIB", "FR",
     # units and statistics written in Latin letters in Chinese texts
-    "ms", "px", "KB", "MB", "GB", "CI", "kappa", "Cohen", "Fleiss", "Krippendorff", "Wilson", "AQL", "SP",
+    "ms", "px", "KB", "MB", "GB", "GiB", "CI", "kappa", "Cohen", "Fleiss", "Krippendorff", "Wilson", "AQL", "SP",
     "MCC", "F1", "SE", "ISO", "II", "Ac", "Re", "Gwet", "Scott", "Pearson", "pi", "alpha", "Macro",
     # the nine step label codes and the paper's other error codes
     "QM", "LRK", "LRE", "HE",

@@ -65,7 +65,7 @@ def test_it_sends_the_page_with_the_ocr_prompt_and_reads_the_markdown(vision_end
     assert {(line.box[0], line.box[2], line.score) for line in result.lines} == {(0.0, 992.0, None)}
     sent = Scripted.seen[0]
     assert sent["model"] == "qwen2.5-vl" and sent["temperature"] == 0
-    image_part, text_part = sent["messages"][-1]["content"]
+    text_part, image_part = sent["messages"][-1]["content"]  # the fixed text first: prefix caching
     assert image_part["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "Markdown" in text_part["text"] and sent["messages"][0]["role"] == "system"
 
