@@ -259,3 +259,48 @@ def test_the_endpoint_form_and_api_take_the_gpu_needs_and_refuse_nonsense(resear
         "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "0",
     })  # fmt: skip
     assert refused.status_code == 200 and not ModelEndpoint.objects.filter(name="odd").exists()
+
+
+def test_a_retry_is_refused_while_the_run_or_a_part_of_it_is_answered(
+    scripted_server,  # noqa: F811
+    researcher,
+    settings,
+    sent,
+    commits,
+    login,
+    english,
+):
+    settings.RUN_PART_SIZE = 2
+    for _ in range(4):
+        make_question(figures=[])
+    run = start(http_endpoint(scripted_server), researcher, commits)
+    with commits(execute=True):
+        assert execute_job(run.job_id) == "parked"
+    failed = run.responses.order_by("id").first()
+    run.responses.filter(pk=failed.pk).update(status=Response.Status.FAILED, error="timeout")
+    whole_id, (first, _second) = run.job_id, parts_of(run.job_id)
+    jobs_before = Job.objects.count()
+
+    def refused() -> None:
+        with pytest.raises(services.RetryRefused, match="still being answered"):
+            services.retry_failed(run=run, user=researcher)
+        page = login(researcher).post(reverse("inference:run_retry", args=[run.pk]), follow=True)
+        assert "still being answered" in page.content.decode()
+        api = login(researcher).post(reverse("inference_api:run_retry", args=[run.pk]))
+        assert api.status_code == 400 and "still being answered" in api.content.decode()
+        # Nothing changed: no second set of parts over the same rows, the failed row still failed.
+        assert Job.objects.count() == jobs_before and run.responses.get(pk=failed.pk).status == Response.Status.FAILED
+
+    refused()  # the whole job waits for its parts
+    assert first.claim() is not None  # a worker answers the first part
+    with commits(execute=True):
+        cancel_job(job=Job.objects.get(pk=run.job_id))
+    assert Job.objects.get(pk=run.job_id).status == Job.Status.CANCELLED
+    assert Job.objects.get(pk=first.pk).status == Job.Status.RUNNING  # until its next report
+    refused()  # the whole job ended, one of its parts not yet
+    Job.objects.filter(pk=first.pk).update(status=Job.Status.CANCELLED)
+    retry = services.retry_failed(run=run, user=researcher)
+    assert retry.pk != whole_id and run.responses.get(pk=failed.pk).status == Response.Status.PENDING
+    with pytest.raises(services.RetryRefused):  # the retry's own job is queued now
+        services.retry_failed(run=run, user=researcher)
+
