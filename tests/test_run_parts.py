@@ -250,7 +250,7 @@ def test_the_endpoint_form_and_api_take_the_gpu_needs_and_refuse_nonsense(resear
         assert api.post("/api/endpoints/", {**body, "name": "x", **bad}, format="json").status_code == 400
     page = login(researcher).post(reverse("inference:endpoint_create"), {
         "name": "small", "kind": "vllm_offline", "model_name": "/models/small", "max_concurrency": 8,
-        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "", "gpu_memory_gib": "",
+        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "1", "gpu_memory_gib": "0",
     })  # fmt: skip
     assert page.status_code == 302
     assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(name="small") == (1, 0)
@@ -304,3 +304,34 @@ def test_a_retry_is_refused_while_the_run_or_a_part_of_it_is_answered(
     with pytest.raises(services.RetryRefused):  # the retry's own job is queued now
         services.retry_failed(run=run, user=researcher)
 
+
+def test_a_blank_gpu_need_is_refused_for_an_offline_engine_and_kept_for_others(researcher, login, english):
+    from rest_framework.test import APIClient
+
+    big = offline_endpoint("big", gpu_count=4, gpu_memory_gib=80)
+    form = {"name": "big", "kind": "vllm_offline", "model_name": "/models/big", "max_concurrency": 8,
+            "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "4", "gpu_memory_gib": "80"}  # fmt: skip
+    client = login(researcher)
+    for cleared in ("gpu_count", "gpu_memory_gib"):
+        for sent in ({**form, cleared: ""}, {k: v for k, v in form.items() if k != cleared}):
+            page = client.post(reverse("inference:endpoint_edit", args=[big.pk]), sent)
+            assert page.status_code == 200 and page.context["form"].errors[cleared] == ["This field is required."]
+            assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(pk=big.pk) == (4, 80)
+    new = client.post(reverse("inference:endpoint_create"), {**form, "name": "new", "gpu_count": ""})
+    assert new.status_code == 200 and not ModelEndpoint.objects.filter(name="new").exists()
+    # An HTTP endpoint never reads them: a form without them keeps what is stored.
+    http = ModelEndpoint.objects.create(name="http", base_url="http://127.0.0.1:8001/v1", model_name="m",
+                                        gpu_count=2, gpu_memory_gib=40)  # fmt: skip
+    kept = client.post(reverse("inference:endpoint_edit", args=[http.pk]), {
+        "name": "http", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1", "model_name": "m",
+        "max_concurrency": 8, "timeout_seconds": 60, "max_image_side": 1024, "gpu_count": "",
+    })  # fmt: skip
+    assert kept.status_code == 302
+    assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(pk=http.pk) == (2, 40)
+    api = APIClient()
+    api.force_authenticate(researcher)
+    body = {"name": "api", "kind": "vllm_offline", "model_name": "/models/api", "gpu_count": 4}
+    for blank in ("", None):
+        refused = api.post("/api/endpoints/", {**body, "gpu_count": blank}, format="json")
+        assert refused.status_code == 400 and "gpu_count" in refused.json()
+    assert not ModelEndpoint.objects.filter(name="api").exists()
