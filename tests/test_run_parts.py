@@ -222,6 +222,7 @@ def test_a_retry_of_a_run_that_no_longer_fits_changes_nothing(researcher, settin
     question = make_question(figures=[])
     run = start(offline_endpoint(gpu_count=4), researcher, commits)
     run.responses.create(question=question, status=Response.Status.FAILED)
+    Job.objects.filter(pk=run.job_id).update(status=Job.Status.FAILED)  # ended: a retry is not refused for that
     settings.GPU_CLASSES = ["1x80g"]  # the four-card machines left the cluster
     page = login(researcher).post(reverse("inference:run_retry", args=[run.pk]))
     assert page.status_code == 302
