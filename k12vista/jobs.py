@@ -317,9 +317,8 @@ def start_worker_check(*, queue: str, user: Any) -> Job:
     """A worker check on one of worker_queues() (ValueError for another name)."""
     if queue not in worker_queues():
         raise ValueError(f"no worker queue is named {queue!r}")
-    kind = {Job.Queue.CPU: "k12vista.worker_check", Job.Queue.IO: "k12vista.worker_check_io"}.get(
-        queue, "k12vista.worker_check_gpu"
-    )
+    kinds = {Job.Queue.CPU.value: "k12vista.worker_check", Job.Queue.IO.value: "k12vista.worker_check_io"}
+    kind = kinds.get(queue, "k12vista.worker_check_gpu")
     return start_job(kind=kind, user=user, title=job_text.title("worker_check", queue=queue), queue=queue)
 
 
