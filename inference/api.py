@@ -489,7 +489,9 @@ def run_retry(request: Request, pk: int) -> Response:
     run = get_run_for_user(request.user, pk)
     try:
         job = services.retry_failed(run=run, user=request.user)
-    except services.EndpointError as exc:  # an offline engine that fits no GPU class any more
+    # Still being answered (400, as a rescore of a running scoring run), or an offline engine that fits no
+    # GPU class any more.
+    except (services.RetryRefused, services.EndpointError) as exc:
         raise ValidationError({"detail": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 

@@ -10,10 +10,11 @@ class InferenceConfig(AppConfig):
         checks.register(check_model_url_allowlist)
         # apps.py is loaded before the models; ready() runs once they are.
         from inference.call_rates import calls_ended_since
-        from inference.gpu_classes import check_gpu_classes
-        from k12vista import metrics
+        from inference.gpu_classes import check_gpu_classes, queues
+        from k12vista import jobs, metrics
 
         checks.register(check_gpu_classes)
+        jobs.more_queues_from(queues)  # the settings page checks each GPU class's workers
 
         metrics.count_calls_with(calls_ended_since)  # the jobs page's calls a second per endpoint
 

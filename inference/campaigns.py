@@ -236,6 +236,11 @@ def retry_failures(*, campaign: Campaign, user: Any) -> int:
             engine.append(run)
     if not http and not engine:
         return 0
+    for run in http + engine:  # a run retried on its own may still be answered by its job's parts
+        try:
+            services.refuse_retry_while_answering(run)
+        except services.RetryRefused as exc:
+            raise CampaignError(str(exc)) from None
     campaign.job = start_job(kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk},
                              title=job_text.title("campaign_retry", name=campaign.name))  # fmt: skip
     campaign.save(update_fields=["job"])

@@ -54,7 +54,8 @@ class EndpointForm(forms.ModelForm):
                     "hosts): calls go to the least busy, and one that fails is set aside for a while."),
     )  # fmt: skip
 
-    # Only the offline engine reads these; a form sent without them (an HTTP endpoint's) keeps the defaults.
+    # Only the offline engine reads these: required for it (gpu_need); a form sent without them (an HTTP
+    # endpoint's) keeps what the endpoint has.
     gpu_count = forms.IntegerField(
         required=False, min_value=1, max_value=64, label=_("GPUs needed"),
         help_text=ModelEndpoint._meta.get_field("gpu_count").help_text,
@@ -103,12 +104,21 @@ class EndpointForm(forms.ModelForm):
         return name
 
     def clean_gpu_count(self) -> int:
-        value = self.cleaned_data["gpu_count"]
-        return 1 if value is None else value
+        return self.gpu_need("gpu_count")
 
     def clean_gpu_memory_gib(self) -> int:
-        value = self.cleaned_data["gpu_memory_gib"]
-        return 0 if value is None else value
+        return self.gpu_need("gpu_memory_gib")
+
+    def gpu_need(self, name: str) -> int:
+        """An offline engine's GPU need left blank is refused, as the form's other numbers are (a
+        cleared field silently became 1 GPU, or any card); the other kinds never read it, and a blank
+        keeps what the endpoint has (a new one's default)."""
+        value = self.cleaned_data[name]
+        if value is not None:
+            return value
+        if self.cleaned_data.get("kind") == ModelEndpoint.Kind.VLLM_OFFLINE:
+            raise forms.ValidationError(self.fields[name].error_messages["required"], code="required")
+        return getattr(self.instance, name)
 
     def clean_default_params(self):
         value = self.cleaned_data["default_params"]

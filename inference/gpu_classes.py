@@ -68,6 +68,11 @@ def configured() -> list[GpuClass]:
     return sorted(classes)
 
 
+def queues() -> list[str]:
+    """The queues of the configured classes, smallest first: each has its own workers to check."""
+    return [gpu_class.queue for gpu_class in configured()]
+
+
 def need(endpoint: ModelEndpoint) -> tuple[int, int]:
     """(GPUs, GiB per GPU) the endpoint's engine needs: the larger of what it names and what its
     engine options ask for (a tensor-parallel engine on 4 GPUs cannot start on fewer)."""

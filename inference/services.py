@@ -12,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -275,9 +275,37 @@ def job_queue(endpoint: ModelEndpoint) -> str | None:
     return None
 
 
+class RetryRefused(Exception):
+    """A retry asked while the run is still being answered, refused before anything changed."""
+
+
+def still_answering(run: InferenceRun) -> bool:
+    """Whether the run's job or one of its parts is queued or running. The parts count on their own:
+    a part may still run after its whole job failed or was cancelled (it stops at its next report)."""
+    job_id = InferenceRun.objects.filter(pk=run.pk).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return False
+    return Job.objects.unfinished().filter(Q(pk=job_id) | Q(params__part_of=job_id)).exists()
+
+
+def refuse_retry_while_answering(run: InferenceRun) -> None:
+    """RetryRefused while the run is being answered: a second set of parts over the same rows
+    would ask a pending question twice."""
+    if still_answering(run):
+        raise RetryRefused(
+            gettext("%(run)s is still being answered (its job or one of its parts is queued or running): "
+                    "retry its failed answers once it has ended") % {"run": run}
+        )  # fmt: skip
+
+
+@transaction.atomic
 def retry_failed(*, run: InferenceRun, user: Any, part_of: Job | None = None) -> Job:
-    """Sends failed answers back to pending and runs the job again for them only. EndpointError,
-    with nothing changed, when the run's offline engine fits none of the cluster's GPU classes now."""
+    """Sends failed answers back to pending and runs the job again for them only. Refused, with
+    nothing changed, while the run is still being answered (RetryRefused) and when the run's offline
+    engine fits none of the cluster's GPU classes now (EndpointError)."""
+    # The run's row is locked first, so two retries sent at once are one retry and one refusal.
+    list(InferenceRun.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
+    refuse_retry_while_answering(run)
     queue = job_queue(run.endpoint)
     run.responses.filter(status=Response.Status.FAILED).update(status=Response.Status.PENDING, error="")
     run.job = start_job(

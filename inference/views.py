@@ -351,7 +351,8 @@ def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_run_for_user(request.user, pk)
     try:
         services.retry_failed(run=run, user=request.user)
-    except services.EndpointError as exc:  # an offline engine that fits no GPU class any more
+    # Still being answered, or an offline engine that fits no GPU class any more.
+    except (services.RetryRefused, services.EndpointError) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, _("The failed answers are asked again."))

@@ -37,6 +37,7 @@ KIND_LABELS = {
     "inference.export_reference_results": _("Export results in the reference layout"),
     "k12vista.worker_check": _("Worker check (cpu queue)"),
     "k12vista.worker_check_io": _("Worker check (io queue)"),
+    "k12vista.worker_check_gpu": _("Worker check (a gpu queue)"),
     "pem.agreement": _("Compute the agreement report"),
     "pem.build_pebench": _("Build PEBench"),
     "pem.build_pebench_release": _("Build a PEBench release"),

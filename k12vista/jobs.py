@@ -295,8 +295,36 @@ def fail_job(job_id: int, message: str) -> None:
         ended(job)
 
 
+# Queues an app sends jobs to beyond the kinds' own (inference: each GPU class's, "gpu-4x80g"). The
+# project package imports no app, so an app names them here when it loads.
+_queue_namers: list[Callable[[], list[str]]] = []
+
+
+def more_queues_from(namer: Callable[[], list[str]]) -> None:
+    if namer not in _queue_namers:
+        _queue_namers.append(namer)
+
+
+def worker_queues() -> list[str]:
+    """Every queue a worker may be started on: the kinds' (cpu, io, gpu), then those the apps name."""
+    queues = list(Job.Queue.values)
+    for namer in _queue_namers:
+        queues += [queue for queue in namer() if queue not in queues]
+    return queues
+
+
+def start_worker_check(*, queue: str, user: Any) -> Job:
+    """A worker check on one of worker_queues() (ValueError for another name)."""
+    if queue not in worker_queues():
+        raise ValueError(f"no worker queue is named {queue!r}")
+    kinds = {Job.Queue.CPU.value: "k12vista.worker_check", Job.Queue.IO.value: "k12vista.worker_check_io"}
+    kind = kinds.get(queue, "k12vista.worker_check_gpu")
+    return start_job(kind=kind, user=user, title=job_text.title("worker_check", queue=queue), queue=queue)
+
+
 @job_handler("k12vista.worker_check", queue=Job.Queue.CPU)
 @job_handler("k12vista.worker_check_io", queue=Job.Queue.IO)
+@job_handler("k12vista.worker_check_gpu", queue=Job.Queue.GPU)  # or a GPU class's queue, start_worker_check
 def worker_check(job: Job, progress: Progress) -> dict:
     """Proves that a worker consumes the job's queue and can reach the database.
 

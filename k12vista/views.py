@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from k12vista import files, guidelines, job_text, jobs, services
+from k12vista import files, guidelines, jobs, services
 from k12vista.forms import GuidelineForm, UserCreateForm, UserRolesForm
 from k12vista.htmx import HtmxHttpRequest
 from k12vista.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -228,9 +228,11 @@ def user_invite(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(Role.ADMIN)
 def studio_settings(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "POST":
-        queue = request.POST.get("queue", "cpu")
-        kind = "k12vista.worker_check_io" if queue == "io" else "k12vista.worker_check"
-        job = jobs.start_job(kind=kind, user=request.user, title=job_text.title("worker_check", queue=queue))
+        queue = request.POST.get("queue", Job.Queue.CPU)
+        try:
+            job = jobs.start_worker_check(queue=queue, user=request.user)
+        except ValueError:  # no worker consumes it: the job would wait for ever
+            return HttpResponseBadRequest(_("No worker queue has that name."), content_type="text/plain")
         if request.htmx:
             return render(request, "k12vista/_job_progress.html", {"job": job})
         return redirect("k12vista:job_detail", pk=job.pk)
@@ -243,6 +245,7 @@ def studio_settings(request: HtmxHttpRequest) -> HttpResponse:
         "debug": settings.DEBUG,
         "behind_tls": settings.BEHIND_TLS,
         "recent_jobs": Job.objects.all()[:10],
+        "worker_queues": jobs.worker_queues(),
     }
     return render(request, "k12vista/settings.html", ctx)
 

@@ -433,3 +433,24 @@ def test_a_campaigns_runs_save_their_answers_together_and_write_the_job_row_once
     assert batches == [6]  # both runs' answers, one transaction
     assert reports == [0, 6]  # the first report and the last, none per run in between
     assert all(run.counts()["ok"] == 3 for run in campaign.runs.all())
+
+
+def test_a_campaign_retry_is_refused_while_a_part_of_one_of_its_runs_is_still_answering(
+    scripted_models, researcher, sent, english, login
+):
+    url = scripted_models({"mixed-good": lambda body: (200, ANSWER)})
+    make_question()
+    campaign, _http_run, engine_run = mixed_campaign(url, researcher)
+    assert execute_job(campaign.job_id) == "parked"
+    engine_run.refresh_from_db()
+    with mock.patch.object(engines, "local_chat_batch", side_effect=RuntimeError("no weights at /nowhere")):
+        assert execute_job(engine_run.job_id) == Job.Status.FAILED
+    assert execute_job(campaign.job_id) == Job.Status.FAILED and campaigns.summary(campaign).finished
+    # A part of the engine run's failed job has not seen the failure yet: its worker still answers.
+    Job.objects.create(kind="inference.run_local", status=Job.Status.RUNNING, queue="cpu",
+                       params={"run_id": engine_run.pk, "part_of": engine_run.job_id})  # fmt: skip
+    jobs_before, campaign_job = Job.objects.count(), campaign.job_id
+    refused = login(researcher).post(reverse("inference:campaign_retry", args=[campaign.pk]), follow=True)
+    assert "is still being answered" in refused.content.decode()
+    campaign.refresh_from_db()
+    assert campaign.job_id == campaign_job and Job.objects.count() == jobs_before

@@ -470,7 +470,7 @@ def test_it_pages_answers_by_id_and_returns_rows_for_htmx(researcher, login, mon
 
 
 def test_it_retries_the_failed_answers(researcher, login, sent):
-    run = make_run(researcher)
+    run = make_run(researcher, finished=True)  # a run still answered is not retried
     ok, failed = answer(run), answer(run, status=Response.Status.FAILED, error="timeout")
     first_job = run.job_id
     response = login(researcher).post(f"/research/runs/{run.pk}/retry/")

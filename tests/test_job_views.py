@@ -76,6 +76,30 @@ def test_it_starts_a_worker_check_from_settings(administrator, login, django_cap
     assert job.result["queue"] == "io"
 
 
+def test_it_checks_the_workers_of_each_gpu_class(administrator, login, settings, django_capture_on_commit_callbacks):
+    settings.GPU_CLASSES = ["4x80g", "1x80g"]
+    client = login(administrator)
+    page = client.get("/manage/settings/").content.decode()
+    for queue in ("cpu", "io", "gpu", "gpu-1x80g", "gpu-4x80g"):
+        assert f'name="queue" value="{queue}"' in page
+    with (
+        mock.patch("k12vista.tasks.run_job.apply_async") as apply_async,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = client.post("/manage/settings/", {"queue": "gpu-4x80g"}, headers={"HX-Request": "true"})
+    job = Job.objects.get()
+    assert response.status_code == 200 and (job.kind, job.queue) == ("k12vista.worker_check_gpu", "gpu-4x80g")
+    apply_async.assert_called_once_with((job.pk,), queue="gpu-4x80g")
+    assert jobs.execute_job(job.pk) == Job.Status.SUCCEEDED  # as a worker of that class would
+    job.refresh_from_db()
+    assert job.result["queue"] == "gpu-4x80g"
+    # A queue no worker is started on (a class no longer configured) is refused, not left waiting.
+    for name in ("gpu-8x141g", "", "<b>x</b>"):
+        refused = client.post("/manage/settings/", {"queue": name})
+        assert refused.status_code == 400 and b"<b>" not in refused.content
+    assert Job.objects.count() == 1
+
+
 def test_it_keeps_settings_from_non_admins(researcher, login):
     client = login(researcher)
     assert client.get("/manage/settings/").status_code == 403

@@ -222,6 +222,7 @@ def test_a_retry_of_a_run_that_no_longer_fits_changes_nothing(researcher, settin
     question = make_question(figures=[])
     run = start(offline_endpoint(gpu_count=4), researcher, commits)
     run.responses.create(question=question, status=Response.Status.FAILED)
+    Job.objects.filter(pk=run.job_id).update(status=Job.Status.FAILED)  # ended: a retry is not refused for that
     settings.GPU_CLASSES = ["1x80g"]  # the four-card machines left the cluster
     page = login(researcher).post(reverse("inference:run_retry", args=[run.pk]))
     assert page.status_code == 302
@@ -250,7 +251,7 @@ def test_the_endpoint_form_and_api_take_the_gpu_needs_and_refuse_nonsense(resear
         assert api.post("/api/endpoints/", {**body, "name": "x", **bad}, format="json").status_code == 400
     page = login(researcher).post(reverse("inference:endpoint_create"), {
         "name": "small", "kind": "vllm_offline", "model_name": "/models/small", "max_concurrency": 8,
-        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "", "gpu_memory_gib": "",
+        "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "1", "gpu_memory_gib": "0",
     })  # fmt: skip
     assert page.status_code == 302
     assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(name="small") == (1, 0)
@@ -259,3 +260,79 @@ def test_the_endpoint_form_and_api_take_the_gpu_needs_and_refuse_nonsense(resear
         "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "0",
     })  # fmt: skip
     assert refused.status_code == 200 and not ModelEndpoint.objects.filter(name="odd").exists()
+
+
+def test_a_retry_is_refused_while_the_run_or_a_part_of_it_is_answered(
+    scripted_server,  # noqa: F811
+    researcher,
+    settings,
+    sent,
+    commits,
+    login,
+    english,
+):
+    settings.RUN_PART_SIZE = 2
+    for _ in range(4):
+        make_question(figures=[])
+    run = start(http_endpoint(scripted_server), researcher, commits)
+    with commits(execute=True):
+        assert execute_job(run.job_id) == "parked"
+    failed = run.responses.order_by("id").first()
+    run.responses.filter(pk=failed.pk).update(status=Response.Status.FAILED, error="timeout")
+    whole_id, (first, _second) = run.job_id, parts_of(run.job_id)
+    jobs_before = Job.objects.count()
+
+    def refused() -> None:
+        with pytest.raises(services.RetryRefused, match="still being answered"):
+            services.retry_failed(run=run, user=researcher)
+        page = login(researcher).post(reverse("inference:run_retry", args=[run.pk]), follow=True)
+        assert "still being answered" in page.content.decode()
+        api = login(researcher).post(reverse("inference_api:run_retry", args=[run.pk]))
+        assert api.status_code == 400 and "still being answered" in api.content.decode()
+        # Nothing changed: no second set of parts over the same rows, the failed row still failed.
+        assert Job.objects.count() == jobs_before and run.responses.get(pk=failed.pk).status == Response.Status.FAILED
+
+    refused()  # the whole job waits for its parts
+    assert first.claim() is not None  # a worker answers the first part
+    with commits(execute=True):
+        cancel_job(job=Job.objects.get(pk=run.job_id))
+    assert Job.objects.get(pk=run.job_id).status == Job.Status.CANCELLED
+    assert Job.objects.get(pk=first.pk).status == Job.Status.RUNNING  # until its next report
+    refused()  # the whole job ended, one of its parts not yet
+    Job.objects.filter(pk=first.pk).update(status=Job.Status.CANCELLED)
+    retry = services.retry_failed(run=run, user=researcher)
+    assert retry.pk != whole_id and run.responses.get(pk=failed.pk).status == Response.Status.PENDING
+    with pytest.raises(services.RetryRefused):  # the retry's own job is queued now
+        services.retry_failed(run=run, user=researcher)
+
+
+def test_a_blank_gpu_need_is_refused_for_an_offline_engine_and_kept_for_others(researcher, login, english):
+    from rest_framework.test import APIClient
+
+    big = offline_endpoint("big", gpu_count=4, gpu_memory_gib=80)
+    form = {"name": "big", "kind": "vllm_offline", "model_name": "/models/big", "max_concurrency": 8,
+            "timeout_seconds": 120, "max_image_side": 1024, "gpu_count": "4", "gpu_memory_gib": "80"}  # fmt: skip
+    client = login(researcher)
+    for cleared in ("gpu_count", "gpu_memory_gib"):
+        for sent in ({**form, cleared: ""}, {k: v for k, v in form.items() if k != cleared}):
+            page = client.post(reverse("inference:endpoint_edit", args=[big.pk]), sent)
+            assert page.status_code == 200 and page.context["form"].errors[cleared] == ["This field is required."]
+            assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(pk=big.pk) == (4, 80)
+    new = client.post(reverse("inference:endpoint_create"), {**form, "name": "new", "gpu_count": ""})
+    assert new.status_code == 200 and not ModelEndpoint.objects.filter(name="new").exists()
+    # An HTTP endpoint never reads them: a form without them keeps what is stored.
+    http = ModelEndpoint.objects.create(name="http", base_url="http://127.0.0.1:8001/v1", model_name="m",
+                                        gpu_count=2, gpu_memory_gib=40)  # fmt: skip
+    kept = client.post(reverse("inference:endpoint_edit", args=[http.pk]), {
+        "name": "http", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1", "model_name": "m",
+        "max_concurrency": 8, "timeout_seconds": 60, "max_image_side": 1024, "gpu_count": "",
+    })  # fmt: skip
+    assert kept.status_code == 302
+    assert ModelEndpoint.objects.values_list("gpu_count", "gpu_memory_gib").get(pk=http.pk) == (2, 40)
+    api = APIClient()
+    api.force_authenticate(researcher)
+    body = {"name": "api", "kind": "vllm_offline", "model_name": "/models/api", "gpu_count": 4}
+    for blank in ("", None):
+        refused = api.post("/api/endpoints/", {**body, "gpu_count": blank}, format="json")
+        assert refused.status_code == 400 and "gpu_count" in refused.json()
+    assert not ModelEndpoint.objects.filter(name="api").exists()
