@@ -333,10 +333,8 @@ def test_an_engine_run_that_ends_before_the_campaign_parks_still_ends_it(scripte
     assert campaigns.summary(two).ok == 2
 
 
-@pytest.mark.django_db
-def test_a_failed_engine_run_fails_the_campaign_once_it_ends_and_retry_restarts_it(
-    scripted_models, researcher, sent, english, login
-):
+def with_a_failed_engine_run(scripted_models, researcher):
+    """A mixed campaign, parked, whose engine run's job has failed (its weights are missing)."""
     url = scripted_models({"mixed-good": lambda body: (200, ANSWER)})
     make_question()
     campaign, _http_run, engine_run = mixed_campaign(url, researcher)
@@ -344,6 +342,14 @@ def test_a_failed_engine_run_fails_the_campaign_once_it_ends_and_retry_restarts_
     engine_run.refresh_from_db()
     with mock.patch.object(engines, "local_chat_batch", side_effect=RuntimeError("no weights at /nowhere")):
         assert execute_job(engine_run.job_id) == Job.Status.FAILED
+    return campaign, engine_run
+
+
+@pytest.mark.django_db
+def test_a_failed_engine_run_fails_the_campaign_once_it_ends_and_retry_restarts_it(
+    scripted_models, researcher, sent, english, login
+):
+    campaign, engine_run = with_a_failed_engine_run(scripted_models, researcher)
     assert Job.objects.get(pk=campaign.job_id).status == Job.Status.RUNNING  # told, not yet done
     assert execute_job(campaign.job_id) == Job.Status.FAILED
     job = Job.objects.get(pk=campaign.job_id)
@@ -438,13 +444,7 @@ def test_a_campaigns_runs_save_their_answers_together_and_write_the_job_row_once
 def test_a_campaign_retry_is_refused_while_a_part_of_one_of_its_runs_is_still_answering(
     scripted_models, researcher, sent, english, login
 ):
-    url = scripted_models({"mixed-good": lambda body: (200, ANSWER)})
-    make_question()
-    campaign, _http_run, engine_run = mixed_campaign(url, researcher)
-    assert execute_job(campaign.job_id) == "parked"
-    engine_run.refresh_from_db()
-    with mock.patch.object(engines, "local_chat_batch", side_effect=RuntimeError("no weights at /nowhere")):
-        assert execute_job(engine_run.job_id) == Job.Status.FAILED
+    campaign, engine_run = with_a_failed_engine_run(scripted_models, researcher)
     assert execute_job(campaign.job_id) == Job.Status.FAILED and campaigns.summary(campaign).finished
     # A part of the engine run's failed job has not seen the failure yet: its worker still answers.
     Job.objects.create(kind="inference.run_local", status=Job.Status.RUNNING, queue="cpu",
