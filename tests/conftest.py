@@ -32,6 +32,38 @@ def _sendfile_follows_media_root(*, setting, value, **kwargs):
         settings.SENDFILE_ROOT = value
 
 
+# Fixtures through which a test reaches the test database (pytest-django's, and the live server's).
+DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "live_server",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that use the test database: CI runs the suite on two databases, and a test "
+        "that uses none (PDF reading, bench scripts with their own settings) gives the same result on both",
+    )
+
+
+def uses_the_database(item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & set(item.fixturenames))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--database-tests-only"):
+        return
+    free = [item for item in items if not uses_the_database(item)]
+    if free:
+        config.hook.pytest_deselected(items=free)
+        items[:] = [item for item in items if uses_the_database(item)]
+
+
 @pytest.fixture(autouse=True)
 def _imports_in_the_test_thread(settings):
     """Import threads open their own database connections, which cannot see a

@@ -25,3 +25,24 @@ def test_ci_is_read_from_the_environment(monkeypatch):
         assert importlib.reload(ci).IN_CI is expected
     monkeypatch.undo()
     importlib.reload(ci)
+
+
+def test_the_second_ci_run_leaves_out_only_the_tests_that_use_no_database():
+    """.ci/run's embedded-default run passes --database-tests-only: a test with the db fixture or the
+    django_db mark stays, one that reaches no test database (it ran in the PostgreSQL run) is left out."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    assert 'PYTEST_ARGS="--database-tests-only"' in (repo / ".ci" / "run").read_text()
+    files = ["tests/test_ci.py", "tests/test_roles.py", "tests/test_query_numbers.py"]
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--database-tests-only",
+         *files],
+        cwd=repo, capture_output=True, text=True, env={**os.environ, "DEBUG": "1"}, timeout=120,
+    )  # fmt: skip
+    kept = {line.split("::")[0] for line in collected.stdout.splitlines() if "::" in line}
+    assert kept == {"tests/test_roles.py", "tests/test_query_numbers.py"}, collected.stdout + collected.stderr
+    assert "deselected" in collected.stdout

@@ -9,11 +9,10 @@ import pytest
 
 from inference import services
 from inference.models import ModelEndpoint
-from k12vista.models import PARKED_TOKEN, Job
+from k12vista.models import Job
 from pem import panel
 from tests.annotation_factories import make_question
 from tests.conftest import start_worker, stop_worker
-from tests.job_runs import tree_of
 from tests.pem_factories import answer, make_run
 from tests.test_run_parts_workers import wait
 
@@ -84,15 +83,7 @@ def test_a_panel_of_two_offline_judges_is_judged_in_parallel_in_parts(researcher
     workers += [start_worker(name=f"gpu{n}", queues="gpu-1x80g", **env) for n in (1, 2, 3)]
     try:
         board = panel.start_panel(name="two judges", inference_runs=[run], judges=judges, user=researcher)
-        judges_at_once = [0]
-
-        def finished() -> bool:
-            parts = Job.objects.filter(pk__in=tree_of(board.job_id), params__has_key="first_id")
-            held = parts.filter(status=Job.Status.RUNNING).exclude(claim_token=PARKED_TOKEN)
-            judges_at_once[0] = max(judges_at_once[0], held.values("params__scoring_run_id").distinct().count())
-            return Job.objects.get(pk=board.job_id).is_finished
-
-        wait(finished, timeout=400, what="the panel to end", every=0.05)
+        wait(lambda: Job.objects.get(pk=board.job_id).is_finished, timeout=400, what="the panel to end")
     finally:
         for process in workers:
             stop_worker(process)
@@ -108,9 +99,10 @@ def test_a_panel_of_two_offline_judges_is_judged_in_parallel_in_parts(researcher
     # Every step judged exactly once per judge: one call per chain and judge, no more.
     calls = Counter(tuple(line.split()) for line in log.read_text().splitlines())
     assert calls == {(j, str(n)): 1 for j in ("j1", "j2") for n in range(1, 5)}
-    # Both judges' jobs ran at once: each judge's first part waited inside the engine for the other's.
+    # Both judges' jobs ran at once: a judge's engine answers only once the other judge's has begun (a panel
+    # judged one judge after the other fails with "the other judge never began"). Polling the parts' statuses
+    # for the overlap missed it on a quiet machine: once both have begun, both end within milliseconds.
     assert {name.split("-")[0] for name in os.listdir(meeting)} == {"j1", "j2"}
-    assert judges_at_once[0] == 2
     board.refresh_from_db()
     assert (board.counts["steps"], board.counts["decided"]) == (8, 8)
     assert (whole.done, whole.total) == (8, 8)
