@@ -66,8 +66,6 @@ from inference import client
 from inference.models import CallDemand, CallLease, ModelEndpoint
 from k12vista import metrics
 
-# Seconds a lease lasts without renewal: how long a crashed run's slots stay taken.
-LEASE_SECONDS = 60
 # Seconds between two tries to lease more slots while every held one is busy.
 LEASE_POLL_SECONDS = 0.25
 # Longest wait between two attempts, whatever Retry-After asks.
@@ -95,7 +93,7 @@ _FREE = datetime(2000, 1, 1, tzinfo=UTC)  # an expiry long past: the slot is fre
 
 
 def lease_seconds() -> int:
-    return getattr(settings, "CALL_LEASE_SECONDS", LEASE_SECONDS)
+    return settings.CALL_LEASE_SECONDS
 
 
 def take_slots(*, endpoint_id: int, limit: int, holder: str, want: int) -> list[int]:

@@ -477,6 +477,9 @@ MODEL_UNREACHABLE_AFTER = env_int("MODEL_UNREACHABLE_AFTER", 4, minimum=1)
 # Seconds one server of an endpoint with replicas is set aside after it failed (no connection, a
 # 5xx) while the others take its calls; after that it is tried again (inference.calls.Replicas).
 MODEL_REPLICA_COOLDOWN = env_int("MODEL_REPLICA_COOLDOWN", 10, minimum=1)
+# Seconds a call slot of an endpoint stays held when its run dies without giving it back (a killed
+# worker): the other runs of that endpoint get it after this (inference.calls, renewed every third).
+CALL_LEASE_SECONDS = env_int("CALL_LEASE_SECONDS", 60, minimum=3)
 # Endpoints of kind "transformers" run small models on the worker's CPU. When the
 # worker's Python lacks torch, name a Python that has it (and transformers): the
 # batches then run in it as a subprocess.

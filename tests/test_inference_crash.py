@@ -36,7 +36,9 @@ def test_it_finishes_a_run_whose_worker_was_killed(scripted_server, researcher, 
         endpoint=ModelEndpoint(name="slow", base_url=scripted_server, model_name="m", max_concurrency=1), user=None
     )
     stale = "5"  # seconds without a heartbeat before another worker may take the job over
-    first = start_worker(name="first", JOB_STALE_AFTER_SECONDS=stale)
+    # The killed worker's call slot (max_concurrency 1) comes free after its lease: 60 s by default.
+    quick = {"JOB_STALE_AFTER_SECONDS": stale, "CALL_LEASE_SECONDS": "5"}
+    first = start_worker(name="first", **quick)
     try:
         run = services.start_inference_run(endpoint=endpoint, mode="direct", filters={}, user=researcher)
         answered = Response.objects.filter(run=run, status=Response.Status.OK)
@@ -48,7 +50,7 @@ def test_it_finishes_a_run_whose_worker_was_killed(scripted_server, researcher, 
     job = Job.objects.get(pk=run.job_id)
     assert job.status == Job.Status.RUNNING and answered.count() < QUESTIONS
 
-    second = start_worker(name="second", JOB_STALE_AFTER_SECONDS=stale)
+    second = start_worker(name="second", **quick)
     try:
         time.sleep(int(stale) + 1)
         run_job.apply_async((job.pk,), queue="io")  # the broker's redelivery of the unacknowledged message
