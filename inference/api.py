@@ -578,7 +578,10 @@ class AssistDetail(generics.RetrieveAPIView):
 def assist_retry(request: Request, pk: int) -> Response:
     """Asks the failed items of assist run ``pk`` again."""
     run = generics.get_object_or_404(assist_runs_for(request.user), pk=pk)
-    job = assist.retry_failed(run=run, user=request.user)
+    try:
+        job = assist.retry_failed(run=run, user=request.user)
+    except services.RetryRefused as exc:  # its job is still queued or running (400, as a run's retry)
+        raise ValidationError({"detail": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -27,6 +27,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation import checks
 from annotation import services as bank
@@ -35,7 +36,7 @@ from inference import calls, client, parsing, prompts
 from inference.answers import UnreadableOutput, judge_answer
 from inference.default_prompts import STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
-from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_rows, require_api_key
+from inference.services import ALLOWED_PARAMS, EndpointError, RetryRefused, create_missing_rows, require_api_key
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
@@ -111,8 +112,17 @@ def start_assist_run(
     return run
 
 
+@transaction.atomic
 def retry_failed(*, run: AssistRun, user: Any) -> Job:
-    """Sends items whose call failed back to pending and runs the job again for them only."""
+    """Sends items whose call failed back to pending and runs the job again for them only. Refused, with
+    nothing changed, while the run's job is queued or running (RetryRefused): a second job over the same
+    pending items would ask each of them twice."""
+    # The run's row is locked first, so two retries sent at once are one retry and one refusal.
+    job_id = AssistRun.objects.select_for_update().filter(pk=run.pk).values_list("job_id", flat=True).first()
+    if job_id is not None and Job.objects.unfinished().filter(pk=job_id).exists():
+        raise RetryRefused(
+            gettext("%(run)s is still running: retry its failed items once it has ended") % {"run": run.name}
+        )
     run.results.filter(status=Status.CALL_FAILED).update(status=Status.PENDING, error="")
     run.job = start_job(
         kind=JOB_KIND, user=user, params={"run_id": run.pk}, title=job_text.title("retry", name=run.name)

@@ -285,6 +285,24 @@ def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, research
     assert len(model_flags(first)) == 2
 
 
+
+def test_a_retry_is_refused_while_the_runs_job_is_still_queued_and_nothing_changes(scripted_server, researcher, api):
+    make_question()
+    Scripted.script = [400]
+    answering(PROBLEMS)
+    run = run_now(start(endpoint(scripted_server), researcher, "check_structure"))
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        retry = assist.retry_failed(run=run, user=researcher)  # queued: no worker took it yet
+        with pytest.raises(services.RetryRefused, match="still running"):
+            assist.retry_failed(run=run, user=researcher)
+        answer = api(researcher).post(f"/api/assist/{run.pk}/retry/")
+    assert answer.status_code == 400 and "still running" in answer.content.decode()
+    run.refresh_from_db()
+    assert run.job_id == retry.pk and Job.objects.filter(kind="inference.assist").count() == 2
+    execute_job(retry.pk)  # once it has ended, a retry is taken again
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        assert assist.retry_failed(run=run, user=researcher).pk != retry.pk
+
 def result_updates(researcher, questions: int) -> tuple[AssistRun, int]:
     """Saves one batch of restructuring outcomes for ``questions`` questions (each fourth call
     failed, each fourth output unreadable); returns the run and the UPDATEs of its result rows."""
