@@ -285,7 +285,6 @@ def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, research
     assert len(model_flags(first)) == 2
 
 
-
 def test_a_retry_is_refused_while_the_runs_job_is_still_queued_and_nothing_changes(scripted_server, researcher, api):
     make_question()
     Scripted.script = [400]
@@ -302,6 +301,7 @@ def test_a_retry_is_refused_while_the_runs_job_is_still_queued_and_nothing_chang
     execute_job(retry.pk)  # once it has ended, a retry is taken again
     with mock.patch("k12vista.tasks.run_job.apply_async"):
         assert assist.retry_failed(run=run, user=researcher).pk != retry.pk
+
 
 def result_updates(researcher, questions: int) -> tuple[AssistRun, int]:
     """Saves one batch of restructuring outcomes for ``questions`` questions (each fourth call
