@@ -55,6 +55,10 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, help_text="A failure stated as a code (e.g. inference.endpoint_unreachable), or ''."
     )
     error_params = serializers.JSONField(read_only=True, help_text="The code's parameters (url, cause, count...).")
+    # Not the model's three choices: a part of an offline run goes to its GPU class's queue, gpu-<class>.
+    queue = serializers.CharField(
+        read_only=True, help_text="The workers' queue: cpu, io, gpu, or gpu-<class> for a GPU class (e.g. gpu-4x80g)."
+    )
     waiting_for_broker = serializers.BooleanField(
         read_only=True, help_text="Queued while the broker is unreachable; it starts once the broker is back."
     )

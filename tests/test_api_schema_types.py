@@ -66,3 +66,17 @@ def test_a_wrong_field_inside_a_typed_object_is_refused_by_name(researcher, admi
     audit = {"population": {"kind": "status", "stauts": "audited"}, "inspectors": []}
     response = api.post("/api/inspect/audits/", audit, format="json")
     assert response.status_code == 400 and "stauts" in response.json()["population"]
+
+
+def test_a_jobs_queue_may_be_a_gpu_class_in_the_schema_and_in_the_answer(researcher):
+    """A part of an offline run is queued on gpu-<class>: the schema's Job.queue is no enum of cpu/io/gpu,
+    which a generated client would hold that job's answer against."""
+    from k12vista import jobs
+
+    components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    queue = components["Job"]["properties"]["queue"]
+    assert queue["type"] == "string" and "enum" not in queue and "$ref" not in queue and "allOf" not in queue
+    part = jobs.start_job(kind="inference.score_offline", user=researcher, params={}, queue="gpu-4x80g")
+    client = APIClient()
+    client.force_authenticate(researcher)
+    assert client.get(f"/api/jobs/{part.pk}/").json()["queue"] == "gpu-4x80g"
