@@ -32,8 +32,10 @@ def _sendfile_follows_media_root(*, setting, value, **kwargs):
         settings.SENDFILE_ROOT = value
 
 
-# Fixtures through which a test reaches the test database (pytest-django's, and the live server's).
+# Fixtures through which a test reaches the test database (pytest-django's, the live server's), or a
+# database of its own on the test run's server (tests/test_bench_scripts.py).
 DATABASE_FIXTURES = {
+    "bench_database",
     "db",
     "transactional_db",
     "django_db_reset_sequences",
@@ -46,8 +48,8 @@ def pytest_addoption(parser):
     parser.addoption(
         "--database-tests-only",
         action="store_true",
-        help="run only the tests that use the test database: CI runs the suite on two databases, and a test "
-        "that uses none (PDF reading, bench scripts with their own settings) gives the same result on both",
+        help="run only the tests that use the test run's database: CI runs the suite on two databases, and a "
+        "test that uses none (PDF reading, bench scripts with their own settings) gives the same result on both",
     )
 
 

@@ -27,22 +27,26 @@ def test_ci_is_read_from_the_environment(monkeypatch):
     importlib.reload(ci)
 
 
-def test_the_second_ci_run_leaves_out_only_the_tests_that_use_no_database():
-    """.ci/run's embedded-default run passes --database-tests-only: a test with the db fixture or the
-    django_db mark stays, one that reaches no test database (it ran in the PostgreSQL run) is left out."""
+def test_the_postgresql_ci_run_leaves_out_only_the_tests_that_use_no_database():
+    """.ci/run's PostgreSQL run passes --database-tests-only: a test with the db fixture, the django_db mark
+    or a bench database stays; one that reaches no database of the run (the embedded default's run runs
+    it) is left out."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    assert '"--database-tests-only"' in (repo / ".ci" / "run").read_text()
-    files = ["tests/test_ci.py", "tests/test_roles.py", "tests/test_query_numbers.py"]
+    assert '"redis://127.0.0.1:6379/15" "--database-tests-only"' in (repo / ".ci" / "run").read_text()
+    files = ["tests/test_ci.py", "tests/test_roles.py", "tests/test_query_numbers.py", "tests/test_bench_scripts.py"]
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--database-tests-only",
          *files],
         cwd=repo, capture_output=True, text=True, env={**os.environ, "DEBUG": "1"}, timeout=120,
     )  # fmt: skip
-    kept = {line.split("::")[0] for line in collected.stdout.splitlines() if "::" in line}
-    assert kept == {"tests/test_roles.py", "tests/test_query_numbers.py"}, collected.stdout + collected.stderr
+    kept = {line.split(" ")[0] for line in collected.stdout.splitlines() if "::" in line}
+    assert {name.split("::")[0] for name in kept} == {"tests/test_roles.py", "tests/test_query_numbers.py",
+                                                      "tests/test_bench_scripts.py"}, collected.stdout  # fmt: skip
+    bench = {name.split("::")[1] for name in kept if "bench_scripts" in name}
+    assert "test_cluster_postgresql" in bench and "test_cluster" not in bench
     assert "deselected" in collected.stdout
