@@ -11,6 +11,10 @@
   function reveal() {
     if (!root.classList.contains("fonts-pending")) return;
     root.classList.remove("fonts-pending");
+    // An autofocus control could not take the focus while the body was not laid out (the browser drops it):
+    // it takes it now, unless the person has put the focus somewhere meanwhile.
+    var auto = document.querySelector("[autofocus]");
+    if (auto && (!document.activeElement || document.activeElement === document.body)) auto.focus();
     waiting.splice(0).forEach(function (fn) { fn(); });
   }
   // Nothing in a body that is not laid out can take the focus (focus() on it does nothing), so a page that puts
