@@ -285,7 +285,9 @@ def test_a_failed_call_is_recorded_and_the_run_goes_on(scripted_server, research
     assert len(model_flags(first)) == 2
 
 
-def test_a_retry_is_refused_while_the_runs_job_is_still_queued_and_nothing_changes(scripted_server, researcher, api):
+def test_a_retry_is_refused_while_the_runs_job_is_still_queued_and_nothing_changes(
+    scripted_server, researcher, api, english
+):
     make_question()
     Scripted.script = [400]
     answering(PROBLEMS)
