@@ -38,7 +38,7 @@ from inference.default_prompts import STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
 from inference.services import ALLOWED_PARAMS, EndpointError, RetryRefused, create_missing_rows, require_api_key
 from k12vista import job_text
-from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.jobs import Progress, job_handler, start_job, still_running
 from k12vista.models import Job
 
 JOB_KIND = "inference.assist"
@@ -119,7 +119,7 @@ def retry_failed(*, run: AssistRun, user: Any) -> Job:
     pending items would ask each of them twice."""
     # The run's row is locked first, so two retries sent at once are one retry and one refusal.
     job_id = AssistRun.objects.select_for_update().filter(pk=run.pk).values_list("job_id", flat=True).first()
-    if job_id is not None and Job.objects.unfinished().filter(pk=job_id).exists():
+    if still_running(job_id):
         raise RetryRefused(
             gettext("%(run)s is still running: retry its failed items once it has ended") % {"run": run.name}
         )

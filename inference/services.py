@@ -12,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -30,7 +30,7 @@ from inference.models import (
 from inference.reference import messages as reference_messages
 from inference.reference.register import reference_prompt
 from k12vista import job_text
-from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.jobs import Progress, job_handler, start_job, still_running
 from k12vista.models import Job
 
 EndpointError = client.EndpointError
@@ -280,12 +280,8 @@ class RetryRefused(Exception):
 
 
 def still_answering(run: InferenceRun) -> bool:
-    """Whether the run's job or one of its parts is queued or running. The parts count on their own:
-    a part may still run after its whole job failed or was cancelled (it stops at its next report)."""
-    job_id = InferenceRun.objects.filter(pk=run.pk).values_list("job_id", flat=True).first()
-    if job_id is None:
-        return False
-    return Job.objects.unfinished().filter(Q(pk=job_id) | Q(params__part_of=job_id)).exists()
+    """Whether the run's job (as stored now) or one of its parts is queued or running."""
+    return still_running(InferenceRun.objects.filter(pk=run.pk).values_list("job_id", flat=True).first())
 
 
 def refuse_retry_while_answering(run: InferenceRun) -> None:

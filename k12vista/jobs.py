@@ -31,6 +31,7 @@ from typing import Any
 
 from celery import current_app
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -125,6 +126,14 @@ class Progress:
 
 def unfinished_parts(job: Job):
     return Job.objects.unfinished().filter(params__part_of=job.pk)
+
+
+def still_running(job_id: int | None) -> bool:
+    """Whether the job or one of its parts is queued or running. The parts count on their own: a part
+    may still run after its whole job failed or was cancelled (it stops at its next report)."""
+    if job_id is None:
+        return False
+    return Job.objects.unfinished().filter(Q(pk=job_id) | Q(params__part_of=job_id)).exists()
 
 
 def start_job(
