@@ -60,10 +60,12 @@ def uses_the_database(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--database-tests-only"):
         return
-    free = [item for item in items if not uses_the_database(item)]
+    kept, free = [], []
+    for item in items:
+        (kept if uses_the_database(item) else free).append(item)
     if free:
         config.hook.pytest_deselected(items=free)
-        items[:] = [item for item in items if uses_the_database(item)]
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from k12vista import jobs
 from tests.test_pem800k_export import kept_run
 
 pytestmark = pytest.mark.django_db
@@ -71,8 +72,6 @@ def test_a_wrong_field_inside_a_typed_object_is_refused_by_name(researcher, admi
 def test_a_jobs_queue_may_be_a_gpu_class_in_the_schema_and_in_the_answer(researcher):
     """A part of an offline run is queued on gpu-<class>: the schema's Job.queue is no enum of cpu/io/gpu,
     which a generated client would hold that job's answer against."""
-    from k12vista import jobs
-
     components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
     queue = components["Job"]["properties"]["queue"]
     assert queue["type"] == "string" and "enum" not in queue and "$ref" not in queue and "allOf" not in queue

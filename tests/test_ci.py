@@ -1,5 +1,10 @@
 """Under CI a missing part fails the run; elsewhere it skips."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests import ci
@@ -31,11 +36,6 @@ def test_the_postgresql_ci_run_leaves_out_only_the_tests_that_use_no_database():
     """.ci/run's PostgreSQL run passes --database-tests-only: a test with the db fixture, the django_db mark
     or a bench database stays; one that reaches no database of the run (the embedded default's run runs
     it) is left out."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     repo = Path(__file__).resolve().parents[1]
     assert '"redis://127.0.0.1:6379/15" "--database-tests-only"' in (repo / ".ci" / "run").read_text()
     files = ["tests/test_ci.py", "tests/test_roles.py", "tests/test_query_numbers.py", "tests/test_bench_scripts.py"]
