@@ -277,3 +277,36 @@ def test_a_word_paper_with_mathematical_italic_letters_imports_and_a_retry_makes
     assert second.questions == 0 and second.existing == 2
     assert Question.objects.filter(source_document=document).count() == 2
     assert SourceDocument.objects.count() == 1
+
+
+def answer_key_paper() -> bytes:
+    """Two fill-in questions and an answer key whose first entry is a formula image (a fraction pasted from
+    MathType), as the key of a Word paper often is."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((60, 70), "一、填空题", fontname=FONT, fontsize=SIZE)
+    page.insert_text((60, 100), "1．计算：二分之一加三分之一等于________。", fontname=FONT, fontsize=SIZE)
+    page.insert_text((60, 130), "2．一个正方形的边长是5厘米，它的周长是________厘米。", fontname=FONT, fontsize=SIZE)
+    page.insert_text((60, 180), "参考答案", fontname=FONT, fontsize=SIZE)
+    _line(page, 60, 210, "1．", FORMULA)
+    page.insert_text((60, 240), "2．20", fontname=FONT, fontsize=SIZE)
+    return doc.tobytes(deflate=True)
+
+
+@pytest.mark.django_db
+def test_an_answer_key_entry_set_as_a_formula_image_is_the_questions_image_shown_on_its_page(researcher, login):
+    document, _ = _import(answer_key_paper(), "key.pdf")
+    first = _question(document, "计算")
+    assert len(first.answers) == 1
+    # The page-local token is numbered for the question and its image stored with it.
+    assert re.fullmatch(r"\s*\[\[formula:(\d+)\]\]\s*", first.answers[0]), first.answers
+    number = int(re.search(r"\d+", first.answers[0]).group())
+    formula = first.figures.get(position=number)
+    assert formula.kind == Figure.Kind.FORMULA
+    assert _question(document, "一个正方形").answers == ["20"]
+    # The OCR reviewer is asked to type it, as for a formula image in the text.
+    assert "formula_image" in set(first.flags.values_list("code", flat=True))
+    body = login(researcher).get(f"/annotate/questions/{first.hash_id}/").content.decode()
+    # The answers' list (question_detail.html) shows the image, not the token.
+    assert f'<ol data-math><li><img class="formula-image" src="{formula.image.url}"' in body
+    assert "[[formula" not in body

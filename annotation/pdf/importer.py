@@ -609,10 +609,14 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
             crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
         except (RuntimeError, ValueError) as exc:  # MuPDF cannot render this part of the page
             problems.append(note("figure_uncropped", page=region.page, error=f"{type(exc).__name__}: {exc}"))
-    # Formula images stand in the text as [[formula:N]], N their place after the question's figures.
-    texts, inline = figures.placeholders([question.text, question.solution, *(o["text"] for o in question.options)],
-                                         formulas, first=len(crops))  # fmt: skip
-    options = [{**o, "text": t} for o, t in zip(question.options, texts[2:], strict=True)]
+    # Formula images stand in the text as [[formula:N]], N their place after the question's figures; an
+    # answer key's entry can be one too (a fraction or a vector set as a picture), so answers go through it.
+    answers = [str(a) for a in question.answers]
+    texts, inline = figures.placeholders(
+        [question.text, question.solution, *answers, *(o["text"] for o in question.options)], formulas, first=len(crops)
+    )
+    answers = texts[2 : 2 + len(answers)]
+    options = [{**o, "text": t} for o, t in zip(question.options, texts[2 + len(answers) :], strict=True)]
     for region in inline:
         try:
             crops.append(_figure_data(pdf, rows, region, hash_id, len(crops)))
@@ -620,7 +624,7 @@ def _save_question(*, document: SourceDocument, pdf: pymupdf.Document, rows: dic
             problems.append(note("formula_uncropped", page=region.page, error=str(exc)))
     data = QuestionData(
         hash_id=hash_id, subject=subject, grade=grade, qtype=question.qtype, text=texts[0],
-        options=options, answers=question.answers, raw_solution=texts[1],
+        options=options, answers=answers, raw_solution=texts[1],
         source=document.original_name, source_document=document, source_page=rows[page_number], bbox=bbox,
         boxes=question_boxes(question.lines, found),
         figures=crops,
