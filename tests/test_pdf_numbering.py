@@ -263,3 +263,72 @@ def test_badges_numbering_past_1_and_a_badge_at_the_top_of_the_next_column():
     parsed = segment(rows)
     assert [q.number for q in parsed.questions] == [7, 8, 9]
     assert [q.option_count for q in parsed.questions] == [4, 4, 4]
+
+
+def test_a_numeral_question_whose_words_end_in_ti_is_no_section_heading():
+    """ "二、已知命题 p1：…" reads like "二、<…>题" but in a paper numbered by numerals it is the next question."""
+    parsed = segment(
+        lines(
+            "一、已知函数f(x)=x+1，则f(2)的值是多少？请写出判断的过程。",
+            "二、已知命题 p1：函数y=2x在R上为增函数，p2：函数y=-x在R上为增函数，则真命题是哪一个？",
+            "三、某岛屿上生活着一种动物，关于该种群的叙述，错误的是哪一项？请写出判断的过程。",
+        )
+    )
+    assert [q.label for q in parsed.questions] == ["一", "二", "三"]
+    assert parsed.questions[1].text.startswith("已知命题")
+    # A heading still heads its section where the paper numbers its questions 1．2．
+    headed = segment(lines("一、选择题", "1．甲（）", CHOICES, "二、判断题", "2．乙（）"))
+    assert [q.label for q in headed.questions] == ["1", "2"]
+
+
+def test_a_decimal_starting_a_line_does_not_make_bracketed_question_numbers_an_items_parts():
+    """A notice numbered 1．-3．, questions （1）-（6）, and a solution line that starts "4.2×10⁴ km": the
+    decimal is no item 4 closing around the questions."""
+    parsed = segment(
+        lines(
+            "注意事项：",
+            "1．答卷前，考生务必将自己的姓名填写在答题卡上。",
+            "2．回答选择题时，选出每小题答案后，用铅笔把答题卡上对应题目的答案标号涂黑。",
+            "3．考试结束后，将本试卷和答题卡一并交回。",
+            *[row for n in range(1, 7) for row in (f"（{n}）下列关于第{n}种物质的说法正确的是（）", CHOICES)],
+            "参考答案",
+            "（1）A （2）B （3）C （4）D （5）A",
+            "（6）解：由万有引力提供向心力可得同步卫星的轨道半径",
+            "4.2×10⁴ km，故选A。",
+        )
+    )
+    assert [q.number for q in parsed.questions] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_last_column_holding_one_line_is_a_column_under_a_centred_title_and_footer():
+    """An A3 paper whose right column holds only the last question (its left column full), with a title
+    and a footer centred across the gutter: the last question is not read into the left column's lines."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=1191, height=842)
+    page.insert_text((470, 40), "2025年普通高等学校招生全国统一考试", fontname="china-s", fontsize=14)
+    page.insert_text((520, 64), "学科素养测试", fontname="china-s", fontsize=12)
+    page.insert_text((571, 820), "第1页 共1页", fontname="china-s", fontsize=9)
+    for i in range(7):
+        y = 100 + 90 * i
+        page.insert_text(
+            (60, y),
+            f"{i + 1}．下列关于第{i + 1}题所述物质的性质和用途的说法，正确的是（）",
+            fontname="china-s",
+            fontsize=11,
+        )
+        page.insert_text(
+            (60, y + 20), "A．甲物质可以用作食品的干燥剂  B．乙物质可用于治疗胃酸过多", fontname="china-s", fontsize=11
+        )
+        page.insert_text(
+            (60, y + 40), "C．丙物质可以用来制作导线材料  D．丁物质可以用作消毒杀菌剂", fontname="china-s", fontsize=11
+        )
+    page.insert_text(
+        (610, 100),
+        "8．已知集合A={x|x>2}，B={x|x<5}，则A∩B等于什么？请写出判断的过程。",
+        fontname="china-s",
+        fontsize=11,
+    )
+    parsed = analysis_of(doc.tobytes()).parsed
+    assert [q.number for q in parsed.questions] == list(range(1, 9))
+    assert parsed.questions[-1].text.startswith("已知集合")
+    assert all("已知集合" not in q.text for q in parsed.questions[:-1])

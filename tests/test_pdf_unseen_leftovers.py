@@ -68,6 +68,25 @@ def test_only_light_text_on_a_solid_fill_is_turned_into_print():
     assert (after[:, 50:] == before[:, 50:]).all()  # the bullet, the bar, the frame and the text as they were
 
 
+def test_on_a_scan_only_a_round_badge_is_turned_into_print_not_a_blot_of_heavy_type():
+    """A scan numbered in filled badges loses its numbers as an outlined page did; but an old scan's heavy
+    type has solid blots with holes (a 口 inked shut but for its counter), which stay as they are."""
+    image = Image.new("L", (400, 120), 255)
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((10, 10, 40, 40), fill=60)  # a badge …
+    draw.text((19, 13), "7", fill=255, font=ImageFont.load_default(size=16))  # … with its number
+    draw.rectangle((60, 10, 90, 40), fill=0)  # a square blot …
+    draw.rectangle((70, 20, 78, 28), fill=255)  # … with a counter left open
+    before = np.asarray(image)
+    after = np.asarray(reading.dark_fills_as_print(image.convert("RGB"), dpi=120, discs_only=True).convert("L"))
+    badge = after[10:41, 10:41]
+    assert badge.min() < 100 and (badge > 200).mean() > 0.8
+    assert (after[:, 50:] == before[:, 50:]).all()
+    # Not on a scan, the blot is a fill like any other.
+    anywhere = np.asarray(reading.dark_fills_as_print(image.convert("RGB"), dpi=120).convert("L"))
+    assert not (anywhere[:, 50:] == before[:, 50:]).all()
+
+
 def test_a_notice_then_shared_material_then_badges():
     """A notice numbered 1．2．3． ends at the material for questions 1-2 (it went into the notice, and the
     badges after it with it: no question at all), and the badges number the questions."""

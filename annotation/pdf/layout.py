@@ -214,7 +214,8 @@ def gutters_of(spans: list[tuple[int, Span]], width: float, *, step: float = 2.0
     pieces = [(row, min(max(x0, 0.0), width), min(max(x1, 0.0), width)) for row, x0, x1 in _row_pieces(spans)]
     cover = _rows_covering(pieces, bins, step)
     rows = len({row for row, _, _ in pieces})
-    tolerance = max(1, rows // 30)
+    # A title, a subtitle and a footer centred on the page may cross a gutter: two rows, or one in twenty.
+    tolerance = max(2, rows // 20)
     first = int(min(x0 for _, x0, _ in pieces) / step) + 1
     last = min(int(max(x1 for _, _, x1 in pieces) / step), bins - 1)
     gutters = []
@@ -291,6 +292,7 @@ def _core(cover: list[int], i: int, j: int, step: float) -> tuple[float, float]:
     return best[0] * step, best[1] * step
 
 
+LAST_COLUMN_ROWS, LAST_COLUMN_GAP = 12, 24.0  # rows ending left of a gutter, its width in points
 MIN_COLUMN_LINE = 50.0  # points: wider than a caption or a label, narrower than a line of a narrow column
 
 
@@ -299,7 +301,11 @@ def _is_column_edge(pieces: list[tuple[tuple[int, int], float, float]], x0: floa
     starts = {row for row, start, end in pieces if x1 - 1 <= start <= x1 + 30 and end - start >= MIN_COLUMN_LINE}
     left = {row for row, _, end in pieces if end <= x0 + 1}
     right = {row for row, start, _ in pieces if start >= x1 - 1}
-    return len(starts) >= 3 and len(left) >= 3 and len(right) >= 3
+    if len(starts) >= 3 and len(left) >= 3 and len(right) >= 3:
+        return True
+    # A paper's last column may hold a line or two (the last question, after a figure that ends the column
+    # before it): a band as wide as a gutter is set, that a whole column of rows ends left of.
+    return len(starts) >= 1 and len(left) >= LAST_COLUMN_ROWS and x1 - x0 >= LAST_COLUMN_GAP
 
 
 def page_layout(page: PageText, gutters: list[float] | None = None) -> PageLayout:

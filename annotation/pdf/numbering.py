@@ -16,7 +16,7 @@ from annotation.pdf.layout import Line
 
 LONE_NUMBER = re.compile(r"^\s*(\d{1,3})\s*$")
 PAREN_NUMBER = re.compile(r"^[(（]\s*(\d{1,3})\s*[)）]\s*")
-DOT_NUMBER = re.compile(r"^(\d{1,3})\s*[．、.]\s*")
+DOT_NUMBER = re.compile(r"^(\d{1,3})\s*(?:[．、]|\.(?!\d))\s*")  # "4.2×10⁴ km" starting a line is no number
 MIN_RUN = 5  # four bracketed choices (1)-(4), or a syllabus's four topics, are no paper's questions
 
 

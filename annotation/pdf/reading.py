@@ -154,10 +154,9 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
     take them apart again.
     """
     image = render_image(page, dpi=OCR_DPI)
-    if not _has_page_picture(page):
-        # Not on scans: an old scan's heavy type holds solid blots with holes that this would invert (the
-        # real 1985 and 1986 scans lost questions); outlined pages are where badges were lost.
-        image = dark_fills_as_print(image, dpi=OCR_DPI)
+    # On a scan only round badges: an old scan's heavy type holds solid blots with holes that would be
+    # inverted too (the real 1985 and 1986 scans lost questions), where a badge is a disc.
+    image = dark_fills_as_print(image, dpi=OCR_DPI, discs_only=_has_page_picture(page))
     scale = 72 / OCR_DPI
     spans = []
     edges = [0, *image_gutters(image), image.width]
@@ -174,9 +173,10 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
 
 DARK = 128  # grey level below which a pixel is ink or a fill
 FILL_HEIGHT_PT = (8.0, 40.0)  # a badge or a banded heading: a character tall to about three lines
+DISC_MATCH = 0.85  # of a round badge's shape and the ellipse in its box, their overlap over their union
 
 
-def dark_fills_as_print(image: Image.Image, *, dpi: int) -> Image.Image:
+def dark_fills_as_print(image: Image.Image, *, dpi: int, discs_only: bool = False) -> Image.Image:
     """The page with light text on a dark fill (a question number in a filled badge, a heading in a dark
     band) turned into dark text on white, as the rest of the page is printed.
 
@@ -184,7 +184,8 @@ def dark_fills_as_print(image: Image.Image, *, dpi: int) -> Image.Image:
     one badge in three on generated papers: 9 lost, 11 read as 1), and the segmentation relies on those
     numbers. A fill is a solid dark connected shape, at least 55% of its box, between a character and
     three lines tall, with light holes inside it (its text): the holes become dark and the fill white. Shapes
-    without holes (a bullet, a bar of a chart) and larger ones (a photograph) are left alone.
+    without holes (a bullet, a bar of a chart) and larger ones (a photograph) are left alone. ``discs_only``
+    (a scan) keeps to round fills: a badge's shape is the ellipse of its box, give or take the scan's blur.
     """
     from scipy import ndimage
 
@@ -215,6 +216,8 @@ def dark_fills_as_print(image: Image.Image, *, dpi: int) -> Image.Image:
         holes = inside & ~shape
         if holes.sum() < 0.02 * inside.sum():
             continue
+        if discs_only and not _is_disc(inside):
+            continue
         if out is None:
             out = grey.copy()
         # The box and two pixels around it: the fill's anti-aliased rim, left grey, reads as a bracket.
@@ -228,6 +231,17 @@ def dark_fills_as_print(image: Image.Image, *, dpi: int) -> Image.Image:
         region[placed & (out[wider] > 255 - DARK)] = 255  # the fill white, whatever its colour
         region[rim] = 255
     return image if out is None else Image.fromarray(out).convert("RGB")
+
+
+def _is_disc(inside: np.ndarray) -> bool:
+    """A shape (holes filled) that is the disc its box holds: a heavy glyph inked solid on a scan (全, 部) is
+    about as square and as full, but its outline is no ellipse."""
+    height, width = inside.shape
+    if not 0.8 <= width / height <= 1.25:
+        return False
+    y, x = np.ogrid[:height, :width]
+    ellipse = ((y + 0.5 - height / 2) / (height / 2)) ** 2 + ((x + 0.5 - width / 2) / (width / 2)) ** 2 <= 1
+    return (inside & ellipse).sum() >= DISC_MATCH * (inside | ellipse).sum()
 
 
 def image_gutters(image: Image.Image, *, max_ink: float = 0.03, min_column: float = 0.22) -> list[int]:

@@ -254,6 +254,10 @@ class Segmenter:
         section = SECTION.match(text) or (None if self.in_answers else BARE_SECTION.match(text))
         if section and self.in_answers and (section.group(1) or section.group(2)) in self._scopes():
             section = None  # "七、第1小题：…": the answers to section 七, no heading
+        if (section and not self.in_answers and section.group(2) and section_type(section.group(3)) is None
+                and self.questions and self._next_item(section.group(2))):  # fmt: skip
+            # "二、已知命题 p1：…" in a paper numbered by numerals: a question whose words end in 题, no heading.
+            section = None
         if section:
             self.section += 1
             self.current, self.in_notice = None, False
