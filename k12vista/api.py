@@ -146,7 +146,8 @@ class StageCountOutput(serializers.Serializer):
 
 class OverallProgressOutput(serializers.Serializer):
     code = serializers.CharField()
-    label = serializers.CharField()
+    # A declared field, taken off the class by DRF's metaclass: it does not replace Field.label at run time.
+    label = serializers.CharField(help_text="the body of work in words")  # type: ignore[assignment]
     counts = StageCountOutput(many=True)
 
 
