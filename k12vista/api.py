@@ -2,7 +2,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.utils.translation import get_language, gettext
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotAuthenticated, NotFound
@@ -101,6 +101,10 @@ def guideline_list(request: Request) -> Response:
     return Response(GuidelineOutput([_guideline(kind) for kind in Guideline.Kind.values], many=True).data)
 
 
+KIND_PARAMETER = OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=Guideline.Kind.values)
+
+
+@extend_schema(parameters=[KIND_PARAMETER])
 class GuidelineDetail(APIView):
     """GET: one kind's current guideline (anyone signed in). POST (administrators): saves ``text`` as its next
     version, as /manage/guidelines/ does; the same text again makes no new version (200 instead of 201)."""
