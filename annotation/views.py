@@ -173,6 +173,8 @@ def refused_form(request: HttpRequest, question: Question) -> QuestionForm:
 @require_POST
 def reject(request: HttpRequest, pk: int) -> HttpResponse:
     assignment = queues.get_assignment_for_user(request.user, pk)
+    # The time counts even when the reason is missing: the page is reloaded, and its count starts again.
+    assignment.count_active_time(request.POST.get("active_seconds"))
     form = RejectForm(request.POST)
     if not form.is_valid():
         messages.error(request, _("A rejection needs a reason."))

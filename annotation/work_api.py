@@ -42,6 +42,12 @@ class WorkOutput(serializers.Serializer):
         child=serializers.CharField(), allow_null=True,
         help_text="a model's proposed steps waiting for this step correction (null if none)",
     )  # fmt: skip
+    active_seconds = serializers.IntegerField(
+        allow_null=True, help_text="active time on it so far, as the saves sent it (null while none was sent)"
+    )
+    guideline_version = serializers.CharField(
+        help_text="the rules it was finished under (e.g. ocr_review.v2; '' until it is done)"
+    )
     question = QuestionSerializer()
 
 
@@ -68,6 +74,9 @@ class SaveInput(InputSerializer):
 
 class RejectInput(InputSerializer):
     reason = serializers.CharField(max_length=5000)
+    active_seconds = serializers.IntegerField(min_value=0, max_value=86400, required=False,
+                                              help_text="time spent on it since the last save, as the page counts "
+                                              "it")  # fmt: skip
 
 
 def _output(assignment: Assignment, *, outside_choices: bool = False) -> dict[str, Any]:
@@ -77,6 +86,7 @@ def _output(assignment: Assignment, *, outside_choices: bool = False) -> dict[st
         "id": assignment.pk, "task": assignment.task, "locked_until": assignment.locked_until,
         "done": assignment.done_at is not None, "rework_note": assignment.rework_note,
         "outside_choices": outside_choices, "proposal": proposal.steps if proposal else None,
+        "active_seconds": assignment.active_seconds, "guideline_version": assignment.guideline_version,
         "question": assignment.question,
     }).data  # fmt: skip
 
@@ -219,7 +229,8 @@ def _save(request: Request, pk: int, *, accept: bool) -> Response:
 
 
 class WorkReject(APIView):
-    """POST: rejects a held question with a reason (it leaves the bank), and closes the assignment."""
+    """POST: rejects a held question with a reason (it leaves the bank), and closes the assignment, counting the
+    active time sent with it."""
 
     permission_classes = [ANNOTATORS]
 
@@ -232,5 +243,6 @@ class WorkReject(APIView):
             services.reject(question=assignment.question, reason=given.validated_data["reason"], user=request.user)
         except services.QuestionDataError as exc:
             return _refused("reason", str(exc))
+        assignment.count_active_time(given.validated_data.get("active_seconds"))
         assignment.complete()
         return Response(_output(assignment))

@@ -28,6 +28,9 @@ api_patterns = [
     path("jobs/", api.JobList.as_view(), name="api_jobs"),
     path("jobs/<int:pk>/", api.JobDetail.as_view(), name="api_job"),
     path("jobs/<int:pk>/cancel/", api.job_cancel, name="api_job_cancel"),
+    path("guidelines/", api.guideline_list, name="api_guidelines"),
+    path("guidelines/<str:kind>/", api.GuidelineDetail.as_view(), name="api_guideline"),
+    path("team/progress/", api.team_progress, name="api_team_progress"),
 ]
 
 urlpatterns = [

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from k12vista.roles import HasRole, Role, has_role
 from k12vista.serializers import InputSerializer
+from k12vista.vocabulary import QuestionType, Stage, Subject
 from pem import labelling
 from pem.models import ChainOfThought, LabellingTask, Step, StepLabel
 
@@ -67,6 +68,30 @@ class TaskOutput(serializers.ModelSerializer):
 
 class TaskDetailOutput(TaskOutput):
     item = ItemOutput(source="cot", read_only=True)  # type: ignore[assignment]  # the whole item, not its id
+
+
+class TaskNextInput(InputSerializer):
+    """The queue choices, as the label queue's page takes them; each may be left out."""
+
+    subject = serializers.ChoiceField(choices=Subject.choices, required=False)
+    stage = serializers.ChoiceField(choices=Stage.choices, required=False)
+    qtype = serializers.ChoiceField(choices=QuestionType.choices, required=False)
+
+
+class TaskNextOutput(TaskDetailOutput):
+    """The task, and whether it lies outside the choices given (``context["choices"]``)."""
+
+    outside_choices = serializers.SerializerMethodField(
+        help_text="a task held from before, outside these choices: it comes first all the same"
+    )
+
+    class Meta(TaskDetailOutput.Meta):
+        fields = [*TaskDetailOutput.Meta.fields, "outside_choices"]
+        read_only_fields = fields
+
+    def get_outside_choices(self, task: LabellingTask) -> bool:
+        within = labelling.item_filter(self.context.get("choices"))
+        return not ChainOfThought.objects.filter(within, pk=task.cot_id).exists()
 
 
 class DraftEntry(InputSerializer):
@@ -151,15 +176,20 @@ def task_list(request: Request) -> Response:
     return Response(TaskOutput(ordered, many=True).data)
 
 
-@extend_schema(request=None, responses={200: TaskDetailOutput, 204: None})
+@extend_schema(request=TaskNextInput, responses={200: TaskNextOutput, 204: None})
 @api_view(["POST"])
 @permission_classes([ANNOTATORS])
 def task_next(request: Request) -> Response:
-    """The task the caller holds, or a newly claimed one; 204 when nothing is waiting."""
-    task = labelling.next_task(request.user)
+    """The task the caller holds (whatever the choices: taken work is finished first), or a newly claimed one
+    within the choices (``subject``, ``stage``, ``qtype``, as the label queue's page); 204 when nothing is
+    waiting."""
+    given = TaskNextInput(data=request.data)
+    given.is_valid(raise_exception=True)
+    choices = dict(given.validated_data)
+    task = labelling.next_task(request.user, choices)
     if task is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
-    return Response(TaskDetailOutput(task).data)
+    return Response(TaskNextOutput(task, context={"choices": choices}).data)
 
 
 @extend_schema(responses=TaskDetailOutput)

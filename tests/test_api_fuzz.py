@@ -407,6 +407,10 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
         ("annotator", "POST /api/work/claim/", {"body": {"task": "ocr_review"}}),
         ("annotator", "POST /api/work/{id}/reject/", lambda answers: {"path_parameters": {"id": held(answers)["id"]},
          "body": {"reason": "题目不完整"}}),
+        # Issue 25: the guidelines (a kind's text read by anyone, a new version by an admin).
+        ("annotator", "GET /api/guidelines/{kind}/", {"path_parameters": {"kind": "audit"}}),
+        ("admin", "POST /api/guidelines/{kind}/", {"path_parameters": {"kind": "audit"},
+                                                   "body": {"text": "每个维度单独判断"}}),
     ]  # fmt: skip
 
 

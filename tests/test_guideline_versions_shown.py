@@ -11,7 +11,7 @@ from k12vista import guidelines
 from pem import labelling
 from review.models import Rating
 from tests.annotation_factories import make_question
-from tests.pem_factories import make_cot
+from tests.pem_factories import add_to_pebench, label_steps, make_cot
 from tests.review_factories import audit_of, bulk_questions, three_inspectors
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
@@ -59,3 +59,13 @@ def test_the_audit_item_shows_each_ratings_version_and_the_viewers_own_time(insp
     page = client.get(reverse("review:item", args=[rating.item_id])).content.decode()
     assert 'data-guideline-version="audit.v1"' in page
     assert 'data-active-seconds="95">1:35<' in page
+
+
+def test_a_chain_audit_shows_the_guideline_version_of_each_label(inspector, login):
+    cot = make_cot()
+    label_steps(cot, ["CS", "CE", "CS"], source="gold", rater="gold", guideline_version="guideline.v3")
+    add_to_pebench(cot)
+    audit = audit_of({"kind": "pebench"}, inspectors=three_inspectors(inspector), per_stratum=5)
+    rating = Rating.objects.get(item__audit=audit, inspector=inspector)
+    page = login(inspector).get(reverse("review:rate", args=[rating.item_id])).content.decode()
+    assert page.count('data-guideline-version="guideline.v3">· under guideline guideline.v3</span>') == 3

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.templatetags.static import static
 from django.urls import reverse
 
 from annotation import services as annotation_services
 from annotation.models import Question
+from annotation.pdf import import_document, register_pdf_upload
 from k12vista.roles import Role
 from k12vista.vocabulary import STEP_LABELS
 from pem import labelling
@@ -21,6 +23,7 @@ from review.models import Rating
 from tests.annotation_factories import make_question
 from tests.browser.conftest import log_in, open_page
 from tests.conftest import PASSWORD, make_person
+from tests.fixtures_segmentation import repair_paper
 from tests.pem_factories import make_cot
 from tests.review_factories import audit_of, bulk_questions, rate
 
@@ -215,6 +218,11 @@ def test_every_step_tool_is_undone_and_the_screens_keys_are_listed(browser, live
         page.keyboard.press("Alt+z")
         assert texts() == original, tool
         steps.nth(0).focus()
+    steps.nth(1).focus()  # the first step has nothing above it: the second moves up
+    page.keyboard.press("Alt+ArrowUp")
+    assert texts() == [original[1], original[0], *original[2:]]
+    page.keyboard.press("Alt+z")
+    assert texts() == original
     steps.nth(1).evaluate("el => { el.focus(); el.setSelectionRange(4, 4); }")
     page.keyboard.press("Alt+s")
     assert len(texts()) == 4
@@ -295,8 +303,12 @@ def axe_violations(page):
     ]
 
 
-def test_axe_finds_no_serious_violation_on_every_roles_main_screens(browser, live_server):
+def test_axe_finds_no_serious_violation_on_every_roles_main_screens(browser, live_server, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
     alice, amy = make_person("alice", Role.ANNOTATOR), make_person("amy", Role.ANNOTATOR)
+    # An exam PDF alice imported: the imports page lists it, the segmentation screen shows its pages.
+    paper = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("试卷.pdf", repair_paper()), user=alice)
+    import_document(document=paper, user=alice)
     ivan = make_person("ivan", Role.INSPECTOR)
     make_person("rita", Role.RESEARCHER)
     make_person("ada", Role.ADMIN)
@@ -311,7 +323,8 @@ def test_axe_finds_no_serious_violation_on_every_roles_main_screens(browser, liv
     open_cot = make_cot(key="to-label")
     labelling.open_labelling(open_cot)
     screens = {
-        "alice": ["/annotate/", reverse("pem:label_queue"), "review", "steps", "label"],
+        "alice": ["/annotate/", reverse("pem:label_queue"), "review", "steps", "label", reverse("annotation:imports"),
+                  reverse("annotation:segmentation", args=[paper.pk])],
         "ivan": [reverse("review:home"), reverse("review:audit", args=[audit.pk]),
                  reverse("review:rate", args=[item.pk]), reverse("review:item", args=[audit.items.last().pk]),
                  reverse("pem:adjudication_queue"),
@@ -320,7 +333,7 @@ def test_axe_finds_no_serious_violation_on_every_roles_main_screens(browser, liv
                  reverse("pem:data_home"), reverse("pem:agreement"), reverse("annotation:benchmark"),
                  reverse("annotation:questions"), reverse("k12vista:job_list")],
         "ada": [reverse("k12vista:users"), reverse("k12vista:user_edit", args=[alice.pk]), reverse("k12vista:settings"),
-                reverse("k12vista:taxonomy")],
+                reverse("k12vista:taxonomy"), reverse("k12vista:guidelines")],
     }  # fmt: skip
     problems = {}
     for username, urls in screens.items():
@@ -339,7 +352,7 @@ def test_axe_finds_no_serious_violation_on_every_roles_main_screens(browser, liv
                 page.keyboard.press("1")  # a chosen chip, whose key number must stay readable
                 page.wait_for_selector("#step-1 .label-choice:has(input:checked)")
             else:
-                page.goto(url)
+                assert page.goto(url).status == 200, url
             page.wait_for_load_state("load")
             assert page.locator("a.skip-link[href='#main']").count() == 1 and page.locator("main#main").count() == 1
             found = axe_violations(page)
