@@ -1,13 +1,17 @@
 """Browser steps that had no API operation (issue 29), each through a token client under the page's own
-role rule and the same service as the page: deciding an audit without a sampling plan and closing an audit."""
+role rule and the same service as the page: deciding an audit without a sampling plan and closing an audit,
+PEBench adjudication and expert scores."""
 
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from annotation.models import Assignment, Question
+from pem.models import ExpertScore, StepLabel
 from review.models import Audit
 from tests.review_factories import audit_of, bulk_questions, rate_everything, three_inspectors
+from tests.test_pem_adjudication import disputed  # noqa: F401 - a fixture
+from tests.test_pem_labelling import scored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -72,3 +76,49 @@ def test_closing_an_audit_through_the_api(inspector, annotator, researcher):
     assert again.status_code == 200 and Audit.objects.get(pk=audit.pk).closed == first
     listed = token_client(inspector).get("/api/inspect/my-items/", {"pending": "1"}).json()["results"]
     assert listed == []  # a closed audit's ratings have ended
+
+
+# --- PEBench adjudication and expert scores (pem/adjudication_api.py) ------------------------------
+
+
+def test_an_inspector_decides_a_disagreement_through_the_api(disputed, inspector, annotator, english):
+    api = token_client(inspector)
+    assert token_client(annotator).get("/api/pem/adjudication/").status_code == 403
+    queue = api.get("/api/pem/adjudication/", {"subject": "math"}).json()
+    assert [(row["id"], row["steps"], row["may_decide"]) for row in queue] == [(disputed.pk, 3, True)]
+    assert api.get("/api/pem/adjudication/", {"subject": "physics"}).json() == []
+    url = f"/api/pem/adjudication/{disputed.pk}/"
+    shown = api.get(url).json()
+    assert shown["status"] == "adjudication" and [s["position"] for s in shown["item"]["steps"]] == [1, 2, 3]
+    assert {label["rater"] for label in shown["labels"]} >= {annotator.username, "judge-a"}
+    incomplete = post(api, url, {"gold": {"1": {"label": "CS"}, "2": {"label": "KAE"}}})
+    assert incomplete.status_code == 400 and set(incomplete.json()["problems"]) == {"2", "3"}
+    assert "verdict" in post(api, url, {"gold": {}, "verdict": "x"}).json()
+    gold = {"1": {"label": "CS"}, "2": {"label": "CE", "reason": "3+4=7"}, "3": {"label": "CS"}}
+    decided = post(api, url, {"gold": gold, "note": "checked"})
+    assert decided.status_code == 200 and decided.json()["decided_by"] == inspector.username
+    assert decided.json()["status"] == "gold"
+    assert list(StepLabel.objects.gold().order_by("step__position").values_list("label", flat=True)) == [
+        "CS", "CE", "CS"
+    ]  # fmt: skip
+    again = post(api, url, {"gold": gold})
+    assert again.status_code == 400 and "not waiting for adjudication" in again.json()["detail"]
+    assert api.get("/api/pem/adjudication/").json() == []
+
+
+def test_an_expert_scores_a_runs_sample_through_the_api(inspector, researcher, annotator):
+    run, responses = scored_run(3)
+    api = token_client(inspector)
+    assert token_client(annotator).get(f"/api/pem/expert/runs/{run.pk}/").status_code == 403
+    sample = api.get(f"/api/pem/expert/runs/{run.pk}/", {"n": 2}).json()
+    assert len(sample) == 2 and all(row["score"] is None for row in sample)
+    assert api.get(f"/api/pem/expert/runs/{run.pk}/", {"n": 0}).status_code == 400
+    target = sample[0]["response"]
+    saved = post(api, sample[0]["score_url"], {"score": 0.75, "note": "mostly"})
+    assert saved.status_code == 200 and saved.json()["score"] == 0.75
+    assert ExpertScore.objects.get(response_id=target, expert=inspector).score == 0.75
+    assert post(api, sample[0]["score_url"], {"score": 1.5}).status_code == 400
+    assert "mark" in post(api, sample[0]["score_url"], {"score": 1, "mark": 2}).json()
+    assert api.get(f"/api/pem/expert/runs/{run.pk}/", {"n": 2}).json()[0]["score"]["score"] == 0.75
+    # A researcher scores only the answers of their own runs, as on the page.
+    assert post(token_client(researcher), sample[0]["score_url"], {"score": 0}).status_code == 404
