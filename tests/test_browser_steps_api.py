@@ -1,16 +1,20 @@
 """Browser steps that had no API operation (issue 29), each through a token client under the page's own
 role rule and the same service as the page: deciding an audit without a sampling plan and closing an audit,
-PEBench adjudication and expert scores."""
+PEBench adjudication and expert scores, editing and switching off an endpoint, retrying a campaign."""
 
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from annotation.models import Assignment, Question
+from inference import campaigns
+from inference.models import ModelEndpoint
 from pem.models import ExpertScore, StepLabel
 from review.models import Audit
+from tests.annotation_factories import make_question
 from tests.review_factories import audit_of, bulk_questions, rate_everything, three_inspectors
 from tests.test_pem_adjudication import disputed  # noqa: F401 - a fixture
+from tests.test_campaigns import ANSWER, make_endpoint, run_all, scripted_models, sent  # noqa: F401 - fixtures
 from tests.test_pem_labelling import scored_run
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +126,52 @@ def test_an_expert_scores_a_runs_sample_through_the_api(inspector, researcher, a
     assert api.get(f"/api/pem/expert/runs/{run.pk}/", {"n": 2}).json()[0]["score"]["score"] == 0.75
     # A researcher scores only the answers of their own runs, as on the page.
     assert post(token_client(researcher), sample[0]["score_url"], {"score": 0}).status_code == 404
+
+
+# --- endpoints and campaigns (inference/endpoint_api.py, inference/campaign_api.py) -----------------
+
+
+def test_an_endpoint_is_edited_and_switched_off_through_the_api(researcher, annotator):
+    api = token_client(researcher)
+    made = post(api, "/api/endpoints/", {"name": "qwen", "base_url": "http://127.0.0.1:8000/v1", "model_name": "q"})
+    url = f"/api/endpoints/{made.json()['id']}/"
+    assert token_client(annotator).get(url).status_code == 403
+    assert api.get(url).json()["name"] == "qwen"
+
+    def patch(data):
+        return api.patch(url, data, content_type="application/json")
+
+    edited = patch({"max_concurrency": 3, "model_name": "qwen-vl"})
+    assert edited.status_code == 200 and (edited.json()["max_concurrency"], edited.json()["model_name"]) == (3, "qwen-vl")
+    outside = patch({"base_url": "http://10.0.0.5:8000/v1"})
+    assert outside.status_code == 400 and "MODEL_URL_ALLOWLIST" in outside.json()["base_url"][0]
+    assert "colour" in patch({"colour": "red"}).json()
+    assert "base_url" in patch({"kind": "vllm_offline"}).json()  # an engine has no base URL
+    endpoint = ModelEndpoint.objects.get()
+    assert (endpoint.base_url, endpoint.kind, endpoint.max_concurrency) == ("http://127.0.0.1:8000/v1", "openai", 3)
+    off = post(api, f"{url}deactivate/")
+    assert off.status_code == 200 and off.json()["active"] is False
+    assert ModelEndpoint.objects.get().active is False
+    assert patch({"active": True}).json()["active"] is True
+
+
+def test_a_campaign_asks_its_failed_questions_again_through_the_api(
+    scripted_models, researcher, sent, annotator, settings
+):
+    settings.MODEL_CALL_RETRIES = 0
+    script = {"flaky": [400]}
+    url = scripted_models({"flaky": lambda body: (script["flaky"].pop(0), "x") if script["flaky"] else (200, ANSWER)})
+    make_question()
+    campaign = campaigns.start_campaign(name="c", endpoints=[make_endpoint("flaky", url)], mode="direct",
+                                        filters={}, user=researcher)  # fmt: skip
+    retry = f"/api/campaigns/{campaign.pk}/retry/"
+    assert post(token_client(researcher), retry).status_code == 400  # still running
+    run_all(campaign)
+    assert campaigns.summary(campaign).failed == 1
+    assert post(token_client(annotator), retry).status_code == 403
+    retried = post(token_client(researcher), retry)
+    assert retried.status_code == 202 and retried.json()["restarted"] == 1 and retried.json()["job"]["id"]
+    run_all(campaign)
+    assert (campaigns.summary(campaign).ok, campaigns.summary(campaign).failed) == (1, 0)
+    nothing = post(token_client(researcher), retry)
+    assert nothing.status_code == 200 and nothing.json()["restarted"] == 0
