@@ -1,6 +1,6 @@
 """Browser steps that had no API operation (issue 29), each through a token client under the page's own
 role rule and the same service as the page: deciding an audit without a sampling plan and closing an audit,
-PEBench adjudication and expert scores, editing and switching off an endpoint, retrying a campaign."""
+PEBench adjudication and expert scores, editing and switching off an endpoint, retrying a campaign, restarting a judge panel."""
 
 import pytest
 from django.test import Client
@@ -8,14 +8,19 @@ from rest_framework.authtoken.models import Token
 
 from annotation.models import Assignment, Question
 from inference import campaigns
-from inference.models import ModelEndpoint
+from inference.models import Judgment, ModelEndpoint
+from k12vista.roles import Role
+from pem import panel
 from pem.models import ExpertScore, StepLabel
 from review.models import Audit
 from tests.annotation_factories import make_question
+from tests.conftest import make_person
+from tests.job_runs import run_with_parts
 from tests.review_factories import audit_of, bulk_questions, rate_everything, three_inspectors
 from tests.test_pem_adjudication import disputed  # noqa: F401 - a fixture
 from tests.test_campaigns import ANSWER, make_endpoint, run_all, scripted_models, sent  # noqa: F401 - fixtures
 from tests.test_pem_labelling import scored_run
+from tests.test_pem_panel import answered_run, judges  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -175,3 +180,19 @@ def test_a_campaign_asks_its_failed_questions_again_through_the_api(
     assert (campaigns.summary(campaign).ok, campaigns.summary(campaign).failed) == (1, 0)
     nothing = post(token_client(researcher), retry)
     assert nothing.status_code == 200 and nothing.json()["restarted"] == 0
+
+
+def test_a_judge_panel_restarts_through_the_api(judges, researcher, annotator, sent, settings, english):
+    settings.MODEL_CALL_RETRIES = 0
+    started = panel.start_panel(name="p", inference_runs=[answered_run(researcher)], judges=judges, user=researcher)
+    url = f"/api/pem/panels/{started.pk}/restart/"
+    early = post(token_client(researcher), url)
+    assert early.status_code == 400 and "still running" in str(early.json()["detail"])
+    run_with_parts(started.job_id)
+    failed = Judgment.objects.filter(scoring_run__in=started.scoring_runs.all()).exclude(status="ok")
+    assert failed.exists()  # j4 cannot read the three-step chain
+    assert post(token_client(annotator), url).status_code == 403
+    assert post(token_client(make_person("rosa", Role.RESEARCHER)), url).status_code == 404
+    again = post(token_client(researcher), url)
+    assert again.status_code == 202 and again.json()["job"]["id"] != started.job_id
+    assert set(failed.values_list("status", flat=True)) == {"pending"}
