@@ -78,7 +78,9 @@ class AdjudicateInput(InputSerializer):
 
 
 @extend_schema(
-    parameters=[OpenApiParameter(name, str, description=f"only items of this {name}") for name in labelling.ITEM_FILTERS],
+    parameters=[
+        OpenApiParameter(name, str, description=f"only items of this {name}") for name in labelling.ITEM_FILTERS
+    ],
     responses={200: QueuedItemOutput(many=True), 400: ERROR},
 )
 @api_view(["GET"])

@@ -24,7 +24,7 @@ class DecideInput(InputSerializer):
     """Empty for an audit with a sampling plan; for one without, the lot (stratum) and the decision."""
 
     stratum = serializers.CharField(max_length=200, required=False, default="",
-                                    help_text="an audit without a plan: the lot, one of the audit's strata")  # fmt: skip
+                                    help_text="an audit without a plan: the lot (one of its strata)")  # fmt: skip
     decision = serializers.ChoiceField(choices=LotDecision.Decision.choices, required=False, default="",
                                        help_text="an audit without a plan: accept or reject the lot")  # fmt: skip
 

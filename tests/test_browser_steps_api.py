@@ -1,6 +1,7 @@
 """Browser steps that had no API operation (issue 29), each through a token client under the page's own
 role rule and the same service as the page: deciding an audit without a sampling plan and closing an audit,
-PEBench adjudication and expert scores, editing and switching off an endpoint, retrying a campaign, restarting a judge panel."""
+PEBench adjudication and expert scores, editing and switching off an endpoint, retrying a campaign and
+restarting a judge panel."""
 
 import pytest
 from django.test import Client
@@ -17,8 +18,8 @@ from tests.annotation_factories import make_question
 from tests.conftest import make_person
 from tests.job_runs import run_with_parts
 from tests.review_factories import audit_of, bulk_questions, rate_everything, three_inspectors
-from tests.test_pem_adjudication import disputed  # noqa: F401 - a fixture
 from tests.test_campaigns import ANSWER, make_endpoint, run_all, scripted_models, sent  # noqa: F401 - fixtures
+from tests.test_pem_adjudication import disputed  # noqa: F401 - a fixture
 from tests.test_pem_labelling import scored_run
 from tests.test_pem_panel import answered_run, judges  # noqa: F401 - a fixture
 
@@ -147,7 +148,8 @@ def test_an_endpoint_is_edited_and_switched_off_through_the_api(researcher, anno
         return api.patch(url, data, content_type="application/json")
 
     edited = patch({"max_concurrency": 3, "model_name": "qwen-vl"})
-    assert edited.status_code == 200 and (edited.json()["max_concurrency"], edited.json()["model_name"]) == (3, "qwen-vl")
+    assert edited.status_code == 200
+    assert (edited.json()["max_concurrency"], edited.json()["model_name"]) == (3, "qwen-vl")
     outside = patch({"base_url": "http://10.0.0.5:8000/v1"})
     assert outside.status_code == 400 and "MODEL_URL_ALLOWLIST" in outside.json()["base_url"][0]
     assert "colour" in patch({"colour": "red"}).json()
