@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
@@ -60,13 +60,15 @@ class AdjudicationItemOutput(serializers.Serializer):
     labels = serializers.SerializerMethodField(help_text="every label the caller may see: annotators', judges', gold")
     adjudication = serializers.SerializerMethodField()
 
+    @extend_schema_field(LabelOutput(many=True))
     def get_labels(self, cot: ChainOfThought) -> list[dict]:
         labels = labelling.visible_labels(cot, self.context["user"]).order_by("step__position", "source", "rater")
         return LabelOutput(labels.select_related("step"), many=True).data
 
-    def get_adjudication(self, cot: ChainOfThought) -> AdjudicationOutput | None:
+    @extend_schema_field(AdjudicationOutput(allow_null=True))
+    def get_adjudication(self, cot: ChainOfThought) -> dict | None:
         adjudication = Adjudication.objects.filter(cot=cot).first()
-        return AdjudicationOutput(adjudication).data if adjudication is not None else None  # type: ignore[return-value]
+        return AdjudicationOutput(adjudication).data if adjudication is not None else None
 
 
 class AdjudicateInput(InputSerializer):
