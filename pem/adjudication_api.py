@@ -5,6 +5,8 @@ adjudicate, expert_score)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -61,7 +63,7 @@ class AdjudicationItemOutput(serializers.Serializer):
     adjudication = serializers.SerializerMethodField()
 
     @extend_schema_field(LabelOutput(many=True))
-    def get_labels(self, cot: ChainOfThought) -> list[dict]:
+    def get_labels(self, cot: ChainOfThought) -> Any:
         labels = labelling.visible_labels(cot, self.context["user"]).order_by("step__position", "source", "rater")
         return LabelOutput(labels.select_related("step"), many=True).data
 
@@ -93,7 +95,7 @@ def adjudication_queue(request: Request) -> Response:
     if not form.is_valid():
         return Response(form.errors, status=400)
     queue = labelling.adjudication_queue(form.choices()).annotate(n_steps=Count("steps"))
-    labelled = set(queue.filter(labelling_tasks__annotator=request.user).values_list("pk", flat=True))
+    labelled = set(queue.filter(labelling_tasks__annotator_id=request.user.pk).values_list("pk", flat=True))
     return Response(QueuedItemOutput(queue[:500], many=True, context={"labelled": labelled}).data)
 
 
