@@ -1,6 +1,6 @@
 from django.urls import path
 
-from inference import api, campaign_api
+from inference import api, campaign_api, endpoint_api
 
 app_name = "inference_api"
 urlpatterns = [
@@ -29,4 +29,11 @@ urlpatterns += [
     path("assist/<int:pk>/retry/", api.assist_retry, name="assist_retry"),
     path("difficulty-filters/preview/", api.filters_preview, name="filters_preview"),
     path("difficulty-filters/confirm/", api.filters_confirm, name="filters_confirm"),
+]
+
+# --- endpoint edit and switch-off, campaign retry (issue 29) ---
+urlpatterns += [
+    path("endpoints/<int:pk>/", endpoint_api.endpoint_detail, name="endpoint"),
+    path("endpoints/<int:pk>/deactivate/", endpoint_api.endpoint_deactivate, name="endpoint_deactivate"),
+    path("campaigns/<int:pk>/retry/", campaign_api.campaign_retry, name="campaign_retry"),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,7 +12,7 @@ from rest_framework.response import Response
 from inference import campaigns, models, services
 from inference.api import MANAGERS, FiltersInput, Newest, ParamsInput
 from inference.campaign_views import get_campaign_for_user
-from k12vista.serializers import InputSerializer
+from k12vista.serializers import InputSerializer, JobSerializer
 
 
 class CampaignInput(InputSerializer):
@@ -71,3 +72,24 @@ class CampaignDetail(generics.RetrieveAPIView):
 
     def get_object(self):
         return get_campaign_for_user(self.request.user, self.kwargs["pk"])
+
+
+class CampaignRetryOutput(serializers.Serializer):
+    restarted = serializers.IntegerField(help_text="how many runs ask their failed questions again (0: none failed)")
+    job = JobSerializer(source="campaign.job", allow_null=True, help_text="the campaign's job; follow it")
+
+
+@extend_schema(request=None, responses={202: CampaignRetryOutput, 200: CampaignRetryOutput})
+@api_view(["POST"])
+@permission_classes([MANAGERS])
+def campaign_retry(request: Request, pk: int) -> Response:
+    """Asks the failed questions of every run of the campaign again (the campaign page's retry): 202 with the
+    new job, or 200 with ``restarted`` 0 when nothing failed; a campaign still running is a 400."""
+    campaign = get_campaign_for_user(request.user, pk)
+    try:
+        restarted = campaigns.retry_failures(campaign=campaign, user=request.user)
+    except (campaigns.CampaignError, services.EndpointError) as exc:  # an engine that fits no GPU class
+        raise ValidationError({"detail": [str(exc)]}) from exc
+    campaign.refresh_from_db()
+    body = CampaignRetryOutput({"restarted": restarted, "campaign": campaign}).data
+    return Response(body, status=status.HTTP_202_ACCEPTED if restarted else status.HTTP_200_OK)

@@ -85,6 +85,13 @@ def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
     return endpoint
 
 
+def deactivate_endpoint(*, endpoint: ModelEndpoint) -> ModelEndpoint:
+    """Switches an endpoint off: no new run or scoring chooses it; its runs and scores stay."""
+    endpoint.active = False
+    endpoint.save(update_fields=["active"])
+    return endpoint
+
+
 @transaction.atomic
 def save_published_results(*, rows, user: Any) -> int:
     """Upserts published numbers on their natural key (model, mode, group, source)."""

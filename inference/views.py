@@ -155,9 +155,7 @@ def endpoint_form_page(request: HttpRequest, endpoint: ModelEndpoint) -> HttpRes
 @login_required
 @require_POST
 def endpoint_deactivate(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    endpoint = get_endpoint_for_user(request.user, pk)
-    endpoint.active = False
-    endpoint.save(update_fields=["active"])
+    endpoint = services.deactivate_endpoint(endpoint=get_endpoint_for_user(request.user, pk))
     if request.htmx:
         return render(request, "inference/endpoint_list.html#row", {"endpoint": next(with_key_state([endpoint]))})
     messages.success(request, _("Switched off %(name)s.") % {"name": endpoint.name})

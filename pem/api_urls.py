@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import api, data_api, pipeline_api, release_api, stats_api
+from pem import adjudication_api, api, data_api, panel_api, pipeline_api, release_api, stats_api
 from pem.training import api as training_api
 
 app_name = "pem_api"
@@ -42,4 +42,13 @@ urlpatterns += [
     path("releases/compare/", release_api.release_compare, name="release_compare"),
     path("releases/v<int:version>/", release_api.release_detail, name="release"),
     path("releases/v<int:version>/publish/", release_api.release_publish, name="release_publish"),
+]
+
+# --- adjudication and expert scores (issue 29, pem/adjudication_api.py) ---
+urlpatterns += [
+    path("adjudication/", adjudication_api.adjudication_queue, name="adjudication_queue"),
+    path("adjudication/<int:pk>/", adjudication_api.adjudicate, name="adjudicate"),
+    path("expert/runs/<int:pk>/", adjudication_api.expert_sample, name="expert_sample"),
+    path("expert/responses/<int:pk>/score/", adjudication_api.expert_score, name="expert_score"),
+    path("panels/<int:pk>/restart/", panel_api.panel_restart, name="panel_restart"),
 ]

@@ -121,7 +121,7 @@ def start_panel(
 def restart_panel(*, panel: PanelRun, user: Any) -> Job:
     """Judges again what failed (call failed, unreadable output), then votes again."""
     if panel.job is not None and not panel.job.is_finished:
-        raise PanelError(f"{panel} is still running")
+        raise PanelError(gettext("%(run)s is still running") % {"run": panel})
     Judgment.objects.filter(scoring_run__in=panel.scoring_runs.all(), status__in=scoring.FAILED_STATUSES).update(
         status=Judgment.Status.PENDING, error="", score=None
     )

@@ -22,7 +22,7 @@ from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer
-from review import decisions, reports, services
+from review import reports, services
 from review.forms import inspectors
 from review.models import Audit
 from review.views import get_audit_for_user, get_rating_for_user
@@ -155,26 +155,3 @@ def submit_rating(request: Request, item_pk: int) -> Response:
     except services.AuditError as exc:
         raise ValidationError({"detail": str(exc)}) from exc
     return Response(RatingOutput(saved).data)
-
-
-class LotDecisionOutput(serializers.Serializer):
-    stratum = serializers.CharField()
-    decision = serializers.CharField()
-    defects = serializers.IntegerField()
-    sampled = serializers.IntegerField()
-    moved = serializers.IntegerField()
-    reworked = serializers.IntegerField()
-    reaudit = serializers.IntegerField(source="reaudit_id", allow_null=True)
-
-
-@extend_schema(request=None, responses={200: LotDecisionOutput(many=True)})
-@api_view(["POST"])
-@permission_classes([READERS])
-def audit_decide(request: Request, pk: int) -> Response:
-    """Applies the plan's decision to every decided lot (as the audit page's button)."""
-    audit = get_audit_for_user(request.user, pk)
-    try:
-        lots = decisions.apply_decision(audit=audit, by=request.user)
-    except services.AuditError as exc:
-        raise ValidationError({"detail": str(exc)}) from exc
-    return Response({"lots": LotDecisionOutput(lots, many=True).data})

@@ -29,6 +29,21 @@ from review.services import (
     workers_of,
 )
 
+
+class LotAlreadyDecided(AuditError):
+    """A lot's decision is made once: deciding it the other way is refused (a conflict, 409 in the API)."""
+
+
+def decide(*, audit: Audit, by: Any, stratum: str = "", decision: str = "") -> list[LotDecision]:
+    """The audit's decide action, as the page and the API take it: an audit with a sampling plan applies the
+    plan's decision to every decided lot; one without decides the named lot as the inspector says."""
+    if audit.aql is None:
+        return [decide_lot(audit=audit, stratum=stratum, decision=decision, by=by)]
+    if stratum or decision:
+        raise AuditError(gettext("this audit's sampling plan decides its lots: apply the plan's decision"))
+    return apply_decision(audit=audit, by=by)
+
+
 # --- applying the plan's decision ------------------------------------------------------------
 
 
@@ -145,6 +160,11 @@ def decide_lot(*, audit: Audit, stratum: str, decision: str, by: Any) -> LotDeci
         raise AuditError(gettext("this audit's sampling plan decides its lots: apply the plan's decision"))
     if decision not in LotDecision.Decision.values:
         raise AuditError(gettext("a lot is accepted or rejected"))
+    earlier = LotDecision.objects.filter(audit=audit, stratum=stratum).first()
+    if earlier is not None and earlier.decision != decision:  # never turned round silently
+        raise LotAlreadyDecided(
+            gettext("this lot was already decided: %(decision)s") % {"decision": earlier.get_decision_display()}
+        )
     rows = [r for r in rated_items(audit) if r["item"].stratum == stratum]
     if not rows:
         raise AuditError(gettext("this audit has no such lot"))

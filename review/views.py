@@ -177,11 +177,8 @@ def audit_decide(request: HttpRequest, pk: int) -> HttpResponse:
     accepted lots move to audited, rejected lots go back for rework."""
     audit = get_audit_for_user(request.user, pk)
     try:
-        if audit.aql is None:
-            lots = [decisions.decide_lot(audit=audit, stratum=request.POST.get("stratum", ""),
-                                        decision=request.POST.get("decision", ""), by=request.user)]  # fmt: skip
-        else:
-            lots = decisions.apply_decision(audit=audit, by=request.user)
+        lots = decisions.decide(audit=audit, stratum=request.POST.get("stratum", ""),
+                                decision=request.POST.get("decision", ""), by=request.user)  # fmt: skip
     except services.AuditError as exc:
         messages.error(request, str(exc))
     else:

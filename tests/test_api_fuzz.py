@@ -46,6 +46,7 @@ from annotation.pdf import register_pdf_upload
 from bench.generate import iter_pem
 from inference import assist, services
 from inference.models import AssistRun, BoardPin, BoardSnapshot, Campaign, InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import Response as ModelResponse
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from k12vista.throttling import FailOpenUserRateThrottle
@@ -87,6 +88,9 @@ ROUTES = [
     ("/api/jobs/{id}", Job, "pk"),
     ("/api/leaderboard/pins/{id}", BoardPin, "inference_run_id"),
     ("/api/pem/items/{id}", ChainOfThought, "pk"),
+    ("/api/pem/adjudication/{id}", ChainOfThought, "pk"),
+    ("/api/pem/expert/runs/{id}", InferenceRun, "pk"),
+    ("/api/pem/expert/responses/{id}", ModelResponse, "pk"),
     ("/api/pem/panels/{id}", PanelRun, "pk"),
     ("/api/pem/releases/v{version}", PEBenchRelease, "version"),
     ("/api/pem/splits/{id}", SplitRun, "pk"),
@@ -191,6 +195,13 @@ def population(personas, settings, tmp_path, tiny_model_dir):
     ran(training.job_id)
     # Issue 29: imported questions waiting in the OCR review queue, for the annotator's work through the API.
     bulk_questions(2, subjects=["biology"], status=Question.Status.IMPORTED)
+    # Issue 29: an audit without a plan whose lot an inspector decides, an item the annotators disagreed on.
+    unplanned = bulk_questions(2, subjects=["geography"], worker=annotator)
+    audit_of({"kind": "batch", "hash_ids": [q.hash_id for q in unplanned]}, inspectors=[inspector], per_stratum=2,
+             inspectors_per_item=1, name="unplanned")  # fmt: skip
+    for rating in Rating.objects.filter(item__audit__name="unplanned").select_related("item", "inspector"):
+        rate(rating)
+    ChainOfThought.objects.filter(pk=make_cot(key="fuzz-disputed").pk).update(status=ChainOfThought.Status.ADJUDICATION)
 
 
 class AnswersB(ScriptedHandler):
@@ -346,6 +357,8 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
     judge_endpoint = ModelEndpoint.objects.get(name="fuzz-judge")
     correction = Correction.objects.get()
     free = Question.objects.filter(status=Question.Status.RELEASED).exclude(pk=correction.question_id).first()
+    unplanned = Audit.objects.get(name="unplanned")
+    disputed = ChainOfThought.objects.get(key="fuzz-disputed")
     return [
         # First the publishes: a draft is published only while what it holds is as it was built.
         ("researcher", "POST /api/benchmark/releases/v{version}/publish/", {"path_parameters": {"version": 1}}),
@@ -411,6 +424,26 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
         ("annotator", "GET /api/guidelines/{kind}/", {"path_parameters": {"kind": "audit"}}),
         ("admin", "POST /api/guidelines/{kind}/", {"path_parameters": {"kind": "audit"},
                                                    "body": {"text": "每个维度单独判断"}}),
+        # Issue 29: the pages' remaining steps: deciding a lot of an audit without a plan and closing it,
+        # adjudication, expert scores, an endpoint edited and switched off, retrying a campaign and a panel.
+        ("inspector", "POST /api/inspect/audits/{id}/decide/", {"path_parameters": {"id": unplanned.pk},
+         "body": {"stratum": "geography", "decision": "accept"}}),
+        ("inspector", "POST /api/inspect/audits/{id}/close/", {"path_parameters": {"id": unplanned.pk}}),
+        ("inspector", "GET /api/pem/adjudication/", {}),
+        ("inspector", "GET /api/pem/adjudication/{id}/", {"path_parameters": {"id": disputed.pk}}),
+        ("inspector", "POST /api/pem/adjudication/{id}/", {"path_parameters": {"id": disputed.pk}, "body": {
+            "gold": {str(step.position): {"label": "CS"} for step in disputed.steps.all()}}}),
+        ("inspector", "GET /api/pem/expert/runs/{id}/", {"path_parameters": {"id": run.pk}}),
+        ("inspector", "POST /api/pem/expert/responses/{id}/score/",
+         {"path_parameters": {"id": run.responses.first().pk}, "body": {"score": 0.5}}),
+        ("researcher", "GET /api/endpoints/{id}/", {"path_parameters": {"id": judge_endpoint.pk}}),
+        ("researcher", "PATCH /api/endpoints/{id}/", {"path_parameters": {"id": judge_endpoint.pk},
+         "body": {"max_concurrency": 4}}),
+        ("researcher", "POST /api/endpoints/{id}/deactivate/",
+         lambda answers: {"path_parameters": {"id": answers["POST /api/endpoints/"].json()["id"]}}),
+        ("researcher", "POST /api/campaigns/{id}/retry/", {"path_parameters": {"id": Campaign.objects.get().pk}}),
+        ("researcher", "POST /api/pem/panels/{id}/restart/",
+         {"path_parameters": {"id": PanelRun.objects.order_by("pk").first().pk}}),
     ]  # fmt: skip
 
 
