@@ -64,6 +64,7 @@ def start_campaign(
         raise CampaignError(gettext("unknown mode %(mode)r") % {"mode": mode})
     if protocol not in Protocol.values:
         raise CampaignError(gettext("unknown protocol %(protocol)r") % {"protocol": protocol})
+    services.require_questions(filters)  # NoQuestions: a campaign over no question would ask nothing
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
                                        params=params or {}, seed=seed, created_by=user, protocol=protocol)  # fmt: skip
     campaign.job = start_job(

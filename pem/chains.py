@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from annotation.record_fields import split_steps
 from inference.default_prompts import FINAL_ANSWER_PREFIX
@@ -69,6 +69,18 @@ def split_response(text: str) -> list[str]:
     if final:
         steps.append("\n".join(line.strip() for line in final if line.strip()))
     return steps
+
+
+def answered(inference_runs) -> QuerySet[Response]:
+    """The responses chains are made of (cots_from_run): answered, with text."""
+    return Response.objects.filter(run__in=inference_runs, status=Response.Status.OK).exclude(raw_output="")
+
+
+def without_answers(inference_runs: Sequence[InferenceRun]) -> list[InferenceRun]:
+    """The runs with no answer to make a chain of: chains, a split or labels over them would
+    "succeed" having done nothing (issue 29), so they are refused before a job starts."""
+    found = set(answered(inference_runs).values_list("run_id", flat=True).distinct())
+    return [run for run in inference_runs if run.pk not in found]
 
 
 def cot_key_for(response: Response) -> str:
