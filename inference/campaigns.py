@@ -64,14 +64,13 @@ def start_campaign(
         raise CampaignError(gettext("unknown mode %(mode)r") % {"mode": mode})
     if protocol not in Protocol.values:
         raise CampaignError(gettext("unknown protocol %(protocol)r") % {"protocol": protocol})
-    services.require_questions(filters)  # NoQuestions: a campaign over no question would ask nothing
     campaign = Campaign.objects.create(name=name, filters=filters, mode=mode, input_form=input_form,
                                        params=params or {}, seed=seed, created_by=user, protocol=protocol)  # fmt: skip
     campaign.job = start_job(
         kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=job_text.title("campaign", name=name)
     )
     campaign.save(update_fields=["job"])
-    for endpoint in endpoints:
+    for endpoint in endpoints:  # each checks its endpoint, then the questions (NoQuestions: none match)
         run = services.create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
                                             input_form=input_form, params=params, seed=seed,
                                             name=f"{name} · {endpoint.name}", protocol=protocol,
