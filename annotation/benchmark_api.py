@@ -128,8 +128,11 @@ class CandidateSetList(generics.ListAPIView):
         given = DrawInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
-        candidate = draw.start_draw(targets=targets_of(data["targets"]), by=request.user, name=data["name"],
-                                    seed=data["seed"])  # fmt: skip
+        try:
+            candidate = draw.start_draw(targets=targets_of(data["targets"]), by=request.user, name=data["name"],
+                                        seed=data["seed"])  # fmt: skip
+        except draw.DrawError as exc:  # a draw that would take no question
+            raise ValidationError({"targets": [str(exc)]}) from exc
         return Response(CandidateSetOutput(candidate).data, status=status.HTTP_202_ACCEPTED)
 
 

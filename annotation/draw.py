@@ -200,8 +200,25 @@ def new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
+def check_draws_something(targets: Targets) -> None:
+    """DrawError when the draw would take no question (issue 29): the bank has none eligible
+    (in the chosen subjects), or every target is 0 and no knowledge unit is to be covered."""
+    allocation = preview(targets)
+    if allocation["allocated"] or allocation["units_reachable"]:
+        return
+    if not allocation["available"]:
+        subjects = ", ".join(targets.subjects) or gettext("any subject")
+        raise DrawError(
+            gettext("the bank has no eligible question (solution corrected, audited or released) in %(subjects)s: "
+                    "the draw would take none") % {"subjects": subjects}
+        )  # fmt: skip
+    raise DrawError(gettext("every target is 0 and no knowledge unit is to be covered: the draw would take none"))
+
+
 def start_draw(*, targets: Targets, by: Any, name: str = "", seed: int | None = None) -> CandidateSet:
-    """Records the draw (targets, seed) and starts the job that fills it."""
+    """Records the draw (targets, seed) and starts the job that fills it; DrawError, before
+    anything is saved, when it would take no question."""
+    check_draws_something(targets)
     seed = new_seed() if seed is None else seed
     with transaction.atomic():
         name = name.strip() or gettext("Draw with seed %(seed)s") % {"seed": seed}

@@ -235,7 +235,8 @@ class RunList(generics.ListAPIView):
                 protocol=data["protocol"], prompt_set=data["prompt_set"],
             )  # fmt: skip
         except services.EndpointError as exc:
-            raise ValidationError({"endpoint": [str(exc)]}) from exc
+            field = "filters" if isinstance(exc, services.NoQuestions) else "endpoint"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(RunOutput(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -560,7 +561,8 @@ class AssistList(generics.ListAPIView):
                 params=data["params"], name=data["name"],
             )  # fmt: skip
         except services.EndpointError as exc:
-            raise ValidationError({"endpoint": [str(exc)]}) from exc
+            field = "filters" if isinstance(exc, services.NoQuestions) else "endpoint"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(AssistRunOutput(run).data, status=status.HTTP_201_CREATED)
 
 

@@ -36,7 +36,14 @@ from inference import calls, client, parsing, prompts
 from inference.answers import UnreadableOutput, judge_answer
 from inference.default_prompts import STRUCTURE_PROBLEMS
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
-from inference.services import ALLOWED_PARAMS, EndpointError, RetryRefused, create_missing_rows, require_api_key
+from inference.services import (
+    ALLOWED_PARAMS,
+    EndpointError,
+    RetryRefused,
+    create_missing_rows,
+    require_api_key,
+    require_questions,
+)
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job, still_running
 from k12vista.models import Job
@@ -87,7 +94,7 @@ def start_assist_run(
     # Keyed by question type for every kind, so that items look their prompt up
     # the same way (type-free prompts simply repeat).
     chosen = {qtype: prompts.current(PROMPT_KIND[kind], qtype) for qtype in prompts.QUESTION_TYPES}
-    questions = Question.objects.matching(filters)
+    questions = require_questions(filters)  # NoQuestions: a run over no question would ask nothing
     output_kind = OUTPUT_KIND.get(kind)
     run = AssistRun.objects.create(
         name=name or f"{endpoint.name} · {Kind(kind).label}",

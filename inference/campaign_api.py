@@ -62,7 +62,8 @@ class CampaignList(generics.ListAPIView):
                 protocol=data["protocol"], prompt_set=data["prompt_set"],
             )  # fmt: skip
         except (campaigns.CampaignError, services.EndpointError) as exc:
-            raise ValidationError({"endpoints": [str(exc)]}) from exc
+            field = "filters" if isinstance(exc, services.NoQuestions) else "endpoints"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)
 
 

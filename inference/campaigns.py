@@ -70,7 +70,7 @@ def start_campaign(
         kind=JOB_KIND, user=user, params={"campaign_id": campaign.pk}, title=job_text.title("campaign", name=name)
     )
     campaign.save(update_fields=["job"])
-    for endpoint in endpoints:
+    for endpoint in endpoints:  # each checks its endpoint, then the questions (NoQuestions: none match)
         run = services.create_inference_run(endpoint=endpoint, mode=mode, filters=filters, user=user,
                                             input_form=input_form, params=params, seed=seed,
                                             name=f"{name} · {endpoint.name}", protocol=protocol,

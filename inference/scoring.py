@@ -81,6 +81,10 @@ class ScoringError(ValueError):
     """A scoring run that cannot start; the message says why."""
 
 
+class NoAnswers(ScoringError):
+    """The inference run has no answer to score: a scoring run over it would judge nothing (issue 29)."""
+
+
 def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method: str, local_ok: bool = False) -> None:
     if method not in ScoringRun.Method.values:
         raise ScoringError(gettext("unknown scoring method %(method)s") % {"method": repr(method)})
@@ -114,6 +118,10 @@ def check_can_score(*, inference_run: InferenceRun, judge: ModelEndpoint, method
         raise ScoringError(
             gettext("%(run)s is still answering; score it once every question has an answer or failed")
             % {"run": inference_run}
+        )
+    if not inference_run.responses.filter(status=Response.Status.OK).exists():
+        raise NoAnswers(
+            gettext("%(run)s has no answers to score: none of its questions was answered") % {"run": inference_run}
         )
 
 

@@ -115,6 +115,24 @@ def questions_of(run: InferenceRun):
     return Question.objects.matching(run.filters)
 
 
+class NoQuestions(EndpointError):
+    """Filters that match no question: a run over them would answer nothing (issue 29)."""
+
+
+def require_questions(filters: dict):
+    """The questions matching ``filters``; NoQuestions, naming the filters, when there are none:
+    a run, a campaign or an assist run over no question would "succeed" having asked nothing."""
+    questions = Question.objects.matching(filters)
+    if questions.exists():
+        return questions
+    named = ", ".join(f"{name}={value}" for name, value in sorted(filters.items()) if value not in (None, ""))
+    if not named:
+        raise NoQuestions(gettext("the question bank has no questions: there is nothing to ask"))
+    raise NoQuestions(
+        gettext("no question matches the filters %(filters)s: there is nothing to ask") % {"filters": named}
+    )
+
+
 @transaction.atomic
 def start_inference_run(
     *, endpoint: ModelEndpoint, mode: str, filters: dict, user: Any, input_form: str = InferenceRun.InputForm.IMAGES,
@@ -151,6 +169,7 @@ def create_inference_run(
         raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
     job_queue(endpoint)  # an offline engine no GPU class of the cluster can hold is refused here
+    questions = require_questions(filters)
     if protocol == Protocol.REFERENCE:
         chosen = reference_answer_prompts(endpoint, mode=mode, input_form=input_form, prompt_set=prompt_set)
         sent = dict(params or {})
@@ -158,7 +177,6 @@ def create_inference_run(
         prompts.ensure_default_prompts()
         chosen = {qtype: prompts.current(ANSWER_KIND[mode], qtype) for qtype in prompts.QUESTION_TYPES}
         sent = {**endpoint.default_params, **(params or {})}
-    questions = Question.objects.matching(filters)
     run = InferenceRun.objects.create(
         name=name or f"{endpoint.name} · {mode}",
         endpoint=endpoint,

@@ -311,8 +311,8 @@ def run_create(request: HttpRequest) -> HttpResponse:
                 input_form=data["input_form"], params=form.params(), seed=data["seed"], name=data["name"],
                 protocol=data["protocol"] or Protocol.STUDIO, prompt_set=data["prompt_set"] or "",
             )  # fmt: skip
-        except services.EndpointError as exc:
-            form.add_error("endpoint", str(exc))
+        except services.EndpointError as exc:  # the filters matching no question: the form's error
+            form.add_error(None if isinstance(exc, services.NoQuestions) else "endpoint", str(exc))
         else:
             return redirect("inference:run", pk=run.pk)
     return render(request, "inference/run_form.html", {"form": form})

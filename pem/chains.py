@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
+from django.utils.translation import gettext
 
 from annotation.record_fields import split_steps
 from inference.default_prompts import FINAL_ANSWER_PREFIX
@@ -69,6 +70,45 @@ def split_response(text: str) -> list[str]:
     if final:
         steps.append("\n".join(line.strip() for line in final if line.strip()))
     return steps
+
+
+def answered(inference_runs) -> QuerySet[Response]:
+    """The responses chains are made of (cots_from_run): answered, with text."""
+    return Response.objects.filter(run__in=inference_runs, status=Response.Status.OK).exclude(raw_output="")
+
+
+def without_answers(inference_runs: Sequence[InferenceRun]) -> list[InferenceRun]:
+    """The runs with no answer to make a chain of: chains, a split or labels over them would
+    "succeed" having done nothing (issue 29), so they are refused before a job starts."""
+    found = set(answered(inference_runs).values_list("run_id", flat=True).distinct())
+    return [run for run in inference_runs if run.pk not in found]
+
+
+def check_can_make_chains(inference_run: InferenceRun) -> None:
+    """PEBenchError when the run has no answer to make a chain of (issue 29): refused before a job."""
+    if without_answers([inference_run]):
+        raise PEBenchError(
+            gettext("%(run)s has no answers to make chains of: none of its questions was answered")
+            % {"run": inference_run}
+        )
+
+
+def check_can_label(scoring_run: ScoringRun) -> None:
+    """PEBenchError when labels from the scoring run would label nothing (issue 29): it has no
+    judgment the judge's output was read for, or none of those is of an answer with a chain yet."""
+    if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
+        raise PEBenchError(f"{scoring_run} judged final answers only; step labels need step-by-step scoring")
+    judged = scoring_run.judgments.filter(status=Judgment.Status.OK)
+    if not judged.exists():
+        raise PEBenchError(
+            gettext("%(run)s has no judgments to take labels from: none of its answers was judged")
+            % {"run": scoring_run}
+        )
+    if not judged.filter(response__chain_of_thought__isnull=False).exists():
+        raise PEBenchError(
+            gettext("the answers %(run)s judged have no chains of thought yet: make chains from the run %(of)s first")
+            % {"run": scoring_run, "of": scoring_run.inference_run}
+        )
 
 
 def cot_key_for(response: Response) -> str:

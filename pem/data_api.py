@@ -99,7 +99,10 @@ def from_run(request: Request) -> Response:
     given.is_valid(raise_exception=True)
     runs = RunChoiceForm(user=request.user).runs  # the page's choices
     run = get_object_or_404(runs, pk=given.validated_data["inference_run"])
-    job = jobs.start_cots_from_run(inference_run=run, user=request.user)
+    try:
+        job = jobs.start_cots_from_run(inference_run=run, user=request.user)
+    except services.PEBenchError as exc:
+        raise ValidationError({"inference_run": [str(exc)]}) from exc
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -141,7 +141,11 @@ def data_from_run(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, _("Choose one of your step-by-step inference runs."))
         return redirect("pem:data_home")
-    job = jobs.start_cots_from_run(inference_run=form.cleaned_data["inference_run"], user=request.user)
+    try:
+        job = jobs.start_cots_from_run(inference_run=form.cleaned_data["inference_run"], user=request.user)
+    except services.PEBenchError as exc:
+        messages.error(request, str(exc))
+        return redirect("pem:data_home")
     return redirect("k12vista:job_detail", pk=job.pk)
 
 
@@ -152,5 +156,9 @@ def data_from_scoring(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, _("Choose one of your step-by-step scoring runs."))
         return redirect("pem:data_home")
-    job = jobs.start_labels_from_scoring_run(scoring_run=form.cleaned_data["scoring_run"], user=request.user)
+    try:
+        job = jobs.start_labels_from_scoring_run(scoring_run=form.cleaned_data["scoring_run"], user=request.user)
+    except services.PEBenchError as exc:
+        messages.error(request, str(exc))
+        return redirect("pem:data_home")
     return redirect("k12vista:job_detail", pk=job.pk)

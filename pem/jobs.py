@@ -81,13 +81,13 @@ def start_export(*, user: Any, build: PEBenchBuild | None = None) -> Job:
 
 
 def start_cots_from_run(*, inference_run: InferenceRun, user: Any) -> Job:
+    chains.check_can_make_chains(inference_run)
     return start_job(kind=COTS_FROM_RUN, user=user, params={"inference_run_id": inference_run.pk},
                      title=job_text.title("cots_from_run", run=inference_run.name))  # fmt: skip
 
 
 def start_labels_from_scoring_run(*, scoring_run: ScoringRun, user: Any) -> Job:
-    if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
-        raise services.PEBenchError(f"{scoring_run} judged final answers only; step labels need step-by-step scoring")
+    chains.check_can_label(scoring_run)
     return start_job(kind=LABELS_FROM_SCORING, user=user, params={"scoring_run_id": scoring_run.pk},
                      title=job_text.title("labels_from_scoring_run", run=scoring_run.name))  # fmt: skip
 

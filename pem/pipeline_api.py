@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from inference.models import InferenceRun, ModelEndpoint, ScoringRun
-from inference.scoring import ScoringError
+from inference.scoring import NoAnswers, ScoringError
 from inference.services import EndpointError
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
@@ -93,7 +93,8 @@ class SplitList(generics.ListAPIView):
                                                   user=request.user, name=data["name"],
                                                   min_coverage=data["min_coverage"])  # fmt: skip
         except (splitting.SplitError, EndpointError) as exc:
-            raise ValidationError({"splitter": [str(exc)]}) from exc
+            field = "runs" if isinstance(exc, splitting.NoAnswers) else "splitter"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(SplitOutput(split_run).data, status=status.HTTP_201_CREATED)
 
 
@@ -123,7 +124,8 @@ class PanelList(generics.ListAPIView):
                                         judges=list(data["judges"]), user=request.user, threshold=data["threshold"],
                                         explainer=data["explainer"])  # fmt: skip
         except (panel.PanelError, ScoringError, EndpointError) as exc:
-            raise ValidationError({"judges": [str(exc)]}) from exc
+            field = "runs" if isinstance(exc, NoAnswers) else "judges"
+            raise ValidationError({field: [str(exc)]}) from exc
         return Response(PanelOutput(started).data, status=status.HTTP_201_CREATED)
 
 

@@ -26,6 +26,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from inference import calls, client, default_prompts, parsing, prompts
 from inference.models import InferenceRun, ModelEndpoint, PromptTemplate
@@ -45,6 +46,10 @@ class SplitError(ValueError):
     """A splitting run that cannot start; the message says why."""
 
 
+class NoAnswers(SplitError):
+    """Runs with no answer to make a chain of: a split of them would split nothing (issue 29)."""
+
+
 def model_splitter(endpoint: ModelEndpoint) -> str:
     return f"model:{endpoint.name}"[:200]
 
@@ -57,6 +62,12 @@ def start_split_run(
     """Freezes the prompt, schema and rule, and starts the splitting job on the io queue."""
     if not inference_runs:
         raise SplitError("choose the inference runs whose chains are to be split")
+    empty = chains.without_answers(inference_runs)
+    if empty:
+        raise NoAnswers(
+            gettext("%(runs)s: no answers to split (none of the questions was answered); leave such runs out")
+            % {"runs": ", ".join(str(run) for run in empty)}
+        )
     if not splitter.active:
         raise EndpointError(f"endpoint {splitter} is switched off")
     if splitter.kind != ModelEndpoint.Kind.OPENAI:

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
+from annotation.models import Question
 from inference import leaderboard, prompts, services, standings
 from inference.models import (
     InferenceRun,
@@ -51,6 +52,8 @@ def make_endpoint(name="qwen", **fields) -> ModelEndpoint:
 
 
 def make_run(user, *, endpoint=None, mode="step_by_step", finished=False) -> InferenceRun:
+    if not Question.objects.exists():
+        make_question()  # a run over no question is refused (issue 29)
     with mock.patch("k12vista.tasks.run_job.apply_async"):
         run = services.start_inference_run(endpoint=endpoint or make_endpoint(), mode=mode, filters={}, user=user)
     if finished:
@@ -419,6 +422,7 @@ def test_it_shows_an_endpoint_refusal_on_the_run_form(researcher, login, sent, m
 
 
 def test_a_transformers_endpoint_runs_on_a_cpu_worker(researcher, login, sent):
+    make_question()
     engine = make_endpoint("small", kind=ModelEndpoint.Kind.TRANSFORMERS, base_url="", model_name="/models/tiny")
     data = {"endpoint": engine.pk, "mode": "direct", "input_form": "images"}
     response = login(researcher).post("/research/runs/new/", data)

@@ -4,8 +4,14 @@ inputs are refused before a job starts, with a message naming what is missing.""
 import pytest
 from rest_framework.test import APIClient
 
-from pem.models import FilterRun, StepLabel, TrainingExport
+from annotation.models import CandidateSet, Question
+from inference import services
+from inference.models import AssistRun, InferenceRun, ModelEndpoint, Response, ScoringRun
+from k12vista.models import Job
+from pem.models import FilterRun, PanelRun, SplitRun, StepLabel, TrainingExport
 from pem.training import exports, filters, train
+from tests.annotation_factories import make_question
+from tests.pem_factories import answer, judge, make_run, make_scoring_run
 from tests.test_pem800k_export import kept_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tmp_media")]
@@ -66,7 +72,6 @@ def test_labels_of_a_person_still_refused_and_imported_labels_still_run(research
 
 def test_clustering_without_knowledge_points_is_refused_before_a_job(researcher, english):
     from annotation import knowledge
-    from k12vista.models import Job
 
     api = APIClient()
     api.force_authenticate(researcher)
@@ -75,3 +80,94 @@ def test_clustering_without_knowledge_points_is_refused_before_a_job(researcher,
     with pytest.raises(knowledge.KnowledgeError, match="no knowledge points"):
         knowledge.start_clustering(by=researcher)
     assert not Job.objects.exists()
+
+
+# --- runs, scoring, splits and panels over nothing (issue 29) -------------------------------
+
+
+@pytest.fixture
+def local_servers(settings):
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*", "http://localhost:*"]
+
+
+def an_endpoint(name: str = "student") -> ModelEndpoint:
+    return services.save_endpoint(endpoint=ModelEndpoint(name=name, base_url="http://127.0.0.1:8000/v1",
+                                                         model_name=name), user=None)  # fmt: skip
+
+
+def unanswered_run(researcher) -> InferenceRun:
+    """A finished step-by-step run of the researcher's whose only question failed: nothing answered."""
+    run = make_run(an_endpoint("unanswered"))
+    InferenceRun.objects.filter(pk=run.pk).update(created_by=researcher)
+    answer(run, make_question(), "", status=Response.Status.FAILED)
+    return run
+
+
+def test_an_inference_run_over_filters_matching_no_question_is_refused(rita, researcher, local_servers, english):
+    endpoint = an_endpoint()
+    response = rita.post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct"}, format="json")
+    assert response.status_code == 400 and "no questions" in response.json()["filters"][0]
+    make_question(subject="math")
+    response = rita.post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct", "filters": {"subject": "physics"}},
+                         format="json")  # fmt: skip
+    assert response.status_code == 400 and "subject=physics" in response.json()["filters"][0]
+    response = rita.post("/api/campaigns/", {"name": "c", "endpoints": [endpoint.pk], "mode": "direct",
+                                             "filters": {"subject": "physics"}}, format="json")  # fmt: skip
+    assert response.status_code == 400 and "subject=physics" in response.json()["filters"][0]
+    assert not InferenceRun.objects.exists() and not Job.objects.exists()
+    assert rita.post("/api/runs/", {"endpoint": endpoint.pk, "mode": "direct"}, format="json").status_code == 201
+
+
+def test_scoring_a_split_and_a_panel_over_runs_with_no_answers_are_refused(rita, researcher, local_servers, english):
+    run, judge_model = unanswered_run(researcher), an_endpoint("judge")
+    response = rita.post(
+        f"/api/runs/{run.pk}/scoring/", {"judge": judge_model.pk, "method": "judge_steps"}, format="json"
+    )
+    assert response.status_code == 400 and "no answers" in response.json()["detail"][0]
+    response = rita.post("/api/pem/splits/", {"splitter": judge_model.pk, "runs": [run.pk]}, format="json")
+    assert response.status_code == 400 and "no answers" in response.json()["runs"][0]
+    response = rita.post("/api/pem/panels/", {"name": "p", "judges": [judge_model.pk], "runs": [run.pk]}, format="json")
+    assert response.status_code == 400 and "no answers" in response.json()["runs"][0]
+    assert not ScoringRun.objects.exists() and not SplitRun.objects.exists() and not PanelRun.objects.exists()
+    assert not Job.objects.exists()
+
+
+def test_chains_from_a_run_with_no_answer_are_refused(rita, researcher, english):
+    run = unanswered_run(researcher)
+    response = rita.post("/api/pem/data/from-run/", {"inference_run": run.pk}, format="json")
+    assert response.status_code == 400 and "no answers" in response.json()["inference_run"][0]
+    assert not Job.objects.exists()
+
+
+def test_labels_from_a_scoring_run_without_judgments_or_chains_are_refused(rita, researcher, english):
+    run = make_run(an_endpoint("student"))
+    InferenceRun.objects.filter(pk=run.pk).update(created_by=researcher)
+    answered = answer(run, make_question(), "步骤1：由 $x^2=4$ 得 $x=2$。\n最终答案：B")
+    scoring_run = make_scoring_run(run)
+    response = rita.post("/api/pem/data/from-scoring/", {"scoring_run": scoring_run.pk}, format="json")
+    assert response.status_code == 400 and "no judgments" in response.json()["scoring_run"][0]
+    judge(scoring_run, answered, [("由 $x^2=4$ 得 $x=2$。", "CS", "")])
+    response = rita.post("/api/pem/data/from-scoring/", {"scoring_run": scoring_run.pk}, format="json")
+    assert response.status_code == 400 and "make chains" in response.json()["scoring_run"][0]
+    assert not Job.objects.exists()
+    assert rita.post("/api/pem/data/from-run/", {"inference_run": run.pk}, format="json").status_code == 202
+
+
+def test_a_draw_that_would_take_no_question_is_refused(rita, english):
+    response = rita.post("/api/benchmark/draws/", {"targets": {"per_cell": 5}}, format="json")
+    assert response.status_code == 400 and "no eligible question" in response.json()["targets"][0]
+    Question.objects.filter(pk=make_question().pk).update(status=Question.Status.AUDITED)
+    response = rita.post("/api/benchmark/draws/", {"targets": {"per_cell": 0, "cover_knowledge": False}}, format="json")
+    assert response.status_code == 400 and "every target is 0" in response.json()["targets"][0]
+    assert not CandidateSet.objects.exists() and not Job.objects.exists()
+    assert rita.post("/api/benchmark/draws/", {"targets": {"per_cell": 5}}, format="json").status_code == 202
+
+
+def test_an_assist_run_over_filters_matching_no_question_is_refused(rita, local_servers, english):
+    endpoint = an_endpoint()
+    make_question(subject="math")
+    given = {"kind": "check_structure", "endpoint": endpoint.pk, "filters": {"subject": "physics"}}
+    response = rita.post("/api/assist/", given, format="json")
+    assert response.status_code == 400 and "subject=physics" in response.json()["filters"][0]
+    assert not AssistRun.objects.exists() and not Job.objects.exists()
+    assert rita.post("/api/assist/", {**given, "filters": {"subject": "math"}}, format="json").status_code == 201

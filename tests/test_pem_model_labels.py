@@ -197,9 +197,16 @@ def test_it_starts_chains_and_labels_jobs_for_the_researchers_own_runs(researche
     client = login(researcher)
     page = client.get("/pem/data/").content.decode()
     assert f'value="{run.pk}"' in page and f'value="{scoring_run.pk}"' in page
+    # Nothing to make chains or labels of yet: refused on the page, no job (issue 29).
+    assert client.post("/pem/data/from-run/", {"inference_run": run.pk})["Location"] == "/pem/data/"
+    assert client.post("/pem/data/from-scoring/", {"scoring_run": scoring_run.pk})["Location"] == "/pem/data/"
+    assert not Job.objects.exists()
+    answered = answer(run, make_question(), "步骤1：由 $x^2=4$ 得 $x=2$。\n最终答案：B")
     response = client.post("/pem/data/from-run/", {"inference_run": run.pk})
     job = Job.objects.get(kind=jobs.COTS_FROM_RUN)
     assert response["Location"] == f"/jobs/{job.pk}/" and job.params == {"inference_run_id": run.pk}
+    cots_from_run(inference_run=run)
+    judge(scoring_run, answered, [("由 $x^2=4$ 得 $x=2$。", "CS", "")])
     client.post("/pem/data/from-scoring/", {"scoring_run": scoring_run.pk})
     assert Job.objects.get(kind=jobs.LABELS_FROM_SCORING).params == {"scoring_run_id": scoring_run.pk}
 

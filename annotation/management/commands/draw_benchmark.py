@@ -33,7 +33,10 @@ class Command(BaseCommand):
         person = get_user_model().objects.filter(username=by or "").first()
         if person is None:
             raise CommandError("--draw needs --by with an existing username")
-        candidate = draw.start_draw(targets=targets, by=person, name=name, seed=seed)
+        try:
+            candidate = draw.start_draw(targets=targets, by=person, name=name, seed=seed)
+        except draw.DrawError as exc:  # a draw that would take no question
+            raise CommandError(str(exc)) from None
         execute_job(candidate.job_id)
         candidate.refresh_from_db()
         self.stdout.write(json.dumps({"candidate_set": candidate.pk, "seed": candidate.seed, **candidate.report},
