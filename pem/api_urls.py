@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import api, data_api, pipeline_api, release_api, stats_api
+from pem import api, data_api, given_steps_api, pipeline_api, release_api, stats_api
 from pem.training import api as training_api
 
 app_name = "pem_api"
@@ -42,4 +42,9 @@ urlpatterns += [
     path("releases/compare/", release_api.release_compare, name="release_compare"),
     path("releases/v<int:version>/", release_api.release_detail, name="release"),
     path("releases/v<int:version>/publish/", release_api.release_publish, name="release_publish"),
+]
+
+# --- PEBench with the given steps, as the paper measures it (issue 24) ---
+urlpatterns += [
+    path("pebench/given-steps/", given_steps_api.GivenSteps.as_view(), name="given_steps"),
 ]
