@@ -161,22 +161,40 @@ def _median_level(gray8: np.ndarray) -> int:
     return low
 
 
+# The side a PDF region is rendered at when figures keep their own size (FIGURE_STANDARD_SIDE_PX=0).
+RENDER_SIDE_PX = 1024
+
+
+def standard_side() -> int | None:
+    """The longest side figures are stored at; None when each keeps its own (FIGURE_STANDARD_SIDE_PX=0)."""
+    return settings.FIGURE_STANDARD_SIDE_PX or None
+
+
 def prepare_figure(content: bytes, *, name: str = "figure") -> PreparedFigure:
-    """Validates an image and stores it at the standard size (never enlarged)."""
-    side = settings.FIGURE_STANDARD_SIDE_PX
+    """Validates an image and stores it at the standard size (never enlarged).
+
+    With FIGURE_STANDARD_SIDE_PX=0 a JPEG (grey or colour) or PNG keeps its bytes whatever its
+    size, as the reference protocol sends the stored JPEG; it is still decoded whole (so checked)
+    and measured. Other formats, and a JPEG in CMYK, are converted as always, at their own size.
+    """
+    side = standard_side()
     image = _opened(content, name=name)  # once: Pillow reads a JPEG's header in Python, 0.1 ms each time
-    if image.format == "JPEG" and max(image.size) <= side:
+    if image.format == "JPEG" and (side is None or max(image.size) <= side):
         # Already a standard JPEG: keep its bytes, so that a re-import or an
         # export round trip does not lose quality each time. Only its luma is
         # decoded, for the sharpness measure.
         image = _loaded(image, name=name, gray=True)
         if image.mode == "L":
             return PreparedFigure(content, "jpg", image.width, image.height, sharpness(image))
+    elif image.format == "PNG" and side is None:
+        image = _loaded(image, name=name)
+        measured = image.convert("RGB") if image.mode not in ("RGB", "L") else image  # as a converted one is
+        return PreparedFigure(content, "png", image.width, image.height, sharpness(measured))
     else:
         image = _loaded(image, name=name, fit_side=side)
     is_jpeg = image.format == "JPEG"
     image = image.convert("RGB") if image.mode not in ("RGB", "L") else image
-    if max(image.size) > side:
+    if side is not None and max(image.size) > side:
         image = _fit(image, side)
     buffer = io.BytesIO()
     if is_jpeg:

@@ -426,8 +426,12 @@ SEGMENTATION_ENDPOINT = env_str("SEGMENTATION_ENDPOINT")
 MATHPIX_APP_ID = env_str("MATHPIX_APP_ID")
 MATHPIX_APP_KEY = env_str("MATHPIX_APP_KEY")
 PDF_MAX_PAGES = env_int("PDF_MAX_PAGES", 400, minimum=1)
-# Figures: the longest side they are stored at, and what counts as too small or blurred.
-FIGURE_STANDARD_SIDE_PX = env_int("FIGURE_STANDARD_SIDE_PX", 1024, minimum=64)
+# Figures: the longest side they are stored at, and what counts as too small or blurred. 0 keeps every
+# imported JPEG and PNG byte for byte at its own size (the reference protocol sends the stored JPEG as it is,
+# so a large figure reaches the model as the reference's does); still validated and measured.
+FIGURE_STANDARD_SIDE_PX = env_int("FIGURE_STANDARD_SIDE_PX", 1024)
+if 0 < FIGURE_STANDARD_SIDE_PX < 64:
+    raise ImproperlyConfigured(f"FIGURE_STANDARD_SIDE_PX={FIGURE_STANDARD_SIDE_PX} must be 0 or at least 64.")
 FIGURE_MIN_SIDE_PX = env_int("FIGURE_MIN_SIDE_PX", 100, minimum=1)
 FIGURE_BLUR_THRESHOLD = float(env_int("FIGURE_BLUR_THRESHOLD", 60))
 

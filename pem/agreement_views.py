@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from k12vista.models import Job
 from k12vista.roles import Role, role_required
 from k12vista.views import job_fragment
-from k12vista.vocabulary import LABEL_CODES, LABELS_BY_CODE
-from pem import agreement_store
+from k12vista.vocabulary import LABEL_CODES, LABELS_BY_CODE, STEP_LABELS
+from pem import agreement_store, given_steps
 from pem.reports import checker_report
 
 READERS = (Role.RESEARCHER, Role.INSPECTOR, Role.ADMIN)
@@ -74,9 +74,9 @@ def agreement_page(request: HttpRequest) -> HttpResponse:
         scope = "all"
     page = agreement_store.report_for_page(scope)
     report = page["report"]
-    ctx = {"scope": scope, "page": page, "report": report, "checkers": checker_report()} | progress_context(
-        request, page["job"]
-    )
+    ctx = {"scope": scope, "page": page, "report": report, "checkers": checker_report(),
+           "given_steps": given_steps.stored_reports(), "labels_given": STEP_LABELS}  # fmt: skip
+    ctx |= progress_context(request, page["job"])
     if report is not None:
         ctx |= report_context(report)
     return render(request, "pem/agreement.html", ctx)

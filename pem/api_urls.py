@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pem import adjudication_api, api, data_api, panel_api, pipeline_api, release_api, stats_api
+from pem import adjudication_api, api, data_api, given_steps_api, panel_api, pipeline_api, release_api, stats_api
 from pem.training import api as training_api
 
 app_name = "pem_api"
@@ -51,4 +51,9 @@ urlpatterns += [
     path("expert/runs/<int:pk>/", adjudication_api.expert_sample, name="expert_sample"),
     path("expert/responses/<int:pk>/score/", adjudication_api.expert_score, name="expert_score"),
     path("panels/<int:pk>/restart/", panel_api.panel_restart, name="panel_restart"),
+]
+
+# --- PEBench with the given steps, as the paper measures it (issue 24) ---
+urlpatterns += [
+    path("pebench/given-steps/", given_steps_api.GivenSteps.as_view(), name="given_steps"),
 ]

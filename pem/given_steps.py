@@ -110,6 +110,23 @@ def report(rater: str) -> dict[str, Any]:
     return {"rater": rater, "items": len(pairs), "metric": positional_accuracy(pairs)}
 
 
+def stored_reports() -> list[dict[str, Any]]:
+    """The newest finished report of each judge run in this mode (its job's result), newest first:
+    what the agreement page shows without computing anything. ``labels`` holds the nine in the
+    reference's order, each with its name, code and entry."""
+    found: dict[str, dict[str, Any]] = {}
+    finished = Job.objects.filter(kind=JOB_KIND, status=Job.Status.SUCCEEDED).order_by("-finished_at", "-id")
+    for job in finished.only("id", "params", "result", "finished_at")[:500]:
+        stored, rater = job.result.get("report"), job.params.get("rater")
+        if not stored or rater in found:
+            continue
+        metric = stored["metric"]
+        labels = [{"name": name, "code": CODE_OF[name], **metric[name]} for name in NAMES if name in metric]
+        found[rater] = {"rater": rater, "items": stored["items"], "overall": metric["all"], "labels": labels,
+                        "computed": job.finished_at, "job": job.pk}  # fmt: skip
+    return list(found.values())
+
+
 def start(*, judge: ModelEndpoint, user: Any, prompt_set: str = "") -> Job:
     """Starts the paper's PEBench mode for one judge: the registered reference PEBench prompt."""
     if not judge.active:

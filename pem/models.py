@@ -425,6 +425,18 @@ class PanelRun(JobAndCreator):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def protocol(self) -> str:
+        """The protocol (inference.models.Protocol) its judges' scoring runs speak: start_panel
+        gives them all the panel's one."""
+        found: str | None = self.scoring_runs.order_by("id").values_list("protocol", flat=True).first()
+        return found or "studio"
+
+    def get_protocol_display(self) -> str:
+        from inference.models import Protocol  # inference's models import nothing of pem's; lazily all the same
+
+        return str(Protocol(self.protocol).label)
+
 
 class PanelVoteQuerySet(models.QuerySet["PanelVote"]):
     def decided(self) -> PanelVoteQuerySet:

@@ -39,7 +39,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from inference import run_parts, scoring
-from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
+from inference.models import InferenceRun, Judgment, ModelEndpoint, Protocol, ScoringRun
 from k12vista import job_text
 from k12vista.job_text import failure_wording
 from k12vista.jobs import Progress, job_handler, start_job
@@ -81,10 +81,11 @@ def check_panel(*, judges: Sequence[ModelEndpoint], threshold: int, explainer: s
 @transaction.atomic
 def start_panel(
     *, name: str, inference_runs: Sequence[InferenceRun], judges: Sequence[ModelEndpoint], user: Any,
-    threshold: int | None = None, explainer: str = "", params: dict | None = None,
+    threshold: int | None = None, explainer: str = "", params: dict | None = None, protocol: str = Protocol.STUDIO,
 ) -> PanelRun:  # fmt: skip
     """Checks the panel, records it with one scoring run per inference run and
-    judge, and starts the panel's job. Refused (PanelError, ScoringError,
+    judge, each in ``protocol`` (the studio's or the reference's, as any scoring
+    run), and starts the panel's job. Refused (PanelError, ScoringError,
     EndpointError) before anything is saved."""
     name = name.strip()[:200]
     if not name:
@@ -111,6 +112,7 @@ def start_panel(
                     params=params,
                     name=title,
                     local_ok=True,  # each judge judges in a job of its own, on its kind's queue
+                    protocol=protocol,
                 )  # fmt: skip
             )
     panel.job = start_job(kind=JOB_KIND, user=user, params={"panel_run_id": panel.pk}, title=f"{name}")

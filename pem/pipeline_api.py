@@ -9,7 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from inference.models import InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import InferenceRun, ModelEndpoint, Protocol, ScoringRun
 from inference.scoring import NoAnswers, ScoringError
 from inference.services import EndpointError
 from k12vista.pagination import Newest
@@ -58,6 +58,7 @@ class PanelInput(InputSerializer):
     runs = VisibleRuns(many=True, queryset=InferenceRun.objects.all())  # narrowed per request in get_queryset
     threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, allow_null=True, default=None)
     explainer = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    protocol = serializers.ChoiceField(choices=Protocol.choices, default=Protocol.STUDIO)
 
 
 class PanelOutput(serializers.ModelSerializer):
@@ -68,10 +69,12 @@ class PanelOutput(serializers.ModelSerializer):
     scoring_runs: serializers.PrimaryKeyRelatedField[ScoringRun] = serializers.PrimaryKeyRelatedField(
         many=True, read_only=True
     )
+    protocol = serializers.ChoiceField(choices=Protocol.choices, read_only=True)  # its judges' scoring runs'
 
     class Meta:
         model = PanelRun
-        fields = ["id", "name", "judges", "threshold", "explainer", "runs", "scoring_runs", "counts", "job", "created"]
+        fields = ["id", "name", "judges", "threshold", "explainer", "protocol", "runs", "scoring_runs", "counts", "job",
+                  "created"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -122,7 +125,7 @@ class PanelList(generics.ListAPIView):
         try:
             started = panel.start_panel(name=data["name"], inference_runs=list(data["runs"]),
                                         judges=list(data["judges"]), user=request.user, threshold=data["threshold"],
-                                        explainer=data["explainer"])  # fmt: skip
+                                        explainer=data["explainer"], protocol=data["protocol"])  # fmt: skip
         except (panel.PanelError, ScoringError, EndpointError) as exc:
             field = "runs" if isinstance(exc, NoAnswers) else "judges"
             raise ValidationError({field: [str(exc)]}) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from inference.models import InferenceRun, ModelEndpoint
+from inference.models import InferenceRun, ModelEndpoint, Protocol
 
 
 class RunsChoice(forms.ModelMultipleChoiceField):
@@ -39,6 +39,8 @@ class PanelForm(forms.Form):
                                    label=_("Votes a label needs (empty: a strict majority)"))  # fmt: skip
     explainer = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(active=True), required=False,
                                        label=_("Explanations from (empty: the first majority judge)"))  # fmt: skip
+    protocol = forms.ChoiceField(choices=Protocol.choices, initial=Protocol.STUDIO, required=False, label=_("Protocol"),
+                                 help_text=_("How every judge of the panel is asked and read."))  # fmt: skip
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from inference.models import Protocol
 from inference.scoring import ScoringError
 from inference.services import EndpointError
 from k12vista.roles import Role, require_role, role_required
@@ -81,6 +82,7 @@ def panel_create(request: HttpRequest) -> HttpResponse:
             started = panel.start_panel(
                 name=data["name"], inference_runs=list(data["runs"]), judges=list(data["judges"]), user=request.user,
                 threshold=data["threshold"], explainer=data["explainer"].name if data["explainer"] else "",
+                protocol=data["protocol"] or Protocol.STUDIO,
             )  # fmt: skip
         except (panel.PanelError, ScoringError, EndpointError) as exc:
             form.add_error(None, str(exc))

@@ -45,7 +45,16 @@ from annotation.models import Assignment, CandidateSet, Correction, Question, Re
 from annotation.pdf import register_pdf_upload
 from bench.generate import iter_pem
 from inference import assist, services
-from inference.models import AssistRun, BoardPin, BoardSnapshot, Campaign, InferenceRun, ModelEndpoint, ScoringRun
+from inference.models import (
+    AssistRun,
+    BoardPin,
+    BoardSnapshot,
+    Campaign,
+    InferenceRun,
+    ModelEndpoint,
+    PromptTemplate,
+    ScoringRun,
+)
 from inference.models import Response as ModelResponse
 from k12vista.jobs import execute_job
 from k12vista.models import Job
@@ -123,6 +132,10 @@ def population(personas, settings, tmp_path, tiny_model_dir):
                                             created_by=researcher)  # fmt: skip
     judge_endpoint = ModelEndpoint.objects.create(name="fuzz-judge", base_url="http://127.0.0.1:8000/v1",
                                                   model_name="j", created_by=researcher)  # fmt: skip
+    # A registered reference PEBench prompt (its text made up here): what PEBench's given-steps mode needs.
+    PromptTemplate.objects.create(kind=PromptTemplate.Kind.JUDGE_GIVEN_STEPS, prompt_set="K12Vista@fuzz", name="given",
+                                  user_template="{question} {solution} {answer} {student_answer}",
+                                  content_hash="0" * 64)  # fmt: skip
     run = InferenceRun.objects.create(name="r", endpoint=endpoint, mode=InferenceRun.Mode.STEP_BY_STEP,
                                       created_by=researcher)  # fmt: skip
     response = answer(run, question, "第一步：3 + 4 = 7。\n第二步：所以答案是 7。")
@@ -395,6 +408,8 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
          {"body": {"scoring_run": ScoringRun.objects.order_by("pk").first().pk}}),
         ("researcher", "POST /api/pem/panels/",
          {"body": {"name": "made", "judges": [judge_endpoint.pk], "runs": [run.pk]}}),
+        ("researcher", "POST /api/pem/pebench/given-steps/", {"body": {"judge": judge_endpoint.pk}}),
+        ("researcher", "GET /api/pem/pebench/given-steps/", {"query": {"judge": judge_endpoint.pk}}),
         # Labels that exist (kept_run's import "pem"): a run over labels that do not is refused (issue 29).
         ("researcher", "POST /api/pem/training/filter-runs/", {"body": {"source": "imported", "rater": "pem"}}),
         ("researcher", "POST /api/pem/training/runs/",

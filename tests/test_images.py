@@ -99,3 +99,19 @@ def test_the_paper_level_is_the_median_a_histogram_gives(seed):
     counts = np.cumsum(np.bincount(gray8.ravel(), minlength=256))
     assert images._median_level(gray8) == int(np.searchsorted(counts, counts[-1] // 2))
     assert images._median_level(np.full((3, 3), 7, np.uint8)) == 7
+
+
+def test_with_side_0_jpeg_and_png_keep_their_bytes_at_any_size_and_are_still_checked(settings):
+    """FIGURE_STANDARD_SIDE_PX=0 (the reference's figures as they are): stored byte for byte,
+    measured as a full decode, and a damaged file is still refused."""
+    settings.FIGURE_STANDARD_SIDE_PX = 0
+    for fmt, extension in (("JPEG", "jpg"), ("PNG", "png")):
+        content = encoded(diagram((2600, 1800)), fmt)
+        prepared = images.prepare_figure(content)
+        assert (prepared.content, prepared.extension, prepared.width, prepared.height) == (
+            content, extension, 2600, 1800)  # fmt: skip
+        assert prepared.sharpness == pytest.approx(full_decode_sharpness(content), rel=0.1)
+        with pytest.raises(BadImage, match="damaged"):
+            images.prepare_figure(content[: len(content) // 2])
+    converted = images.prepare_figure(encoded(diagram((1500, 1000)), "BMP"))  # other formats: PNG, full size
+    assert (converted.extension, converted.width, converted.height) == ("png", 1500, 1000)

@@ -10,6 +10,8 @@ from unittest import mock
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
 
 from inference import services
 from inference.models import ModelEndpoint
@@ -147,3 +149,47 @@ def test_it_needs_the_registered_prompt(servers):
                                       user=None)  # fmt: skip
     with pytest.raises(given_steps.GivenStepsError, match="register"):
         given_steps.start(judge=endpoint, user=None)
+
+
+@needs_reference
+@pytest.mark.django_db
+def test_the_api_starts_it_reads_its_metric_and_the_agreement_page_shows_it(servers, researcher, annotator, login,
+                                                                            settings):  # fmt: skip
+    settings.MODEL_CALL_RETRIES = 1
+    call_command("register_reference_prompts", str(CHECKOUT), stdout=StringIO())
+    gold_chain(["甲一", "甲二", "甲三"], ["步骤正确", "运算处理错误", "步骤正确"])
+    reply = "[['甲一','步骤正确','对'],['甲二','运算处理错误','错'],['甲三','幻觉错误','错']]"
+    base = servers.start({"pem": lambda body: (200, reply)})
+    endpoint = services.save_endpoint(endpoint=ModelEndpoint(name="K12-PEM", base_url=base, model_name="pem"),
+                                      user=None)  # fmt: skip
+    api = APIClient()
+    api.force_authenticate(researcher)
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        started = api.post("/api/pem/pebench/given-steps/", {"judge": endpoint.pk}, format="json")
+    assert started.status_code == 202, started.content
+    assert started.json()["rater"] == given_steps.rater_for(endpoint)
+    assert execute_job(started.json()["job"]["id"]) == Job.Status.SUCCEEDED
+
+    read = api.get("/api/pem/pebench/given-steps/", {"judge": endpoint.pk})
+    assert read.status_code == 200
+    metric = read.json()["metric"]
+    assert (read.json()["items"], metric["all"]["correct"], metric["all"]["count"]) == (1, 2, 3)
+    assert metric["运算处理错误"]["accuracy"] == 1.0 and metric["步骤正确"]["accuracy"] == 0.5
+    assert metric["all"]["rounded"] == 0.6667
+
+    with mock.patch("k12vista.tasks.run_job.apply_async"):
+        refused = api.post("/api/pem/pebench/given-steps/", {"judge": endpoint.pk, "prompt_set": "K12Vista@nope"},
+                           format="json")  # fmt: skip
+        assert refused.status_code == 400 and "judge" in refused.json()
+        assert api.post("/api/pem/pebench/given-steps/", {"judge": endpoint.pk, "mode": "x"},
+                        format="json").status_code == 400  # fmt: skip
+    assert api.get("/api/pem/pebench/given-steps/").status_code == 400
+    other = APIClient()
+    other.force_authenticate(annotator)
+    assert other.get("/api/pem/pebench/given-steps/", {"judge": endpoint.pk}).status_code == 403
+
+    page = login(researcher).get(reverse("pem:agreement")).content.decode()
+    row = page[page.index('id="given-steps-table"') :]
+    assert f'data-rater="{given_steps.rater_for(endpoint)}"' in row
+    assert 'data-stat="overall" data-value="0.6667"' in row
+    assert 'data-label="CS" data-value="0.5000"' in row

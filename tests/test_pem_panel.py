@@ -10,8 +10,11 @@ from django.urls import reverse
 
 from inference import services
 from inference.models import Judgment, ModelEndpoint
+from inference.reference.register import register_checkout
+from k12vista.vocabulary import LABELS_BY_CODE
 from pem import panel
 from pem.models import ChainOfThought, PanelRun, PanelVote, StepLabel
+from tests import reference_code
 from tests.annotation_factories import make_question
 from tests.job_runs import run_with_parts
 from tests.pem_factories import answer, make_run
@@ -239,3 +242,68 @@ def test_a_judge_that_times_out_or_answers_garbage_casts_no_vote_and_the_format_
     run.refresh_from_db()
     assert run.funnel["format"]["chains"] == 1 and dict(run.funnel["format"]["reasons"]) == {"unlabelled_steps": 1}
     assert run.kept == 1
+
+
+def reference_reply(name):
+    """The judge answering as K12-PEM does: a Python-style list of [step, 中文标签, 解释]."""
+
+    def reply(body):
+        assert body["messages"][0]["role"] == "user" and "response_format" not in body  # the reference's message
+        text = user_text(body)
+        chain = THREE if "甲。" in text else TWO
+        labels = LABELS[name][chain] or LABELS["j1"][chain]
+        items = [[s, LABELS_BY_CODE[label].chinese, f"{name} 评 {s}"] for s, label in zip(STEPS[chain], labels,
+                                                                                          strict=True)]  # fmt: skip
+        return 200, f"分析如下：\n{items!r}"
+
+    return reply
+
+
+@pytest.mark.django_db
+@reference_code.needs_reference
+def test_a_panel_in_the_reference_protocol_asks_and_reads_every_judge_as_the_reference(researcher, login, sent):
+    """The protocol is chosen per panel (function, screen, API, command) and given to each judge's
+    scoring run; its judges' Chinese-labelled lists are read and voted on."""
+    register_checkout(reference_code.CHECKOUT)
+    servers = Servers()
+    url = servers.start({name: reference_reply(name) for name in ("j1", "j2", "j3")})
+    try:
+        judges = [services.save_endpoint(endpoint=ModelEndpoint(name=name, base_url=url, model_name=name), user=None)
+                  for name in ("j1", "j2", "j3")]  # fmt: skip
+        run = answered_run(owner=researcher)
+        started = panel.start_panel(name="参考", inference_runs=[run], judges=judges, user=researcher,
+                                    protocol="reference")  # fmt: skip
+        assert set(started.scoring_runs.values_list("protocol", flat=True)) == {"reference"}
+        assert run_with_parts(started.job_id) == "succeeded"
+    finally:
+        servers.stop()
+    started.refresh_from_db()
+    assert started.protocol == "reference"
+    # Step 3 of THREE: CE, KAE, CE; step 2: CS, CS, KAE: a majority of two everywhere.
+    assert (started.counts["steps"], started.counts["decided"], started.counts["no_majority"]) == (5, 5, 0)
+    assert started.counts["missing_votes"] == {"j1": 0, "j2": 0, "j3": 0}
+    decided = {
+        (v.step.cot.response_text, v.step.position): v.label for v in PanelVote.objects.filter(panel_run=started)
+    }
+    assert decided[(THREE, 3)] == "CE" and decided[(THREE, 2)] == "CS"
+
+    client = login(researcher)
+    page = client.get(reverse("pem:panel", args=[started.pk])).content.decode()
+    assert 'id="panel-protocol"' in page and "K12Vista" in page
+    with_form = client.post(reverse("pem:panel_create"), {"name": "表单", "judges": [j.pk for j in judges],
+                                                          "runs": [run.pk], "protocol": "reference"})  # fmt: skip
+    assert with_form.status_code == 302 and PanelRun.objects.get(name="表单").protocol == "reference"
+    body = {"name": "api", "judges": [j.pk for j in judges], "runs": [run.pk], "protocol": "reference"}
+    api = client.post(reverse("pem_api:panels"), body, content_type="application/json")
+    assert api.status_code == 201 and api.json()["protocol"] == "reference"
+    assert client.post(reverse("pem_api:panels"), {"name": "x", "judges": [j.pk for j in judges], "runs": [run.pk],
+                                                   "protocol": "paper"},
+                       content_type="application/json").status_code == 400  # fmt: skip
+    assert client.post(reverse("pem_api:panels"), {"name": "默认", "judges": [j.pk for j in judges],
+                                                   "runs": [run.pk]},
+                       content_type="application/json").json()["protocol"] == "studio"  # fmt: skip
+    out = io.StringIO()
+    call_command("judge_panel", "命令", "--judge", "j1", "--judge", "j2", "--judge", "j3", "--run", str(run.pk),
+                 "--protocol", "reference", stdout=out)  # fmt: skip
+    assert json.loads(out.getvalue())["protocol"] == "reference"
+    assert PanelRun.objects.get(name="命令").protocol == "reference"

@@ -215,3 +215,44 @@ def test_every_figure_of_a_question_is_sent_where_the_reference_sends_its_one(re
     [judged] = judging.messages(judge_template, record, "答：B", messages.figure_parts(question))
     assert [p["type"] for p in judged["content"]] == ["text", "image_url", "image_url", "text"]
     assert [p["image_url"]["url"] for p in judged["content"][1:3]] == urls
+
+
+def large_jpeg() -> bytes:
+    image = Image.new("RGB", (1600, 900), (250, 250, 245))
+    for x in range(40, 1560):
+        for y in (300, 301, 600):
+            image.putpixel((x, y), (0, 0, 0))
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=87)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("side", [0, 1024])
+def test_a_large_reference_jpeg_is_sent_as_imported_when_figures_keep_their_size(
+    server, researcher, tmp_path, settings, side
+):
+    """FIGURE_STANDARD_SIDE_PX=0 keeps a figure over 1024 px as the reference record had it, so the
+    model receives the reference's own JPEG byte for byte; by default it is shrunk at import."""
+    settings.FIGURE_STANDARD_SIDE_PX = side
+    content = large_jpeg()
+    line = {"hash_id": "big", "question": "如图，<image>电阻为___欧。", "type": "填空题", "subject": "physics-g9",
+            "img": base64.b64encode(content).decode("ascii"),
+            "format_answer": {"ground_truth": ["$5$"], "format_solution": "步骤1：$R=5$。"}}  # fmt: skip
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert import_questions_file(path=path, user=researcher).created == 1
+    register_checkout(reference_code.CHECKOUT)
+
+    start(endpoint(server), researcher, mode="direct")
+
+    figure = Question.objects.get().figures.get()
+    stored = figure.image.read()
+    [body] = Recording.seen
+    [url] = [p["image_url"]["url"] for p in body["messages"][0]["content"] if p["type"] == "image_url"]
+    sent = base64.b64decode(url.removeprefix("data:image/jpeg;base64,"))
+    assert sent == stored
+    if side == 0:
+        assert stored == content and (figure.width, figure.height) == (1600, 900)
+        assert figure.sharpness is not None
+    else:
+        assert stored != content and max(figure.width, figure.height) == 1024

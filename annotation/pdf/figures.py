@@ -22,10 +22,9 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 import numpy as np
-from django.conf import settings
 from PIL import Image
 
-from annotation.images import sharpness
+from annotation.images import RENDER_SIDE_PX, sharpness, standard_side
 from annotation.ocr import OCRBackend, OCRUnavailable, get_ocr_backend
 from annotation.pdf.layout import Box, PageText, Span, union
 from k12vista.lazy import lazy_module
@@ -485,7 +484,7 @@ def render(page: pymupdf.Page, box: Box, zoom: float | None = None) -> Image.Ima
     rect = pymupdf.Rect(box) & page.rect
     if zoom is None:
         longest = max(rect.width, rect.height, 1)
-        zoom = min(8.0, max(1.0, settings.FIGURE_STANDARD_SIDE_PX / longest))
+        zoom = min(8.0, max(1.0, (standard_side() or RENDER_SIDE_PX) / longest))
     pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=rect, alpha=False)
     return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from inference.models import InferenceRun, ModelEndpoint
+from inference.models import InferenceRun, ModelEndpoint, Protocol
 from inference.scoring import ScoringError
 from inference.services import EndpointError
 from pem import panel
@@ -23,8 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--threshold", type=int, help="Votes a label needs (default: a strict majority).")
         parser.add_argument("--explainer", default="", help="The judge whose explanations are used.")
         parser.add_argument("--vote", metavar="PANEL", help="Vote again for the panel with this name.")
+        parser.add_argument("--protocol", choices=Protocol.values, default=Protocol.STUDIO,
+                            help="How every judge is asked and read: the studio's or the reference's.")  # fmt: skip
 
-    def handle(self, *args, name, judge, run, threshold, explainer, vote, **options):
+    def handle(self, *args, name, judge, run, threshold, explainer, vote, protocol, **options):
         if vote:
             found = PanelRun.objects.filter(name=vote).first()
             if found is None:
@@ -40,7 +42,8 @@ class Command(BaseCommand):
             raise CommandError("some inference run ids do not exist")
         try:
             started = panel.start_panel(name=name, inference_runs=runs, judges=[judges[n] for n in judge], user=None,
-                                        threshold=threshold, explainer=explainer)  # fmt: skip
+                                        threshold=threshold, explainer=explainer, protocol=protocol)  # fmt: skip
         except (panel.PanelError, ScoringError, EndpointError) as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(json.dumps({"panel": started.pk, "job": started.job_id, "threshold": started.threshold}))
+        summary = {"panel": started.pk, "job": started.job_id, "threshold": started.threshold, "protocol": protocol}
+        self.stdout.write(json.dumps(summary))
