@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
-from inference import assist, client, difficulty, leaderboard, models, scoring, services
+from inference import assist, client, difficulty, leaderboard, models, sampling, scoring, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
 from inference.standings import board_state
@@ -57,7 +57,11 @@ class EndpointInput(ModelInputSerializer):
     replica_urls = serializers.ListField(
         child=serializers.CharField(max_length=300), max_length=64, default=list,
         help_text="More servers of the same model (base URLs), each passing the allowlist; calls go to the least "
-                  "busy, and max_concurrency is each server's",
+                  "busy, and max_concurrency is each server's. An OpenAI-compatible endpoint's only",
+    )  # fmt: skip
+    default_params = sampling.DefaultParamsField(
+        required=False, help_text="The sampling parameters sent with every call unless a run sets its own, and "
+        "the offline engine's options (engine); another key is refused by name",
     )  # fmt: skip
 
     class Meta:
@@ -74,9 +78,22 @@ class EndpointInput(ModelInputSerializer):
 
     def validate(self, attrs: dict) -> dict:
         # Fields only an HTTP endpoint uses are refused on the engines, never kept and ignored.
-        kind = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI)
+        kind, errors = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI), {}
         if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("base_url"):
-            raise ValidationError({"base_url": [gettext("only an OpenAI-compatible endpoint has a base URL")]})
+            errors["base_url"] = [gettext("only an OpenAI-compatible endpoint has a base URL")]
+        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("replica_urls"):
+            errors["replica_urls"] = [gettext("only an OpenAI-compatible endpoint has replica servers")]
+        # What the offline engine needs of a GPU worker: another kind never reads it (issue 29).
+        if kind != models.ModelEndpoint.Kind.VLLM_OFFLINE:
+            for name in ("gpu_count", "gpu_memory_gib"):
+                default = models.ModelEndpoint._meta.get_field(name).get_default()
+                if name in attrs and attrs[name] != default:
+                    errors[name] = [
+                        gettext("only the vLLM offline engine uses %(field)s: leave it at %(default)s")
+                        % {"field": name, "default": default}
+                    ]  # fmt: skip
+        if errors:
+            raise ValidationError(errors)
         return attrs
 
     def validate_default_params(self, value: Any) -> Any:
@@ -104,6 +121,8 @@ def trained_judge_prompt(prompt: models.PromptTemplate) -> bool:
 class EndpointOutput(serializers.ModelSerializer):
     # Whether the variable is set on this server; the key itself is never read into a reply.
     api_key_state = serializers.SerializerMethodField()
+    default_params = sampling.DefaultParamsField(read_only=True)
+    replica_urls = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = models.ModelEndpoint
