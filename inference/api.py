@@ -31,6 +31,7 @@ from inference.views import (
 )
 from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role, require_role
+from k12vista.schema_fields import STRINGS, open_object, typed_json
 from k12vista.serializers import InputSerializer, JobSerializer, ModelInputSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
@@ -161,10 +162,21 @@ class RunInput(InputSerializer):
     prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
+# How a run's numbers were produced, frozen at its creation: prompts, endpoint, question set, studio version.
+PROVENANCE = open_object(
+    "Open by design: a run's provenance as recorded at its creation (prompts, endpoint, questions, parameters, "
+    "studio version); its keys differ by the kind of run and its protocol."
+)
+
+
 class RunOutput(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
+    # The stored JSON as it is, typed in the schema (issue 29); params: the endpoint's defaults and the run's own.
+    filters = typed_json(FiltersInput)
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.InferenceRun
@@ -384,6 +396,8 @@ class ScoringRunOutput(serializers.ModelSerializer):
     judge_name = serializers.CharField(source="judge.name", read_only=True)
     job = JobSerializer(read_only=True)
     coverage = serializers.SerializerMethodField()
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.ScoringRun
@@ -410,6 +424,10 @@ class JudgmentOutput(serializers.ModelSerializer):
     question = serializers.CharField(source="response.question.hash_id", read_only=True)
     steps = JudgedStepOutput(many=True, read_only=True)
     error_message = serializers.CharField(read_only=True)
+    # A direct judgment's answers and scores, item by item (empty for step-by-step judgments).
+    item_scores = typed_json({"type": "array", "items": {"type": "number"}})
+    reference_answers = typed_json(STRINGS)
+    model_answers = typed_json(STRINGS)
 
     class Meta:
         model = models.Judgment
@@ -539,6 +557,9 @@ class AssistRunOutput(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
+    filters = typed_json(FiltersInput)
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.AssistRun
