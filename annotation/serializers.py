@@ -24,7 +24,7 @@ class FlagSerializer(serializers.ModelSerializer):
 
 
 class OptionOutput(serializers.Serializer):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, taken off the class by DRF
     text = serializers.CharField()
 
 

@@ -87,7 +87,7 @@ class EndpointInput(ModelInputSerializer):
         # What the offline engine needs of a GPU worker: another kind never reads it (issue 29).
         if kind != models.ModelEndpoint.Kind.VLLM_OFFLINE:
             for name in ("gpu_count", "gpu_memory_gib"):
-                default = models.ModelEndpoint._meta.get_field(name).get_default()
+                default = {"gpu_count": 1, "gpu_memory_gib": 0}[name]  # the model's defaults
                 if name in attrs and attrs[name] != default:
                     errors[name] = [
                         gettext("only the vLLM offline engine uses %(field)s: leave it at %(default)s")
