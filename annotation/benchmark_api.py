@@ -17,6 +17,7 @@ from annotation.benchmark_views import get_release_for_user
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
 from annotation.serializers import QuestionSerializer
 from k12vista.roles import HasRole, Role
+from k12vista.schema_fields import open_object, typed_json
 from k12vista.serializers import InputSerializer
 
 RESEARCHERS = HasRole(Role.RESEARCHER, Role.ADMIN)
@@ -36,6 +37,12 @@ class DrawInput(InputSerializer):
 
 
 class CandidateSetOutput(serializers.ModelSerializer):
+    targets = typed_json(TargetsInput)  # as stored, typed in the schema (issue 29)
+    report = typed_json(
+        open_object("The draw's report (annotation/draw.py): cells (each cell's target, available, drawn, "
+                    "shortfall), total, coverage and short_cells; empty until the draw has run.")
+    )  # fmt: skip
+
     class Meta:
         model = CandidateSet
         fields = ["id", "name", "targets", "seed", "bank_fingerprint", "report", "job", "created"]
@@ -52,6 +59,10 @@ class ReleaseFileOutput(serializers.ModelSerializer):
 class ReleaseOutput(serializers.ModelSerializer):
     files = ReleaseFileOutput(many=True, read_only=True)
     release_status = serializers.CharField(source="status", read_only=True)
+    summary = typed_json(
+        open_object("The release's summary (annotation/releases.summarize): counts per cell, knowledge-point "
+                    "coverage, models used, audits with their rates, corrections carried.")
+    )  # fmt: skip
 
     class Meta:
         model = Release
@@ -66,6 +77,11 @@ class ReleaseInput(InputSerializer):
 
 
 class ReleaseItemOutput(serializers.ModelSerializer):
+    provenance = typed_json(
+        open_object("Open by design: where the released question came from (import, corrections, refinement, "
+                    "audits), as recorded at release; its keys differ by the question's history.")
+    )  # fmt: skip
+
     class Meta:
         model = ReleaseItem
         fields = ["hash_id", "version", "content_hash", "provenance"]

@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.models import Flag, KnowledgePoint, Question
+from k12vista.schema_fields import STRINGS, open_object, typed_json
 
 
 class FigureOutput(serializers.Serializer):
@@ -13,12 +14,25 @@ class FigureOutput(serializers.Serializer):
 
 
 class FlagSerializer(serializers.ModelSerializer):
+    detail = typed_json(
+        open_object("Open by design: the facts behind the flag, which differ by its code (annotation.models.Flag).")
+    )
+
     class Meta:
         model = Flag
         fields = ["code", "origin", "message", "detail", "run_ref", "created", "resolved_at"]
 
 
+class OptionOutput(serializers.Serializer):
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, taken off the class by DRF
+    text = serializers.CharField()
+
+
 class QuestionSerializer(serializers.ModelSerializer):
+    # As stored, typed in the schema (issue 29).
+    options = typed_json(OptionOutput(many=True), help_text="four for multiple choice")
+    answers = typed_json(STRINGS, help_text="one per blank or sub-question; one letter for multiple choice")
+    solution_steps = typed_json(STRINGS, help_text="the reference solution, one string per step")
     knowledge_points: serializers.SlugRelatedField[KnowledgePoint] = serializers.SlugRelatedField(
         slug_field="name", many=True, read_only=True
     )

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import Question
-from inference import assist, client, difficulty, leaderboard, models, scoring, services
+from inference import assist, client, difficulty, leaderboard, models, sampling, scoring, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
 from inference.standings import board_state
@@ -31,6 +31,7 @@ from inference.views import (
 )
 from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role, require_role
+from k12vista.schema_fields import STRINGS, open_object, typed_json
 from k12vista.serializers import InputSerializer, JobSerializer, ModelInputSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
@@ -57,7 +58,11 @@ class EndpointInput(ModelInputSerializer):
     replica_urls = serializers.ListField(
         child=serializers.CharField(max_length=300), max_length=64, default=list,
         help_text="More servers of the same model (base URLs), each passing the allowlist; calls go to the least "
-                  "busy, and max_concurrency is each server's",
+                  "busy, and max_concurrency is each server's. An OpenAI-compatible endpoint's only",
+    )  # fmt: skip
+    default_params = sampling.DefaultParamsField(
+        required=False, help_text="The sampling parameters sent with every call unless a run sets its own, and "
+        "the offline engine's options (engine); another key is refused by name",
     )  # fmt: skip
 
     class Meta:
@@ -74,9 +79,22 @@ class EndpointInput(ModelInputSerializer):
 
     def validate(self, attrs: dict) -> dict:
         # Fields only an HTTP endpoint uses are refused on the engines, never kept and ignored.
-        kind = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI)
+        kind, errors = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI), {}
         if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("base_url"):
-            raise ValidationError({"base_url": [gettext("only an OpenAI-compatible endpoint has a base URL")]})
+            errors["base_url"] = [gettext("only an OpenAI-compatible endpoint has a base URL")]
+        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("replica_urls"):
+            errors["replica_urls"] = [gettext("only an OpenAI-compatible endpoint has replica servers")]
+        # What the offline engine needs of a GPU worker: another kind never reads it (issue 29).
+        if kind != models.ModelEndpoint.Kind.VLLM_OFFLINE:
+            for name in ("gpu_count", "gpu_memory_gib"):
+                default = {"gpu_count": 1, "gpu_memory_gib": 0}[name]  # the model's defaults
+                if name in attrs and attrs[name] != default:
+                    errors[name] = [
+                        gettext("only the vLLM offline engine uses %(field)s: leave it at %(default)s")
+                        % {"field": name, "default": default}
+                    ]  # fmt: skip
+        if errors:
+            raise ValidationError(errors)
         return attrs
 
     def validate_default_params(self, value: Any) -> Any:
@@ -104,6 +122,8 @@ def trained_judge_prompt(prompt: models.PromptTemplate) -> bool:
 class EndpointOutput(serializers.ModelSerializer):
     # Whether the variable is set on this server; the key itself is never read into a reply.
     api_key_state = serializers.SerializerMethodField()
+    default_params = sampling.DefaultParamsField(read_only=True)
+    replica_urls = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = models.ModelEndpoint
@@ -142,10 +162,21 @@ class RunInput(InputSerializer):
     prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
+# How a run's numbers were produced, frozen at its creation: prompts, endpoint, question set, studio version.
+PROVENANCE = open_object(
+    "Open by design: a run's provenance as recorded at its creation (prompts, endpoint, questions, parameters, "
+    "studio version); its keys differ by the kind of run and its protocol."
+)
+
+
 class RunOutput(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
+    # The stored JSON as it is, typed in the schema (issue 29); params: the endpoint's defaults and the run's own.
+    filters = typed_json(FiltersInput)
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.InferenceRun
@@ -366,6 +397,8 @@ class ScoringRunOutput(serializers.ModelSerializer):
     judge_name = serializers.CharField(source="judge.name", read_only=True)
     job = JobSerializer(read_only=True)
     coverage = serializers.SerializerMethodField()
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.ScoringRun
@@ -392,6 +425,10 @@ class JudgmentOutput(serializers.ModelSerializer):
     question = serializers.CharField(source="response.question.hash_id", read_only=True)
     steps = JudgedStepOutput(many=True, read_only=True)
     error_message = serializers.CharField(read_only=True)
+    # A direct judgment's answers and scores, item by item (empty for step-by-step judgments).
+    item_scores = typed_json({"type": "array", "items": {"type": "number"}})
+    reference_answers = typed_json(STRINGS)
+    model_answers = typed_json(STRINGS)
 
     class Meta:
         model = models.Judgment
@@ -521,6 +558,9 @@ class AssistRunOutput(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
+    filters = typed_json(FiltersInput)
+    params = typed_json(sampling.DefaultParams)
+    provenance = typed_json(PROVENANCE)
 
     class Meta:
         model = models.AssistRun

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from inference import campaigns, models, services
 from inference.api import MANAGERS, FiltersInput, Newest, ParamsInput
 from inference.campaign_views import get_campaign_for_user
+from k12vista.schema_fields import typed_json
 from k12vista.serializers import InputSerializer, JobSerializer
 
 
@@ -31,6 +32,8 @@ class CampaignInput(InputSerializer):
 
 class CampaignOutput(serializers.ModelSerializer):
     summary = serializers.SerializerMethodField()
+    filters = typed_json(FiltersInput)  # as stored, typed in the schema (issue 29)
+    params = typed_json(ParamsInput)
 
     class Meta:
         model = models.Campaign

@@ -12,7 +12,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from inference import call_errors, client
+from inference import call_errors, client, sampling
 from k12vista.models import JobAndCreator
 from k12vista.text import unstorable_reason
 from k12vista.vocabulary import STEP_LABEL_CHOICES, QuestionType
@@ -27,13 +27,29 @@ class Protocol(models.TextChoices):
 
 
 def validate_default_params(value: Any) -> None:
-    """An endpoint's default parameters: a JSON object the database can store, whose ``engine``
-    (the offline engines' options) is an object too. The form and the API both call this: a list or
+    """An endpoint's default parameters: a JSON object the database can store, of the sampling
+    parameters the studio passes on and ``engine`` (the offline engines' options, an object), each of
+    its type (inference.sampling.DefaultParams). The form and the API both call this: a list or
     a string saved here broke every later run on the endpoint (``{**endpoint.default_params}``)."""
     if not isinstance(value, dict):
         raise ValidationError(_("Sampling parameters are a JSON object."), code="not_an_object")
+    # A key the studio does not pass on was kept and ignored ({"temprature": 0.5}): refused by name.
+    unknown = sorted(str(key) for key in value if key not in sampling.KNOWN_KEYS)
+    if unknown:
+        raise ValidationError(
+            _("Unknown sampling parameters: %(names)s (the studio passes %(known)s)."), code="unknown",
+            params={"names": ", ".join(unknown), "known": ", ".join(sorted(sampling.KNOWN_KEYS))},
+        )  # fmt: skip
     if not isinstance(value.get("engine", {}), dict):
         raise ValidationError(_("The engine's options are a JSON object."), code="engine")
+    typed = sampling.DefaultParams(data=value)
+    if not typed.is_valid():
+        raise ValidationError(
+            [
+                ValidationError(_("%(name)s: %(error)s"), code="invalid", params={"name": name, "error": error})
+                for name, error in sampling.error_lines(typed.errors)
+            ]
+        )
     reason = unstorable_reason(value)
     if reason:
         raise ValidationError(_("These parameters cannot be stored: %(reason)s"), params={"reason": reason})

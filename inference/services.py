@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from annotation.models import Question
-from inference import calls, client, gpu_classes, prompts, run_parts
+from inference import calls, client, gpu_classes, prompts, run_parts, sampling
 from inference.models import (
     Caption,
     InferenceRun,
@@ -509,5 +509,5 @@ async def answer_pending(
 
 
 # Sampling parameters we pass on; anything else in params is ignored rather than
-# sent to a server that may reject the whole request for it.
-ALLOWED_PARAMS = {"temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "stop", "n"}
+# sent to a server that may reject the whole request for it (an endpoint's default_params refuse it).
+ALLOWED_PARAMS = sampling.SAMPLING_KEYS

@@ -6,6 +6,7 @@ from django.utils.translation import gettext
 from rest_framework import serializers
 
 from k12vista.models import Job
+from k12vista.schema_fields import open_object, typed_json
 
 
 class RefuseUnknownFields:
@@ -54,7 +55,10 @@ class JobSerializer(serializers.ModelSerializer):
     error_code = serializers.CharField(
         read_only=True, help_text="A failure stated as a code (e.g. inference.endpoint_unreachable), or ''."
     )
-    error_params = serializers.JSONField(read_only=True, help_text="The code's parameters (url, cause, count...).")
+    error_params = typed_json(open_object("Open by design: the parameters of error_code (url, cause, count...)."))
+    # Open by design (issue 29): what a job is given and what it answers differ by its kind.
+    params = typed_json(open_object("Open by design: the job's parameters, which differ by its kind."))
+    result = typed_json(open_object("Open by design: the job's result, which differs by its kind."))
     # Not the model's three choices: a part of an offline run goes to its GPU class's queue, gpu-<class>.
     queue = serializers.CharField(
         read_only=True, help_text="The workers' queue: cpu, io, gpu, or gpu-<class> for a GPU class (e.g. gpu-4x80g)."

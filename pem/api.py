@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from k12vista.roles import HasRole, Role, has_role
+from k12vista.schema_fields import typed_json
 from k12vista.serializers import InputSerializer
 from k12vista.vocabulary import QuestionType, Stage, Subject
 from pem import labelling
@@ -58,6 +59,8 @@ class ItemOutput(serializers.ModelSerializer):
 class TaskOutput(serializers.ModelSerializer):
     item = serializers.IntegerField(source="cot_id", read_only=True)
     key = serializers.CharField(source="cot.key", read_only=True)
+    # As stored, typed in the schema (issue 29): step position -> DraftEntry (defined below, for the input).
+    draft = typed_json({"type": "object", "additionalProperties": {"$ref": "#/components/schemas/DraftEntry"}})
 
     class Meta:
         model = LabellingTask

@@ -9,11 +9,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from inference.api import PROVENANCE
 from inference.models import InferenceRun, ModelEndpoint, Protocol, ScoringRun
+from inference.sampling import DefaultParams
 from inference.scoring import NoAnswers, ScoringError
 from inference.services import EndpointError
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
+from k12vista.schema_fields import typed_json
 from k12vista.serializers import InputSerializer, JobSerializer
 from pem import panel, splitting
 from pem.models import PanelRun, SplitRun
@@ -39,6 +42,9 @@ class SplitInput(InputSerializer):
 class SplitOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
     counts = serializers.SerializerMethodField()
+    # As stored, typed in the schema (issue 29): the splitter's sampling parameters.
+    params = typed_json(DefaultParams)
+    provenance = typed_json(PROVENANCE)
     runs: serializers.PrimaryKeyRelatedField[InferenceRun] = serializers.PrimaryKeyRelatedField(
         source="inference_runs", many=True, read_only=True
     )
@@ -61,8 +67,28 @@ class PanelInput(InputSerializer):
     protocol = serializers.ChoiceField(choices=Protocol.choices, default=Protocol.STUDIO)
 
 
+class PanelCounts(serializers.Serializer):
+    """What a panel decided (panel.vote); empty until its vote has run."""
+
+    judges = serializers.ListField(required=False, child=serializers.CharField())
+    threshold = serializers.IntegerField(required=False, allow_null=True)
+    explainer = serializers.CharField(required=False)
+    chains = serializers.IntegerField(required=False)
+    chains_fully_decided = serializers.IntegerField(required=False)
+    chains_with_no_majority = serializers.IntegerField(required=False)
+    steps = serializers.IntegerField(required=False)
+    decided = serializers.IntegerField(required=False)
+    no_majority = serializers.IntegerField(required=False)
+    missing_votes = serializers.DictField(
+        required=False, child=serializers.IntegerField(), help_text="judge -> steps without vote"
+    )
+    labels = serializers.DictField(required=False, child=serializers.IntegerField(), help_text="label -> steps")
+
+
 class PanelOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    judges = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="the judges' names")
+    counts = typed_json(PanelCounts(required=False))
     runs: serializers.PrimaryKeyRelatedField[InferenceRun] = serializers.PrimaryKeyRelatedField(
         source="inference_runs", many=True, read_only=True
     )

@@ -12,6 +12,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from k12vista.schema_fields import open_object, typed_json
 from k12vista.serializers import InputSerializer
 from pem import releases
 from pem.models import PEBenchRelease
@@ -19,6 +20,10 @@ from pem.models import PEBenchRelease
 
 class PEBenchReleaseOutput(serializers.ModelSerializer):
     download = serializers.SerializerMethodField()
+    summary = typed_json(
+        open_object("The release's summary (pem/releases.summarize): counts, labels per code, the agreement "
+                    "headline, statistics and its files' hashes.")
+    )  # fmt: skip
 
     class Meta:
         model = PEBenchRelease

@@ -21,17 +21,46 @@ from annotation.models import Question
 from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
+from k12vista.schema_fields import typed_json
 from k12vista.serializers import InputSerializer
 from review import reports, services
 from review.forms import inspectors
 from review.models import Audit
+from review.plan_api import SamplingPlanOutput
 from review.views import get_audit_for_user, get_rating_for_user
 
 READERS = HasRole(Role.INSPECTOR, Role.ADMIN)
 
 
+class PopulationInput(InputSerializer):
+    """What an audit samples: ``kind`` and the one field that kind reads (services.clean_population)."""
+
+    kind = serializers.ChoiceField(choices=Audit.Population.choices)
+    status = serializers.ChoiceField(choices=Question.Status.choices, required=False,
+                                     help_text="kind status: the questions in this status")  # fmt: skip
+    hash_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
+                                     help_text="kind batch: these questions")  # fmt: skip
+    source_document = serializers.IntegerField(required=False, allow_null=True, help_text="kind import: its id")
+    build = serializers.IntegerField(required=False, allow_null=True, help_text="kind pebench: a build id, or all")
+    candidate_set = serializers.IntegerField(required=False, allow_null=True, help_text="kind candidate_set: a draw")
+
+
+class StratumCount(serializers.Serializer):
+    """A stratum as the audit drew it (services.StratumDraw.summary)."""
+
+    available = serializers.IntegerField()
+    size = serializers.IntegerField(help_text="asked for: the fixed number or the plan's sample size")
+    taken = serializers.IntegerField()
+    note = serializers.CharField()
+    plan = SamplingPlanOutput(allow_null=True, help_text="the single sampling plan, with an AQL")
+
+
 class AuditOutput(serializers.ModelSerializer):
     items = serializers.SerializerMethodField()
+    # The stored JSON as it is, typed in the schema (issue 29): the population by the input that wrote it.
+    population = typed_json(PopulationInput)
+    strata = serializers.ListField(child=serializers.CharField(), read_only=True)
+    strata_counts = typed_json(serializers.DictField(child=StratumCount(), help_text="keyed by stratum"))
     # "question" or "pebench"; plain text, so its enum does not collide with other apps' "kind" fields.
     kind = serializers.CharField(read_only=True)
     inspectors: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
@@ -47,19 +76,6 @@ class AuditOutput(serializers.ModelSerializer):
 
     def get_items(self, audit) -> int:
         return audit.items.filter(round=1).count()
-
-
-class PopulationInput(InputSerializer):
-    """What an audit samples: ``kind`` and the one field that kind reads (services.clean_population)."""
-
-    kind = serializers.ChoiceField(choices=Audit.Population.choices)
-    status = serializers.ChoiceField(choices=Question.Status.choices, required=False,
-                                     help_text="kind status: the questions in this status")  # fmt: skip
-    hash_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
-                                     help_text="kind batch: these questions")  # fmt: skip
-    source_document = serializers.IntegerField(required=False, allow_null=True, help_text="kind import: its id")
-    build = serializers.IntegerField(required=False, allow_null=True, help_text="kind pebench: a build id, or all")
-    candidate_set = serializers.IntegerField(required=False, allow_null=True, help_text="kind candidate_set: a draw")
 
 
 class AuditInput(InputSerializer):

@@ -1,12 +1,14 @@
 """A field the API does not know is a 400 naming it, on every write operation (issue 29): walked from the
 generated OpenAPI schema, so an operation added later is checked too."""
 
+import json
 import re
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from inference import sampling, services
 from inference.models import ModelEndpoint
 from k12vista.roles import Role
 from tests.conftest import make_person
@@ -52,3 +54,58 @@ def test_a_panel_with_params_and_a_misspelt_nested_option_are_refused_naming_the
     run = {"endpoint": endpoint.pk, "mode": "direct", "params": {"temprature": 0.5}}
     response = api.post("/api/runs/", run, format="json")
     assert response.status_code == 400 and "temprature" in response.json()["params"]
+
+
+# --- an endpoint's fields: unknown sampling parameters, and fields its kind never uses ------------------
+
+HTTP_ENDPOINT = {"name": "e", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model_name": "m"}
+FORM = {"max_concurrency": 8, "timeout_seconds": 60, "max_image_side": 1024, "active": "on"}
+
+
+def test_a_misspelt_or_mistyped_sampling_parameter_is_refused_by_name_by_the_api_and_the_form(
+    researcher, login, settings
+):
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*"]
+    api = APIClient()
+    api.force_authenticate(researcher)
+    for params, name in (({"temprature": 0.5}, "temprature"), ({"max_tokens": "many"}, "max_tokens")):
+        response = api.post("/api/endpoints/", {**HTTP_ENDPOINT, "default_params": params}, format="json")
+        assert response.status_code == 400 and name in str(response.json()["default_params"]), response.content
+        page = login(researcher).post("/research/endpoints/new/", {**HTTP_ENDPOINT, **FORM,
+                                                                    "default_params": json.dumps(params)})  # fmt: skip
+        assert page.status_code == 200 and name in str(page.context["form"].errors["default_params"])
+    assert not ModelEndpoint.objects.exists()
+    good = {"temperature": 0, "top_p": 0.9, "max_tokens": 64, "stop": ["\n\n"], "engine": {"max_model_len": 4096}}
+    response = api.post("/api/endpoints/", {**HTTP_ENDPOINT, "default_params": good}, format="json")
+    assert response.status_code == 201 and response.json()["default_params"] == good
+    # The keys a model is sent are the ones the endpoint may set, and engine.
+    assert services.ALLOWED_PARAMS | {"engine"} == sampling.KNOWN_KEYS
+
+
+@pytest.mark.parametrize("kind", ["vllm_offline", "transformers"])
+def test_replica_urls_on_an_engine_endpoint_are_refused_not_dropped(kind, researcher, settings):
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*"]
+    api = APIClient()
+    api.force_authenticate(researcher)
+    engine = {"name": "x", "kind": kind, "model_name": "/models/m", "replica_urls": ["http://127.0.0.1:8001/v1"]}
+    response = api.post("/api/endpoints/", engine, format="json")
+    assert response.status_code == 400 and "replica_urls" in response.json(), response.content
+    assert not ModelEndpoint.objects.exists()
+    assert api.post("/api/endpoints/", {**engine, "replica_urls": []}, format="json").status_code == 201
+
+
+def test_gpu_needs_on_an_endpoint_that_never_reads_them_are_refused(researcher, settings):
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*"]
+    api = APIClient()
+    api.force_authenticate(researcher)
+    for kind, extra in (("openai", HTTP_ENDPOINT), ("transformers", {"name": "e", "model_name": "/models/m"})):
+        for field, value in (("gpu_count", 4), ("gpu_memory_gib", 80)):
+            response = api.post("/api/endpoints/", {**extra, "kind": kind, field: value}, format="json")
+            assert response.status_code == 400 and field in response.json(), response.content
+    assert not ModelEndpoint.objects.exists()
+    # The defaults are what a client generated from the schema sends: still taken.
+    response = api.post("/api/endpoints/", {**HTTP_ENDPOINT, "gpu_count": 1, "gpu_memory_gib": 0}, format="json")
+    assert response.status_code == 201, response.content
+    offline = {"name": "o", "kind": "vllm_offline", "model_name": "/models/m", "gpu_count": 4, "gpu_memory_gib": 80}
+    response = api.post("/api/endpoints/", offline, format="json")
+    assert response.status_code == 201 and ModelEndpoint.objects.get(name="o").gpu_count == 4

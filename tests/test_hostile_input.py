@@ -96,8 +96,8 @@ ENDPOINT = {"name": "e", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1
 @pytest.mark.parametrize(
     "params",
     [
-        '{"a": "\\u0000"}',
-        '{"a": "\\ud800"}',
+        '{"engine": {"a": "\\u0000"}}',
+        '{"stop": "\\ud800"}',
         "[1, 2]",
         '"temperature"',
         "3",
@@ -111,7 +111,9 @@ def test_the_api_refuses_default_params_that_are_not_an_object_of_storable_value
     assert not ModelEndpoint.objects.exists()
 
 
-@pytest.mark.parametrize("params", ['{"a": "\\u0000"}', '{"a": "\\ud800"}', "[1, 2]", '"x"', '{"a": 1e400}'])
+@pytest.mark.parametrize(
+    "params", ['{"engine": {"a": "\\u0000"}}', '{"stop": "\\ud800"}', "[1, 2]", '"x"', '{"engine": {"a": 1e400}}']
+)
 def test_the_form_refuses_the_same_default_params(params, researcher, login):
     data = {**ENDPOINT, "max_concurrency": 8, "timeout_seconds": 60, "max_image_side": 1024, "default_params": params}
     response = login(researcher).post("/research/endpoints/new/", data)

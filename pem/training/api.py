@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from k12vista.import_files import ImportFileError
 from k12vista.roles import HasRole, Role
+from k12vista.schema_fields import INTEGERS_BY_KEY, typed_json
 from k12vista.serializers import InputSerializer, JobSerializer
 from pem import jobs as pem_jobs
 from pem.models import FilterRun, StepLabel, TrainingExport, TrainingRun
@@ -75,8 +76,42 @@ class FilterInput(InputSerializer):
     params = FilterParams(required=False, default=dict)
 
 
+class FunnelCount(serializers.Serializer):
+    chains = serializers.IntegerField()
+    steps = serializers.IntegerField()
+
+
+class FunnelStage(serializers.Serializer):
+    """What one filter removed (or the input, or what is kept): filters.funnel."""
+
+    chains = serializers.IntegerField()
+    steps = serializers.IntegerField()
+    reasons = typed_json(INTEGERS_BY_KEY, help_text="chains removed, by reason")
+    by_subject = serializers.DictField(child=FunnelCount(), help_text="keyed by subject ('-': none)")
+    by_stage = serializers.DictField(child=FunnelCount(), help_text="keyed by school stage ('-': none)")
+    by_label = typed_json(INTEGERS_BY_KEY, help_text="steps, by label code")
+    remaining_chains = serializers.IntegerField(required=False, help_text="after this filter (the four filters)")
+    remaining_steps = serializers.IntegerField(required=False, help_text="after this filter (the four filters)")
+
+
+Funnel = type(
+    "Funnel",
+    (serializers.Serializer,),
+    {
+        # Empty until the run has finished.
+        **{name: FunnelStage(required=False) for name in ("input", *filters.STAGES, "kept")},
+        "quotas": typed_json(
+            INTEGERS_BY_KEY, read_only=False, required=False, help_text="the balance filter's quota, by category"
+        ),
+    },
+)
+
+
 class FilterRunOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    # The stored JSON as it is, typed in the schema (issue 29): the parameters by the input that wrote them.
+    params = typed_json(FilterParams)
+    funnel = typed_json(Funnel)
 
     class Meta:
         model = FilterRun
@@ -97,6 +132,7 @@ class TrainingExportInput(InputSerializer):
 
 class ExportOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    formats = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="the line formats written")
     status = serializers.CharField(read_only=True)  # running, done, failed
     files = serializers.SerializerMethodField()
 
@@ -131,8 +167,16 @@ class TrainInput(InputSerializer):
     hyperparameters = Hyperparameters(required=False, default=dict)
 
 
+class TrainingMetrics(serializers.Serializer):
+    global_step = serializers.IntegerField(required=False)
+    train_loss = serializers.FloatField(required=False)
+    runtime_s = serializers.FloatField(required=False)
+
+
 class TrainingRunOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
+    hyperparameters = typed_json(Hyperparameters)  # as stored, typed in the schema (issue 29)
+    metrics = typed_json(TrainingMetrics, help_text="empty until the run is done")
     status = serializers.CharField(read_only=True)  # running, done, failed
     vllm_serve = serializers.SerializerMethodField()
 
