@@ -36,11 +36,13 @@ from annotation.models import (
     StepProposal,
 )
 from annotation.queues import TASK_INPUT
+from k12vista.line_reasons import Reason, ReasonError, reason, reason_wording
 from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
 
 
-class QuestionDataError(ValueError):
-    """The data for a question is invalid; the message says which field and why."""
+class QuestionDataError(ReasonError):
+    """The data for a question is invalid; the message says which field and why (``reason``: as a code,
+    for an import's report, k12vista.line_reasons)."""
 
 
 @dataclass
@@ -114,36 +116,32 @@ def validate(data: QuestionData) -> None:
     correction) calls this, so a value of the wrong kind is refused here, never met later by the checks.
     Raises QuestionDataError with a message in the reader's language."""
     if not isinstance(data.hash_id, str) or not 1 <= len(data.hash_id) <= HASH_ID_MAX:
-        raise QuestionDataError(gettext("hash_id must be 1-64 characters"))
+        raise QuestionDataError(reason("hash_id_length"))
     if not isinstance(data.subject, str) or data.subject not in Subject.values:
-        raise QuestionDataError(gettext("unknown subject %(value)r") % {"value": data.subject})
+        raise QuestionDataError(reason("bad_subject", value=data.subject))
     if not isinstance(data.qtype, str) or data.qtype not in QuestionType.values:
-        raise QuestionDataError(gettext("unknown question type %(value)r") % {"value": data.qtype})
+        raise QuestionDataError(reason("bad_type", value=data.qtype))
     if isinstance(data.grade, bool) or not isinstance(data.grade, int) or not 1 <= data.grade <= 12:
-        raise QuestionDataError(gettext("grade must be an integer 1-12, got %(value)r") % {"value": data.grade})
+        raise QuestionDataError(reason("bad_grade", value=data.grade))
     for name in ("text", "raw_solution", "source"):
         value, limit = getattr(data, name), TEXT_LIMITS.get(name)
         if not isinstance(value, str):
-            raise QuestionDataError(gettext("%(field)s must be text") % {"field": field_label(name)})
+            raise QuestionDataError(reason("must_be_text", field=field_reason(name)))
         if limit is not None and len(value) > limit:
-            raise QuestionDataError(
-                gettext("%(field)s must be at most %(limit)s characters") % {"field": field_label(name), "limit": limit}
-            )
+            raise QuestionDataError(reason("too_long", field=field_reason(name), limit=limit))
     for name in ("answers", "solution_steps", "knowledge_points"):
         value = getattr(data, name)
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise QuestionDataError(gettext("%(field)s must be a list of strings") % {"field": field_label(name)})
+            raise QuestionDataError(reason("must_be_strings", field=field_reason(name)))
     if not isinstance(data.options, list) or not all(
         isinstance(o, dict) and isinstance(o.get("label"), str) and isinstance(o.get("text"), str) for o in data.options
     ):
-        raise QuestionDataError(gettext("options must be a list of {label, text}, both text"))
+        raise QuestionDataError(reason("bad_options"))
     difficulty = data.difficulty
     if difficulty is not None and (
         isinstance(difficulty, bool) or not isinstance(difficulty, int | float) or not 0 <= difficulty <= 1
     ):
-        raise QuestionDataError(
-            gettext("difficulty must be a number between 0 and 1, got %(value)r") % {"value": difficulty}
-        )
+        raise QuestionDataError(reason("bad_difficulty", value=difficulty))
 
 
 def field_label(name: str) -> str:
@@ -156,6 +154,16 @@ def field_label(name: str) -> str:
         return str(getattr(Question._meta.get_field(name), "verbose_name", name))
     except FieldDoesNotExist:
         return name
+
+
+def field_reason(name: str) -> Reason:
+    """A question field's name as a reason's parameter, worded when shown (field_label)."""
+    return reason("question_field", name=name)
+
+
+@reason_wording("question_field")
+def _field_wording(params: dict[str, Any]) -> str:
+    return field_label(str(params["name"]))
 
 
 # The text columns with a length limit: validate() refuses what they cannot hold.

@@ -5,6 +5,7 @@ from django.contrib.auth.models import User
 from django.utils.translation import gettext
 from rest_framework import serializers
 
+from k12vista.line_reasons import worded_rows
 from k12vista.models import Job
 
 
@@ -43,6 +44,14 @@ class MeSerializer(serializers.Serializer):
     language = serializers.CharField()
 
 
+class WordedResultField(serializers.JSONField):
+    """A job's result with each import report row's ``reason`` worded in the caller's language
+    (k12vista.line_reasons); ``reason_code`` and ``reason_params`` stay beside it."""
+
+    def to_representation(self, value: Any) -> Any:
+        return super().to_representation(worded_rows(value))
+
+
 class JobSerializer(serializers.ModelSerializer):
     started_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
@@ -55,6 +64,11 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, help_text="A failure stated as a code (e.g. inference.endpoint_unreachable), or ''."
     )
     error_params = serializers.JSONField(read_only=True, help_text="The code's parameters (url, cause, count...).")
+    result = WordedResultField(
+        read_only=True,
+        help_text="What the job made; an import report's rows give their reason in the caller's language "
+        "(reason), as a code (reason_code) and its parameters (reason_params).",
+    )  # fmt: skip
     # Not the model's three choices: a part of an offline run goes to its GPU class's queue, gpu-<class>.
     queue = serializers.CharField(
         read_only=True, help_text="The workers' queue: cpu, io, gpu, or gpu-<class> for a GPU class (e.g. gpu-4x80g)."

@@ -3,6 +3,7 @@ parameters, worded when shown, in pages and in the API (whose Accept-Language is
 from the Chinese pages reads in English to an English reader and the other way round."""
 
 import importlib
+import json
 
 import pytest
 from django.apps import apps
@@ -177,3 +178,84 @@ def test_a_training_failure_reads_in_each_readers_language(export, researcher): 
         assert job.error_message == "training failed: StopIteration"
     with translation.override("zh-hans"):
         assert job.error_message == "训练失败：StopIteration"
+
+
+QUESTION_LINES = "\n".join([
+    '{"hash_id": "x1", "question": "缺少学科", "type": "选择题"}',  # missing “subject”
+    "not json at all",
+    '{"hash_id": "x2", "text": "1+1=?", "subject": "math", "grade": 3, "type": "fill_in_blank", "difficulty": "hard"}',
+]).encode()  # fmt: skip
+
+
+def _import_questions(user, tmp_path, language):
+    from annotation.jsonl_import import register_upload, start_import
+    from k12vista.jobs import execute_job
+
+    path = tmp_path / f"bank-{language}.jsonl"
+    path.write_bytes(QUESTION_LINES)
+    with translation.override(language):  # the worker runs in its starter's language (or none)
+        document = register_upload(path=path, user=user)
+        job = start_import(document=document, user=user)
+        assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    job.refresh_from_db()
+    assert job.result["failed"] == 3
+    return document, job
+
+
+@pytest.mark.usefixtures("tmp_media")
+@pytest.mark.parametrize(("worker", "reader"), [("zh-hans", "en"), ("en", "zh-hans")])
+def test_a_question_imports_failed_lines_read_in_the_readers_language(researcher, client, tmp_path, worker, reader):
+    document, job = _import_questions(researcher, tmp_path, worker)
+    english = ["missing “subject”", "not valid JSON: it breaks at character 1", "difficulty: expected a number"]
+    chinese = ["缺少“subject”", "不是有效的 JSON：在第 1 个字符处出错", "“difficulty”：应为数字"]
+    wanted, other = (english, chinese) if reader == "en" else (chinese, english)
+    # The stored row: a code with parameters, and an English copy for logs.
+    assert job.result["failed_lines"][0]["reason_code"] == "missing"
+    assert job.result["failed_lines"][0]["reason"] == "missing “subject”"
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = reader
+    page = client.get(f"/annotate/imports/{document.pk}/").content.decode()
+    report = page.split('id="line-errors"')[1]
+    assert all(text in report for text in wanted), report
+    assert not any(text in report for text in other)
+    reasons = [
+        row["reason"] for row in api(researcher, reader).get(f"/api/jobs/{job.pk}/").json()["result"]["failed_lines"]
+    ]
+    assert all(any(text in reason for reason in reasons) for text in wanted), reasons
+    assert not any(text in reason for reason in reasons for text in other)
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_a_pebench_imports_failed_lines_read_in_the_readers_language(researcher, client, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from k12vista.jobs import execute_job
+    from pem import jobs as pem_data_jobs
+    from tests.test_pem_import import reference
+
+    lines = [reference("ok"), reference("bad", labels=[["x", "wrong", ""]]), reference("short", labels=[["x", "HE"]])]
+    upload = SimpleUploadedFile("up.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in lines).encode())
+    with translation.override("zh-hans"):
+        job = pem_data_jobs.start_import(
+            stored_name=pem_data_jobs.store_upload(upload), name="up.jsonl", user=researcher
+        )
+        assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    page = client.get(f"/pem/data/imports/{job.pk}/").content.decode()
+    assert "step_labels[0][1]: unknown step label &#x27;wrong&#x27; (expected one of the nine codes or names)" in page
+    assert "step_labels[0]: [step, label] without an explanation" in page and "未知的步骤标签" not in page
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    page = client.get(f"/pem/data/imports/{job.pk}/").content.decode()
+    assert "未知的步骤标签 &#x27;wrong&#x27;" in page and "缺少说明" in page and "unknown step label" not in page
+    result = api(researcher, "en").get(f"/api/jobs/{job.pk}/").json()["result"]
+    assert result["failed_lines"][0]["reason"].startswith("step_labels[0][1]: unknown step label 'wrong'")
+    assert result["failed_lines"][0]["reason_code"] == "field"
+    assert "without an explanation" in result["warning_lines"][0]["reason"]
+
+
+def test_a_report_stored_before_the_codes_shows_its_text():
+    from k12vista.line_reasons import row_reason
+
+    assert row_reason({"line": 1, "key": "k", "reason": "缺少“type”"}) == "缺少“type”"
+    assert row_reason({"line": 1, "reason": "x", "reason_code": "nobody", "reason_params": {}}) == "x"
