@@ -44,31 +44,53 @@ def test_a_job_title_reads_in_each_readers_language(researcher, client):
     assert job.title == "Build PEBench (40 items, seed 7)"  # the English copy, for logs and the admin
     with translation.override("en"):
         assert job.display_title == "Build PEBench (40 items, seed 7)"
-        assert agreement.display_title == "Agreement report (all)"
+        assert agreement.display_title == "Agreement report (all chains of thought)"
     with translation.override("zh-hans"):
         assert job.display_title == "构建 PEBench（40 条，种子 7）"
-        assert agreement.display_title == "一致性报告（all）"
+        assert agreement.display_title == "一致性报告（全部思维链）"
     # On the pages, by the reader's cookie.
     client.force_login(researcher)
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
-    assert "Agreement report (all)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    assert "Agreement report (all chains of thought)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
-    assert "一致性报告（all）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    assert "一致性报告（全部思维链）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
 
 
 def test_the_api_answers_in_the_language_accept_language_asks_for(researcher):
     with translation.override("en"):
         job = agreement_store.start_agreement(scope="all", user=researcher)
-    assert api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"] == "Agreement report (all)"
+    assert (
+        api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"]
+        == "Agreement report (all chains of thought)"
+    )
     chinese = api(researcher, "zh-CN,zh;q=0.9").get(f"/api/jobs/{job.pk}/")
-    assert chinese.json()["title"] == "一致性报告（all）"
+    assert chinese.json()["title"] == "一致性报告（全部思维链）"
     assert chinese["Content-Language"] == "zh-hans"
     # No Accept-Language: the studio's own language, Chinese; one it does not speak: the same.
-    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
-    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（全部思维链）"
+    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（全部思维链）"
     # DRF's own messages follow it too, a missing object included (Django words that one in English only).
     assert api(researcher, "zh-CN").get("/api/jobs/999999/").json()["detail"] == "未找到。"
     assert api(researcher, "en").get("/api/jobs/999999/").json()["detail"] == "Not found."
+
+
+def test_a_titles_codes_are_worded_not_shown_raw(researcher):
+    from annotation.knowledge import start_clustering
+    from tests.annotation_factories import make_question
+
+    make_question(hash_id="k1", subject="math", knowledge_points=["勾股定理"])
+    make_question(hash_id="k2", subject="physics", knowledge_points=["牛顿第二定律"])
+    with translation.override("zh-hans"):
+        job = start_clustering(subjects=["math", "physics"], by=researcher)
+    job.refresh_from_db()
+    assert job.title == "Cluster knowledge points: Mathematics, Physics"
+    with translation.override("zh-hans"):
+        assert job.display_title == "聚类知识点：数学、物理"
+    with translation.override("en"):
+        assert job.display_title == "Cluster knowledge points: Mathematics, Physics"
+        # A title stored before the wording (the code as its parameter) reads the same.
+        assert job_text.title_text("cluster_knowledge", {"subjects": "math"}) == "Cluster knowledge points: Mathematics"
+        assert job_text.title_text("agreement", {"scope": "pebench"}) == "Agreement report (PEBench)"
 
 
 def test_every_job_title_has_its_chinese_wording():
@@ -94,7 +116,7 @@ def test_titles_stored_worded_are_read_back_into_codes(researcher):
         assert imported.display_title == "Import 期中试卷.pdf"
         assert named.display_title == "qwen 第一轮"
     with translation.override("zh-hans"):
-        assert agreement.display_title == "一致性报告（all）"
+        assert agreement.display_title == "一致性报告（全部思维链）"
 
 
 def test_an_endpoint_refusal_reads_in_the_requests_language(researcher, settings):
