@@ -132,7 +132,7 @@ def test_it_skips_questions_without_a_raw_solution_without_asking(scripted_serve
     # Counted as skipped with why, never as done (issue 29: "ok: 48" when all 48 were skipped).
     tally = assist.counts(run)
     assert (tally["ok"], tally["skipped"]) == (0, 1)
-    assert tally["skipped_why"] == {"the question has no raw solution to restructure": 1}
+    assert tally["skipped_why"] == {"题目没有可重构的原始解析": 1}  # worded for the reader (Chinese by default)
     assert Job.objects.get(pk=run.job_id).result["skipped"] == 1
 
 

@@ -281,3 +281,18 @@ def test_a_report_stored_before_the_codes_shows_its_text():
 
     assert row_reason({"line": 1, "key": "k", "reason": "缺少“type”"}) == "缺少“type”"
     assert row_reason({"line": 1, "reason": "x", "reason_code": "nobody", "reason_params": {}}) == "x"
+
+
+def test_an_assist_runs_skip_reasons_read_in_the_readers_language(researcher):
+    from tests.annotation_factories import make_question
+    from tests.test_assist import endpoint, run_now, scripted_server, start  # noqa: F401 (a fixture)
+
+    make_question(raw_solution="")
+    with translation.override("zh-hans"):  # started and run in Chinese
+        run = run_now(start(endpoint("http://127.0.0.1:9/v1"), researcher, "restructure_solution"))
+    job = Job.objects.get(pk=run.job_id)
+    assert job.result["skipped_why"] == {"the question has no raw solution to restructure": 1}  # the code
+    english = api(researcher, "en").get(f"/api/assist/{run.pk}/").json()["counts"]["skipped_why"]
+    assert english == {"the question has no raw solution to restructure": 1}
+    chinese = api(researcher, "zh-CN").get(f"/api/assist/{run.pk}/").json()["counts"]["skipped_why"]
+    assert chinese == {"题目没有可重构的原始解析": 1}
