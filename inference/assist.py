@@ -75,14 +75,20 @@ def start_assist_run(
     """Freezes what will produce the results (prompt ids and hashes, endpoint,
     question set) and starts the run as a job on the io queue."""
     if kind not in Kind.values:
-        raise EndpointError(f"unknown assist kind {kind!r}")
+        raise EndpointError(gettext("unknown assist kind %(kind)s") % {"kind": repr(kind)})
     if not endpoint.active:
-        raise EndpointError(f"endpoint {endpoint} is switched off")
+        raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
     if endpoint.kind != ModelEndpoint.Kind.OPENAI:
-        raise EndpointError(f"{endpoint.get_kind_display()} endpoints run on their own workers (not built yet)")
+        raise EndpointError(
+            gettext("%(kind)s endpoints run on their own workers (not built yet)")
+            % {"kind": endpoint.get_kind_display()}
+        )
     if kind in (Kind.CAPTION, Kind.SMALL_MODEL_FILTER) and not endpoint.accepts_images:
-        raise EndpointError(f"{Kind(kind).label} needs an endpoint that accepts images; {endpoint} does not")
+        raise EndpointError(
+            gettext("%(kind)s needs an endpoint that accepts images; %(name)s does not")
+            % {"kind": Kind(kind).label, "name": endpoint}
+        )
     prompts.ensure_default_prompts()
     # Keyed by question type for every kind, so that items look their prompt up
     # the same way (type-free prompts simply repeat).

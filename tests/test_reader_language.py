@@ -296,3 +296,22 @@ def test_an_assist_runs_skip_reasons_read_in_the_readers_language(researcher):
     assert english == {"the question has no raw solution to restructure": 1}
     chinese = api(researcher, "zh-CN").get(f"/api/assist/{run.pk}/").json()["counts"]["skipped_why"]
     assert chinese == {"题目没有可重构的原始解析": 1}
+
+
+def test_refusals_read_in_the_requests_language(researcher):
+    from inference.models import ModelEndpoint
+    from pem import panel
+
+    judge = ModelEndpoint.objects.create(name="e", kind="openai", base_url="http://127.0.0.1:9/v1", model_name="m")
+    body = {"name": "p", "judges": [judge.pk], "runs": []}
+    chinese = api(researcher, "zh-CN").post("/api/pem/panels/", body, format="json")
+    assert chinese.status_code == 400 and chinese.json()["judges"] == ["请选择评审团要标注其思维链的推理运行"]
+    english = api(researcher, "en").post("/api/pem/panels/", body, format="json")
+    assert english.json()["judges"] == ["choose the inference runs whose chains the panel labels"]
+    split = {"splitter": judge.pk, "runs": []}
+    refused = api(researcher, "zh-CN").post("/api/pem/splits/", split, format="json").json()
+    assert refused == {"splitter": ["请选择要拆分其思维链的推理运行"]}
+    with translation.override("zh-hans"), pytest.raises(panel.PanelError, match="^每个评判模型只能在评审团中出现一次$"):
+        panel.check_panel(judges=[judge, judge], threshold=1, explainer="")
+    with translation.override("en"), pytest.raises(panel.PanelError, match="explainer 'x' is not one of"):
+        panel.check_panel(judges=[judge], threshold=1, explainer="x")
