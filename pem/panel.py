@@ -67,12 +67,16 @@ def check_panel(*, judges: Sequence[ModelEndpoint], threshold: int, explainer: s
         raise PanelError(gettext("each judge model can sit on the panel once"))
     if len(names) < threshold:
         raise PanelError(
-            f"a threshold of {threshold} votes needs at least {threshold} judges; the panel has {len(names)}"
+            gettext("a threshold of %(threshold)s votes needs at least %(threshold)s judges; the panel has %(n)s")
+            % {"threshold": threshold, "n": len(names)}
         )
     if threshold * 2 <= len(names):
         raise PanelError(
-            f"a threshold of {threshold} of {len(names)} judges is not a majority: two labels could both reach it; "
-            f"use at least {default_threshold(len(names))}"
+            gettext(
+                "a threshold of %(threshold)s of %(n)s judges is not a majority: two labels could both reach it; "
+                "use at least %(least)s"
+            )
+            % {"threshold": threshold, "n": len(names), "least": default_threshold(len(names))}
         )
     if explainer and explainer not in names:
         raise PanelError(gettext("the explainer %(name)s is not one of the panel's judges") % {"name": repr(explainer)})

@@ -99,7 +99,7 @@ def test_it_freezes_what_produces_the_results(scripted_server, researcher):
     assert run.provenance["questions"]["count"] == 1
 
 
-def test_it_refuses_a_switched_off_endpoint_and_captions_without_images(scripted_server, researcher):
+def test_it_refuses_a_switched_off_endpoint_and_captions_without_images(scripted_server, researcher, english):
     with pytest.raises(services.EndpointError, match="switched off"):
         start(endpoint(scripted_server, active=False), researcher, "check_structure")
     with pytest.raises(services.EndpointError, match="images"):
