@@ -163,7 +163,8 @@ def reason_text(item: Any) -> str:
     try:
         if wording is not None:
             return wording(worded)
-        return (gettext(template) if code != "text" else str(template)) % worded
+        assert template is not None  # one of the two is registered (checked above)
+        return (gettext(template) if code != "text" else template) % worded
     except (KeyError, TypeError, ValueError):
         return ""
 
