@@ -12,10 +12,12 @@ import numpy as np
 from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
+from k12vista.line_reasons import ReasonError, reason
+
 ACCEPTED_FORMATS = {"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF"}
 
 
-class BadImage(ValueError):
+class BadImage(ReasonError):
     """Not an image, an unsupported or lying format, or a decompression bomb."""
 
 
@@ -41,9 +43,9 @@ def _reading(name: str) -> Iterator[None]:
     except BadImage:
         raise
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise BadImage(f"{name}: not a usable image ({exc.__class__.__name__})") from None
+        raise BadImage(reason("image_unusable", name=name, error=exc.__class__.__name__)) from None
     except (OSError, ValueError, SyntaxError) as exc:
-        raise BadImage(f"{name}: the image data is damaged ({exc})") from None
+        raise BadImage(reason("image_damaged", name=name, error=str(exc))) from None
 
 
 def _opened(content: bytes, *, name: str) -> Image.Image:
@@ -51,7 +53,7 @@ def _opened(content: bytes, *, name: str) -> Image.Image:
     with _reading(name):
         image: Image.Image = Image.open(io.BytesIO(content))
         if image.format not in ACCEPTED_FORMATS:
-            raise BadImage(f"{name}: {image.format or 'unknown'} images are not accepted")
+            raise BadImage(reason("image_format", name=name, format=image.format or "unknown"))
     return image
 
 

@@ -38,7 +38,6 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
-from django.utils.translation import gettext
 
 from annotation import checks, images, latex
 from annotation.images import BadImage
@@ -56,6 +55,7 @@ from annotation.services import (
 )
 from k12vista import bulk, import_files
 from k12vista.import_files import ImportSource, RecordError
+from k12vista.line_reasons import Reason, reason, reason_of
 from k12vista.text import BadLine, parse_record_line
 
 # Lines a worker prepares in one task (and checks with KaTeX in one round trip).
@@ -74,7 +74,7 @@ class Prepared:
     number: int
     kind: str  # new | known | failed | skip
     hash_id: str = ""  # for a failure: the hash_id the record named, if any
-    reason: str = ""
+    reason: str | Reason = ""  # a failure's, as a code (k12vista.line_reasons)
     content: dict = field(default_factory=dict)
     content_hash: str = ""
     row: dict = field(default_factory=dict)  # the Question's columns (services.question_row), for a new one
@@ -96,13 +96,7 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
     fresh: list[tuple[Prepared, Any, list[Any]]] = []
     for number, line in items:
         if line is None:
-            out.append(
-                Prepared(
-                    number,
-                    "failed",
-                    reason=gettext("the line is longer than %(n)s bytes") % {"n": f"{import_files.MAX_LINE_BYTES:,}"},
-                )
-            )
+            out.append(Prepared(number, "failed", reason=reason("line_too_long", n=f"{import_files.MAX_LINE_BYTES:,}")))
             continue
         if not line.strip():
             out.append(Prepared(number, "skip"))
@@ -110,7 +104,7 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
         try:
             record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
         except BadLine as exc:
-            out.append(Prepared(number, "failed", reason=str(exc)))
+            out.append(Prepared(number, "failed", reason=reason_of(exc)))
             continue
         found_id = record.get("hash_id") if isinstance(record, dict) else None
         found_id = found_id if isinstance(found_id, str) else ""
@@ -126,7 +120,7 @@ def prepare_chunk(items: list[tuple[int, bytes | None]], known: set[str], source
                 continue
             ready = [images.prepare_figure(f.content, name=f.name) for f in data.figures]
         except (RecordError, QuestionDataError, BadImage) as exc:
-            out.append(Prepared(number, "failed", found_id, reason=str(exc)))
+            out.append(Prepared(number, "failed", found_id, reason=reason_of(exc)))
             continue
         prepared.kind = "new"
         prepared.knowledge_points = data.knowledge_points
@@ -349,21 +343,11 @@ class Writer:
             except IntegrityError as exc:
                 if not Question.objects.filter(hash_id=p.hash_id).exists():  # not a race: a refused value
                     delete_figures(p)
-                    return (
-                        "failed",
-                        p.number,
-                        p.hash_id,
-                        gettext("the database refused the line: %(error)s") % {"error": exc},
-                    )
+                    return ("failed", p.number, p.hash_id, reason("database_refused", error=str(exc)))
             except DataError as exc:  # a value this database cannot hold; others stop the job
                 delete_figures(p)
-                return (
-                    "failed",
-                    p.number,
-                    p.hash_id,
-                    gettext("the database refused the line: %(error)s") % {"error": exc},
-                )
-        return ("failed", p.number, p.hash_id, "the question was created and removed while importing")
+                return ("failed", p.number, p.hash_id, reason("database_refused", error=str(exc)))
+        return ("failed", p.number, p.hash_id, reason("created_and_removed"))
 
     @staticmethod
     def compare(existing: Question, p: Prepared) -> Outcome:

@@ -50,7 +50,6 @@ from typing import Any
 from django.conf import settings
 from django.core.files import File
 from django.db import OperationalError
-from django.utils.translation import gettext
 
 from annotation.jsonl_bulk import import_lines
 from annotation.models import Figure, Question, SourceDocument
@@ -60,6 +59,7 @@ from k12vista import job_text
 from k12vista.bulk import analyze
 from k12vista.import_files import ImportFileError, open_source
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.line_reasons import reason
 from k12vista.models import Job
 from k12vista.reports import LineReport
 
@@ -89,8 +89,7 @@ class ImportReport(LineReport):
         }  # fmt: skip
 
     def conflict(self, line: int, hash_id: str, fields: list[str]) -> None:
-        reason = f"a question with this hash_id has different {', '.join(fields)}; it was not overwritten"
-        self.conflict_at(line, hash_id, reason, fields=fields)
+        self.conflict_at(line, hash_id, reason("question_conflict", fields=", ".join(fields)), fields=fields)
 
 
 # --- saving -------------------------------------------------------------------------
@@ -125,8 +124,7 @@ def import_questions_file(
     report = ImportReport()
     with open_source(path, unwrap=unwrapped) as source:
         for name in source.skipped:  # line 0: the file, not a line of it
-            report.fail(0, name, gettext("%(name)s in the archive is not a published set's file (keywords and "
-                                         "example).") % {"name": name})  # fmt: skip
+            report.fail(0, name, reason("not_published_file", name=name))
         total = source.count_lines()
         if progress:
             progress(0, total)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils.translation import gettext
-
 from annotation.public_formats import from_gaokao, is_gaokao
 from annotation.record_fields import (
     figure,
@@ -21,6 +19,7 @@ from annotation.record_fields import (
 from annotation.reference_format import canonical_positions, take_placeholders
 from annotation.services import FigureData, QuestionData
 from k12vista.import_files import ImportSource, RecordError
+from k12vista.line_reasons import reason, reason_of
 from k12vista.vocabulary import STAGE_LAST_GRADE, QuestionType, Subject, parse_release_tag, stage_of_grade
 
 
@@ -33,7 +32,7 @@ def difficulty(value: Any) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError("difficulty", gettext("expected a number, got %(value)s") % {"value": repr(value)})
+        raise RecordError("difficulty", reason("expected_number", value=repr(value)))
     return float(value)  # 1 and 1.0 must hash alike
 
 
@@ -42,7 +41,7 @@ def options(value: Any) -> list[dict]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise RecordError("options", gettext("expected a list"))
+        raise RecordError("options", reason("expected_list"))
     result = []
     for position, item in enumerate(value):
         if isinstance(item, str):
@@ -52,7 +51,7 @@ def options(value: Any) -> list[dict]:
             or not isinstance(item.get("label"), str)
             or not isinstance(item.get("text"), str)
         ):
-            raise RecordError("options", gettext("expected a list of {label, text} or of strings"))
+            raise RecordError("options", reason("expected_options"))
         result.append({"label": item["label"], "text": item["text"]})
     return result
 
@@ -80,7 +79,7 @@ def grade_in_stage(value: Any, tag: Any) -> tuple[str, int, bool]:
     try:
         subject, stage = parse_release_tag(named)
     except ValueError as exc:
-        raise RecordError("subject", str(exc)) from None
+        raise RecordError("subject", reason_of(exc)) from None
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 12 and stage_of_grade(value) == stage:
         return subject.value, value, True
     return subject.value, STAGE_LAST_GRADE[stage], False
@@ -108,12 +107,12 @@ def from_reference(record: dict, source: ImportSource) -> QuestionData:
     missing = [name for name in REFERENCE_REQUIRED if record.get(name) in (None, "")]
     if missing:
         # Quoted as the file spells them, like RecordError's field names.
-        raise RecordError("", gettext("missing %(fields)s") % {"fields": "、".join(f"“{name}”" for name in missing)})
+        raise RecordError("", reason("missing", fields="、".join(f"“{name}”" for name in missing)))
     subject, grade, grade_known = grade_in_stage(record.get("grade"), record.get("subject"))
     qtype = question_type(record.get("type"))
     answer = record.get("format_answer") or {}
     if not isinstance(answer, dict):
-        raise RecordError("format_answer", "expected an object with ground_truth and format_solution")
+        raise RecordError("format_answer", reason("expected_answer_object"))
     text, positions = question_text(record.get("question"), "question")
     embedded: list[dict] = []
     if qtype == QuestionType.MULTIPLE_CHOICE:
@@ -154,20 +153,20 @@ def from_reference(record: dict, source: ImportSource) -> QuestionData:
 def from_studio(record: dict, source: ImportSource) -> QuestionData:
     subject = string(record.get("subject"), "subject", required=True)
     if subject not in Subject.values:
-        raise RecordError("subject", f"unknown subject {subject!r} (expected one of {', '.join(Subject.values)})")
+        raise RecordError("subject", reason("unknown_subject", value=repr(subject), choices=", ".join(Subject.values)))
     grade = record.get("grade")
     if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
-        raise RecordError("grade", gettext("expected a grade 1-12, got %(value)s") % {"value": repr(grade)})
+        raise RecordError("grade", reason("expected_grade", value=repr(grade)))
     text, positions = question_text(record.get("text"), "text")
     given_options, option_had_placeholder = options_without_placeholders(options(record.get("options")))
     stored_positions = record.get("figure_positions", [])
     if not isinstance(stored_positions, list) or not all(
         isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= len(text) for p in stored_positions
     ):
-        raise RecordError("figure_positions", gettext("expected a list of offsets into the text"))
+        raise RecordError("figure_positions", reason("expected_offsets"))
     grade_known = record.get("grade_known", True)
     if not isinstance(grade_known, bool):
-        raise RecordError("grade_known", gettext("expected true or false"))
+        raise RecordError("grade_known", reason("expected_bool"))
     return QuestionData(
         hash_id=hash_id(record),
         subject=subject,
@@ -203,7 +202,7 @@ def record_to_data(record: Any, source: ImportSource) -> QuestionData:
 def read_record(record: Any, source: ImportSource) -> tuple[QuestionData, str, list[str]]:
     """The question, the name of the format it was read in, and the fields guessed for it."""
     if not isinstance(record, dict):
-        raise RecordError("", gettext("the line is not a JSON object"))
+        raise RecordError("", reason("not_object"))
     if is_gaokao(record):
         return from_gaokao(record, source)
     if is_reference(record):

@@ -21,8 +21,6 @@ import posixpath
 import re
 from typing import Any
 
-from django.utils.translation import gettext
-
 from annotation.record_fields import (
     ImageSource,
     figure,
@@ -34,6 +32,7 @@ from annotation.record_fields import (
 )
 from annotation.services import QuestionData
 from k12vista.import_files import RecordError
+from k12vista.line_reasons import reason
 from k12vista.vocabulary import STAGE_LAST_GRADE, QuestionType, Stage, Subject
 
 WRAPPER_KEY = "_wrapper"
@@ -129,11 +128,7 @@ def from_gaokao(record: dict, source: ImageSource) -> tuple[QuestionData, str, l
     named = string(record.get("subject"), "subject")
     subject = subject_of(named, keywords, member)
     if subject is None:
-        raise RecordError(
-            "subject",
-            gettext("a %(format)s record names none: import the published file, whose keywords name it")
-            % {"format": fmt},
-        )
+        raise RecordError("subject", reason("no_subject", format=fmt))
     if not named:
         guessed.append("subject_grade_tag")  # gaokao: the high-school stage, the grade not known
     text, options = split_options(string(record.get("question"), "question", required=True))
@@ -153,11 +148,9 @@ def from_gaokao(record: dict, source: ImageSource) -> tuple[QuestionData, str, l
     for i, item in enumerate(pictures):
         name = f"picture[{i}]"
         if not isinstance(item, str):
-            raise RecordError(name, gettext("expected a string"))
+            raise RecordError(name, reason("expected_string"))
         if source.archive is None:
-            raise RecordError(
-                name, gettext("%(path)s: pictures are read from a zip of the published folder") % {"path": item}
-            )
+            raise RecordError(name, reason("picture_needs_zip", path=item))
         found_figures.append(figure({"path": picture_path(item, member, source)}, name, source))
     year = record.get("year")
     category = string(record.get("category"), "category")

@@ -10,12 +10,12 @@ import re
 import zipfile
 from typing import Any, Protocol
 
-from django.utils.translation import gettext
 from PIL import Image
 
 from annotation.models import Figure
 from annotation.services import FigureData
 from k12vista.import_files import RecordError
+from k12vista.line_reasons import reason, reason_of
 from k12vista.vocabulary import question_type_from_name
 
 
@@ -32,7 +32,7 @@ def string(value: Any, field_name: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        raise RecordError(field_name, gettext("expected text") if required else gettext("expected a string"))
+        raise RecordError(field_name, reason("expected_text" if required else "expected_string"))
     return value
 
 
@@ -42,7 +42,7 @@ def string_list(value: Any, field_name: str) -> list[str]:
         return []
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
-        raise RecordError(field_name, gettext("expected a list of strings"))
+        raise RecordError(field_name, reason("expected_strings"))
     return [item if isinstance(item, str) else str(item) for item in items]
 
 
@@ -52,7 +52,7 @@ def question_type(value: Any) -> str:
     except RecordError:  # names its field already
         raise
     except ValueError as exc:
-        raise RecordError("type", str(exc).removeprefix("type: ")) from None
+        raise RecordError("type", reason_of(exc)) from None
 
 
 OPTION_MARKER = re.compile(r"(?:^|(?<=[\s）)$]))([A-H])\s*[.．、]")
@@ -114,7 +114,7 @@ def check_claimed_format(content: bytes, claimed: str, field_name: str) -> None:
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return  # not an image at all: create_question reports that with its own message
     if actual != claimed:
-        raise RecordError(field_name, f"claims to be {claimed} but the data is {actual or 'unknown'}")
+        raise RecordError(field_name, reason("claimed_format", claimed=claimed, actual=actual or "unknown"))
 
 
 def figure(value: Any, field_name: str, source: ImageSource) -> FigureData:
@@ -122,7 +122,7 @@ def figure(value: Any, field_name: str, source: ImageSource) -> FigureData:
         path = value["path"]
         extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
         if extension and extension not in FORMAT_OF_EXTENSION:
-            raise RecordError(field_name, gettext("%(path)s is not an image file name") % {"path": repr(path)})
+            raise RecordError(field_name, reason("not_image_name", path=repr(path)))
         content = source.read_image(path, field_name)
         claimed = FORMAT_OF_EXTENSION.get(extension)
     elif isinstance(value, str):
@@ -134,9 +134,9 @@ def figure(value: Any, field_name: str, source: ImageSource) -> FigureData:
         try:
             content = base64.b64decode("".join(value.split()), validate=True)
         except (binascii.Error, ValueError):
-            raise RecordError(field_name, gettext("not valid base64")) from None
+            raise RecordError(field_name, reason("not_base64")) from None
     else:
-        raise RecordError(field_name, 'expected a base64 string or {"path": ...}')
+        raise RecordError(field_name, reason("expected_figure"))
     if claimed:
         check_claimed_format(content, claimed, field_name)
     return FigureData(content=content, name=field_name, origin=Figure.Origin.IMPORTED)

@@ -36,11 +36,13 @@ from annotation.models import (
     StepProposal,
 )
 from annotation.queues import TASK_INPUT
+from k12vista.line_reasons import Reason, ReasonError, reason, reason_wording
 from k12vista.vocabulary import QuestionType, Subject, stage_of_grade
 
 
-class QuestionDataError(ValueError):
-    """The data for a question is invalid; the message says which field and why."""
+class QuestionDataError(ReasonError):
+    """The data for a question is invalid; the message says which field and why (``reason``: as a code,
+    for an import's report, k12vista.line_reasons)."""
 
 
 @dataclass
@@ -114,36 +116,32 @@ def validate(data: QuestionData) -> None:
     correction) calls this, so a value of the wrong kind is refused here, never met later by the checks.
     Raises QuestionDataError with a message in the reader's language."""
     if not isinstance(data.hash_id, str) or not 1 <= len(data.hash_id) <= HASH_ID_MAX:
-        raise QuestionDataError(gettext("hash_id must be 1-64 characters"))
+        raise QuestionDataError(reason("hash_id_length"))
     if not isinstance(data.subject, str) or data.subject not in Subject.values:
-        raise QuestionDataError(gettext("unknown subject %(value)r") % {"value": data.subject})
+        raise QuestionDataError(reason("bad_subject", value=data.subject))
     if not isinstance(data.qtype, str) or data.qtype not in QuestionType.values:
-        raise QuestionDataError(gettext("unknown question type %(value)r") % {"value": data.qtype})
+        raise QuestionDataError(reason("bad_type", value=data.qtype))
     if isinstance(data.grade, bool) or not isinstance(data.grade, int) or not 1 <= data.grade <= 12:
-        raise QuestionDataError(gettext("grade must be an integer 1-12, got %(value)r") % {"value": data.grade})
+        raise QuestionDataError(reason("bad_grade", value=data.grade))
     for name in ("text", "raw_solution", "source"):
         value, limit = getattr(data, name), TEXT_LIMITS.get(name)
         if not isinstance(value, str):
-            raise QuestionDataError(gettext("%(field)s must be text") % {"field": field_label(name)})
+            raise QuestionDataError(reason("must_be_text", field=field_reason(name)))
         if limit is not None and len(value) > limit:
-            raise QuestionDataError(
-                gettext("%(field)s must be at most %(limit)s characters") % {"field": field_label(name), "limit": limit}
-            )
+            raise QuestionDataError(reason("too_long", field=field_reason(name), limit=limit))
     for name in ("answers", "solution_steps", "knowledge_points"):
         value = getattr(data, name)
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise QuestionDataError(gettext("%(field)s must be a list of strings") % {"field": field_label(name)})
+            raise QuestionDataError(reason("must_be_strings", field=field_reason(name)))
     if not isinstance(data.options, list) or not all(
         isinstance(o, dict) and isinstance(o.get("label"), str) and isinstance(o.get("text"), str) for o in data.options
     ):
-        raise QuestionDataError(gettext("options must be a list of {label, text}, both text"))
+        raise QuestionDataError(reason("bad_options"))
     difficulty = data.difficulty
     if difficulty is not None and (
         isinstance(difficulty, bool) or not isinstance(difficulty, int | float) or not 0 <= difficulty <= 1
     ):
-        raise QuestionDataError(
-            gettext("difficulty must be a number between 0 and 1, got %(value)r") % {"value": difficulty}
-        )
+        raise QuestionDataError(reason("bad_difficulty", value=difficulty))
 
 
 def field_label(name: str) -> str:
@@ -156,6 +154,16 @@ def field_label(name: str) -> str:
         return str(getattr(Question._meta.get_field(name), "verbose_name", name))
     except FieldDoesNotExist:
         return name
+
+
+def field_reason(name: str) -> Reason:
+    """A question field's name as a reason's parameter, worded when shown (field_label)."""
+    return reason("question_field", name=name)
+
+
+@reason_wording("question_field")
+def _field_wording(params: dict[str, Any]) -> str:
+    return field_label(str(params["name"]))
 
 
 # The text columns with a length limit: validate() refuses what they cannot hold.
@@ -341,7 +349,7 @@ def _set_status(current: Question, target: str, *, user: Any, note: str, **field
 def reject(*, question: Question, reason: str, user: Any) -> Question:
     reason = reason.strip()
     if not reason:
-        raise QuestionDataError("a rejection needs a reason")
+        raise QuestionDataError(gettext("a rejection needs a reason"))
     current = Question.objects.select_for_update().get(pk=question.pk)
     _set_status(current, Question.Status.REJECTED, user=user, note=reason, reject_reason=reason)
     question.refresh_from_db()
@@ -371,7 +379,7 @@ def reject_many(
     """
     reason = reason.strip()
     if not reason:
-        raise QuestionDataError("a rejection needs a reason")
+        raise QuestionDataError(gettext("a rejection needs a reason"))
     if hasattr(questions, "values_list"):
         ids = sorted(questions.values_list("pk", flat=True))
     else:
@@ -416,7 +424,7 @@ def reject_many(
 def submit_steps(*, question: Question, user: Any, proposal: StepProposal | None = None) -> Question:
     """Corrected steps are final: the question moves on and the proposal is marked used."""
     if not question.solution_steps:
-        raise QuestionDataError("a solution needs at least one step")
+        raise QuestionDataError(gettext("a solution needs at least one step"))
     question.submit_steps(by=user, expected_version=question.version)
     if proposal is not None:
         StepProposal.objects.filter(pk=proposal.pk).update(status=StepProposal.Status.USED)
@@ -439,9 +447,9 @@ def return_for_rework(*, question: Question, task: str, annotator: Any, note: st
     """
     note = note.strip()
     if not note:
-        raise QuestionDataError("a rework needs a note saying what to fix")
+        raise QuestionDataError(gettext("a rework needs a note saying what to fix"))
     if task not in TASK_INPUT:
-        raise QuestionDataError(f"unknown task {task!r}")
+        raise QuestionDataError(gettext("unknown task %(task)s") % {"task": repr(task)})
     current = Question.objects.select_for_update().get(pk=question.pk)
     order: list[str] = list(Question.STATUS_ORDER)
     target = TASK_INPUT[task]
@@ -460,7 +468,7 @@ def add_step_proposal(*, question: Question, steps: list[str], run_ref: str = ""
     pending proposals are superseded."""
     steps = [s.strip() for s in steps if isinstance(s, str) and s.strip()]
     if not steps:
-        raise QuestionDataError("a proposal needs at least one step")
+        raise QuestionDataError(gettext("a proposal needs at least one step"))
     question.step_proposals.filter(status=StepProposal.Status.PENDING).update(status=StepProposal.Status.DISCARDED)
     return StepProposal.objects.create(question=question, steps=steps, run_ref=run_ref, model_name=model_name)
 
@@ -486,13 +494,13 @@ def step_diff(proposal: Sequence[str], steps: Sequence[str]) -> list[tuple[str, 
 def recrop_figure(*, figure: Figure, bbox: Sequence[float], user: Any) -> Figure:
     """Cuts the figure again from its rendered page with a corrected box (PDF points)."""
     if figure.page is None or not figure.page.width_pt:
-        raise QuestionDataError("this figure did not come from a PDF page, so it has no crop box")
+        raise QuestionDataError(gettext("this figure did not come from a PDF page, so it has no crop box"))
     page = figure.page
     x0, y0, x1, y1 = (float(v) for v in bbox)
     x0, x1 = sorted((max(0.0, x0), min(page.width_pt, x1)))
     y0, y1 = sorted((max(0.0, y0), min(page.height_pt, y1)))
     if x1 - x0 < 2 or y1 - y0 < 2:
-        raise QuestionDataError("the crop box is empty")
+        raise QuestionDataError(gettext("the crop box is empty"))
     scale = page.width / page.width_pt
     with page.image.open("rb") as stored:
         crop = images.open_image(stored.read(), name=f"page {page.number}").crop(
@@ -529,7 +537,7 @@ def split_question(*, question: Question, at: int, user: Any) -> Question:
     current = Question.objects.select_for_update().get(pk=question.pk)
     first, second = current.text[:at].rstrip(), current.text[at:].strip()
     if not first or not second:
-        raise QuestionDataError("split inside the text, so that both parts keep some of it")
+        raise QuestionDataError(gettext("split inside the text, so that both parts keep some of it"))
     # A PDF question's id is a whole SHA-256 (64 characters): cut to leave room for the suffix, never the suffix.
     base = current.hash_id[:56]
     suffix = Question.objects.filter(hash_id__startswith=f"{base}-s").count() + 1
@@ -562,7 +570,7 @@ def merge_questions(*, first: Question, second: Question, user: Any) -> Question
     """Joins a question cut in two by the detector: the second's text, options,
     answers and figures move to the first, and the second is rejected as merged."""
     if first.pk == second.pk:
-        raise QuestionDataError("a question cannot be merged with itself")
+        raise QuestionDataError(gettext("a question cannot be merged with itself"))
     first = Question.objects.select_for_update().get(pk=first.pk)
     second = Question.objects.select_for_update().get(pk=second.pk)
     changes = {

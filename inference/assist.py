@@ -27,7 +27,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from annotation import checks
 from annotation import services as bank
@@ -82,14 +82,20 @@ def start_assist_run(
     """Freezes what will produce the results (prompt ids and hashes, endpoint,
     question set) and starts the run as a job on the io queue."""
     if kind not in Kind.values:
-        raise EndpointError(f"unknown assist kind {kind!r}")
+        raise EndpointError(gettext("unknown assist kind %(kind)s") % {"kind": repr(kind)})
     if not endpoint.active:
-        raise EndpointError(f"endpoint {endpoint} is switched off")
+        raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": endpoint})
     require_api_key(endpoint)
     if endpoint.kind != ModelEndpoint.Kind.OPENAI:
-        raise EndpointError(f"{endpoint.get_kind_display()} endpoints run on their own workers (not built yet)")
+        raise EndpointError(
+            gettext("%(kind)s endpoints run on their own workers (not built yet)")
+            % {"kind": endpoint.get_kind_display()}
+        )
     if kind in (Kind.CAPTION, Kind.SMALL_MODEL_FILTER) and not endpoint.accepts_images:
-        raise EndpointError(f"{Kind(kind).label} needs an endpoint that accepts images; {endpoint} does not")
+        raise EndpointError(
+            gettext("%(kind)s needs an endpoint that accepts images; %(name)s does not")
+            % {"kind": Kind(kind).label, "name": endpoint}
+        )
     prompts.ensure_default_prompts()
     # Keyed by question type for every kind, so that items look their prompt up
     # the same way (type-free prompts simply repeat).
@@ -138,7 +144,7 @@ def retry_failed(*, run: AssistRun, user: Any) -> Job:
     return run.job
 
 
-def counts(run: AssistRun) -> dict[str, Any]:
+def counts(run: AssistRun, *, worded: bool = True) -> dict[str, Any]:
     """What happened to the run's questions: ``ok`` those the model's output was used for, ``skipped``
     those that needed no call (with ``skipped_why``: reason -> count), never counted as done (issue 29)."""
     skipped = Q(status=Status.OK, parsed__has_key="skipped")
@@ -154,7 +160,8 @@ def counts(run: AssistRun) -> dict[str, Any]:
     if tally["skipped"]:
         for parsed in run.results.filter(skipped).values_list("parsed", flat=True):
             assert parsed is not None  # has_key matched: an object
-            reason = str(parsed.get("skipped", ""))
+            reason = str(parsed.get("skipped", ""))  # stored as a code (its msgid), worded for a reader
+            reason = gettext(reason) if worded else reason
             why[reason] = why.get(reason, 0) + 1
     tally["skipped_why"] = why
     return tally
@@ -182,7 +189,7 @@ def run_assist_job(job: Job, progress: Progress) -> dict:
     # async_to_sync, not asyncio.run: the database calls inside then run in this
     # thread, on this job's connection.
     async_to_sync(_process_all)(run, pending, progress, done_before, total)
-    return counts(run)
+    return counts(run, worded=False)
 
 
 async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Progress, done: int, total: int):
@@ -214,17 +221,18 @@ async def _process_all(run: AssistRun, pending: list[AssistResult], progress: Pr
 
 
 def skip_reason(run: AssistRun, question: Question) -> str:
-    """Why an item needs no call ("" when it does)."""
+    """Why an item needs no call ("" when it does): a code (the msgid), stored in the result and worded
+    when counts() is read."""
     if run.kind == Kind.RESTRUCTURE and not question.raw_solution.strip():
-        return "the question has no raw solution to restructure"
+        return gettext_noop("the question has no raw solution to restructure")
     if run.kind == Kind.CAPTION and not question.figures.exists():
-        return "the question has no figure"
+        return gettext_noop("the question has no figure")
     # Without a reference answer nothing can be checked: such a question is unchecked (the filter lists it
     # so), never "checked and unsolved", which would keep it out of the filter silently (issue 29).
     if run.kind in (Kind.SMALL_MODEL_FILTER, Kind.TEXT_ONLY_FILTER) and not any(
         str(a).strip() for a in question.answers or []
     ):
-        return "the question has no reference answer to check against"
+        return gettext_noop("the question has no reference answer to check against")
     return ""
 
 

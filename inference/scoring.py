@@ -163,7 +163,10 @@ def create_scoring_run(
         unknown = default_prompts.placeholders(template) - JUDGE_VALUES
         if unknown:
             names = ", ".join("${" + n + "}" for n in sorted(unknown))
-            raise ScoringError(f"prompt {template} uses {names}, which a judge prompt cannot fill")
+            raise ScoringError(
+                gettext("prompt %(prompt)s uses %(names)s, which a judge prompt cannot fill")
+                % {"prompt": template, "names": names}
+            )
     output_kind = OUTPUT_KIND[ScoringRun.Method(method)]
     schema = parsing.response_format(output_kind)["json_schema"]["schema"]
     run = ScoringRun.objects.create(
@@ -226,9 +229,12 @@ def _create_reference_scoring_run(
         try:
             unknown = reference_prompts.template_fields(template.user_template) - reference_prompts.JUDGE_FIELDS
         except reference_prompts.CheckoutError as exc:
-            raise ScoringError(f"prompt {template}: {exc}") from None
+            raise ScoringError(gettext("prompt %(prompt)s: %(error)s") % {"prompt": template, "error": exc}) from None
         if unknown:
-            raise ScoringError(f"prompt {template} uses {', '.join(sorted(unknown))}, which a judge cannot fill")
+            raise ScoringError(
+                gettext("prompt %(prompt)s uses %(names)s, which a judge cannot fill")
+                % {"prompt": template, "names": ", ".join(sorted(unknown))}
+            )
     return ScoringRun.objects.create(
         name=name or f"{judge.name} · {inference_run.name}",
         inference_run=inference_run,

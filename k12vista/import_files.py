@@ -21,6 +21,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.utils.translation import gettext
 
+from k12vista.line_reasons import Reason, ReasonError, as_reason, reason
 from k12vista.line_stream import READ_CHUNK, numbered_lines
 
 # A record with a few figures is about a megabyte; a longer line is not a record,
@@ -42,13 +43,14 @@ class ImportFileError(ValueError):
     """The file as a whole cannot be imported; the message says why."""
 
 
-class RecordError(ValueError):
-    """One line cannot be imported; the message starts with the field at fault."""
+class RecordError(ReasonError):
+    """One line cannot be imported; the message starts with the field at fault. The reason is kept
+    as a code (``self.reason``, worded where it is shown: k12vista.line_reasons)."""
 
-    def __init__(self, field_name: str, message: str) -> None:
+    def __init__(self, field_name: str, message: str | Reason) -> None:
         # The field is the file's own key: the Chinese text quotes it (“type”：应为文本).
-        named = gettext("%(field)s: %(message)s") % {"field": field_name, "message": message}
-        super().__init__(named if field_name else message)
+        said = as_reason(message)
+        super().__init__(reason("field", field=field_name, message=said) if field_name else said)
 
 
 def sniff_kind(head: bytes) -> str:
@@ -221,10 +223,10 @@ class ImportSource:
 
     def _read_image(self, path: str, field_name: str) -> bytes:
         if self.archive is None:
-            raise RecordError(field_name, gettext("a figure given by path needs a zip archive holding the image"))
+            raise RecordError(field_name, reason("figure_needs_zip"))
         info = self.members.get(path.replace("\\", "/").removeprefix("./"))
         if info is None or info.is_dir():
-            raise RecordError(field_name, gettext("%(path)s is not in the archive") % {"path": repr(path)})
+            raise RecordError(field_name, reason("not_in_archive", path=repr(path)))
         try:
             with open_member(self.archive, info) as stream:
                 return stream.read()

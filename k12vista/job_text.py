@@ -98,6 +98,25 @@ TITLES = {
 }
 
 
+# The agreement report's scopes (pem.models.StoredAgreement.Scope), in words.
+AGREEMENT_SCOPES = {"all": _("all chains of thought"), "pebench": "PEBench"}
+
+
+def _subjects(value: Any) -> str:
+    """ "math, physics" (the stored parameter) as the subjects' names in the active language."""
+    from k12vista.vocabulary import Subject
+
+    names = [str(Subject(code).label) if code in Subject.values else code for code in str(value).split(", ")]
+    return ("、" if (translation.get_language() or "").startswith("zh") else ", ").join(names)
+
+
+# Parameters that are codes, worded when the title is shown: a title stored before this reads the same.
+PARAM_WORDINGS: dict[str, dict[str, Callable[[Any], str]]] = {
+    "agreement": {"scope": lambda scope: str(AGREEMENT_SCOPES.get(scope, scope))},
+    "cluster_knowledge": {"subjects": _subjects},
+}
+
+
 def title(code: str, **params: Any) -> dict[str, Any]:
     """A job title to store: pass it as ``start_job(title=...)``; parameters are kept JSON-plain."""
     if code not in TITLES:
@@ -111,8 +130,12 @@ def title_text(code: str, params: dict[str, Any] | None) -> str:
     template = TITLES.get(code)
     if template is None:
         return ""
+    params = dict(params or {})
+    for name, wording in PARAM_WORDINGS.get(code, {}).items():
+        if name in params:
+            params[name] = wording(params[name])
     try:
-        return gettext(template) % (params or {})
+        return gettext(template) % params
     except (KeyError, TypeError, ValueError):
         return ""
 

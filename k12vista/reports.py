@@ -1,5 +1,6 @@
 """The one per-line import report: what each line of a file came to (created,
-unchanged, a conflict left alone, a failure with its reason), counted in full
+unchanged, a conflict left alone, a failure with its reason, stored as a code
+with parameters and worded when shown: k12vista.line_reasons), counted in full
 and listed up to ``REPORT_LIMIT`` lines each, so a million bad lines cannot
 make a job result of a million rows. The question and the PEBench/PEM-800K
 importers extend it with what only they report."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from k12vista.line_reasons import Reason, as_reason, english
 from k12vista.text import storable
 
 REPORT_LIMIT = 1000  # listed lines per kind; the counts are always complete
@@ -31,13 +33,21 @@ class LineReport:
         if len(rows) < REPORT_LIMIT:
             rows.append(row)
 
-    def conflict_at(self, line: int, key: str, reason: str, **extra: Any) -> None:
-        self.conflicts += 1
-        self._add(self.conflict_lines, {"line": line, self.key_name: key, "reason": reason, **extra})
+    @staticmethod
+    def reason_row(reason: str | Reason) -> dict:
+        """A row's reason: its code and parameters, worded when shown (k12vista.line_reasons), and an
+        English copy in ``reason`` for logs and for readers that know no codes."""
+        stored = as_reason(reason)
+        worded = english(stored) or stored["code"]
+        return {"reason": storable(worded[:1000]), "reason_code": stored["code"], "reason_params": stored["params"]}
 
-    def fail(self, line: int, key: str, reason: str) -> None:
+    def conflict_at(self, line: int, key: str, reason: str | Reason, **extra: Any) -> None:
+        self.conflicts += 1
+        self._add(self.conflict_lines, {"line": line, self.key_name: key, **self.reason_row(reason), **extra})
+
+    def fail(self, line: int, key: str, reason: str | Reason) -> None:
         self.failed += 1
-        self._add(self.failed_lines, {"line": line, self.key_name: storable(key), "reason": storable(reason[:1000])})
+        self._add(self.failed_lines, {"line": line, self.key_name: storable(key), **self.reason_row(reason)})
 
     def as_dict(self) -> dict:
         return {

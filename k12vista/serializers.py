@@ -3,8 +3,10 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils.translation import gettext
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from k12vista.line_reasons import worded_rows
 from k12vista.models import Job
 from k12vista.schema_fields import open_object, typed_json
 
@@ -44,6 +46,15 @@ class MeSerializer(serializers.Serializer):
     language = serializers.CharField()
 
 
+@extend_schema_field(open_object("Open by design: the job's result, which differs by its kind."))
+class WordedResultField(serializers.JSONField):
+    """A job's result with each import report row's ``reason`` worded in the caller's language
+    (k12vista.line_reasons); ``reason_code`` and ``reason_params`` stay beside it."""
+
+    def to_representation(self, value: Any) -> Any:
+        return super().to_representation(worded_rows(value))
+
+
 class JobSerializer(serializers.ModelSerializer):
     started_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, allow_null=True)
@@ -58,7 +69,11 @@ class JobSerializer(serializers.ModelSerializer):
     error_params = typed_json(open_object("Open by design: the parameters of error_code (url, cause, count...)."))
     # Open by design (issue 29): what a job is given and what it answers differ by its kind.
     params = typed_json(open_object("Open by design: the job's parameters, which differ by its kind."))
-    result = typed_json(open_object("Open by design: the job's result, which differs by its kind."))
+    result = WordedResultField(
+        read_only=True,
+        help_text="What the job made; an import report's rows give their reason in the caller's language "
+        "(reason), as a code (reason_code) and its parameters (reason_params).",
+    )  # fmt: skip
     # Not the model's three choices: a part of an offline run goes to its GPU class's queue, gpu-<class>.
     queue = serializers.CharField(
         read_only=True, help_text="The workers' queue: cpu, io, gpu, or gpu-<class> for a GPU class (e.g. gpu-4x80g)."

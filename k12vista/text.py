@@ -16,6 +16,8 @@ from typing import Any
 
 from django.utils.translation import gettext
 
+from k12vista.line_reasons import ReasonError, reason, reason_of
+
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # In JSON text a NUL or a surrogate can only be written as a \u escape (raw, the first is not
 # valid JSON and the second not valid UTF-8): a line without one has no string to search,
@@ -25,7 +27,7 @@ MAYBE_UNSTORABLE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 MAX_DEPTH = 64
 
 
-class BadLine(ValueError):
+class BadLine(ReasonError):
     """A line that cannot be a record; the message says why, for the line's report."""
 
 
@@ -82,12 +84,12 @@ def _where(path: Any) -> str:
     return f"{above}.{storable(step)[:50]}" if above else storable(step)[:50]
 
 
-class NotFinite(ValueError):
+class NotFinite(ReasonError):
     pass
 
 
 def _refuse_constant(name: str) -> float:
-    raise NotFinite(gettext("%(number)s is not a finite number") % {"number": name})
+    raise NotFinite(reason("not_finite", number=name))
 
 
 @functools.cache
@@ -98,7 +100,7 @@ def _decoder(parse_float: Callable[[str], float]) -> json.JSONDecoder:
     def finite(text: str) -> float:
         value = parse_float(text)
         if not math.isfinite(value):
-            raise NotFinite(gettext("%(number)s is not a finite number") % {"number": text[:50]})
+            raise NotFinite(reason("not_finite", number=text[:50]))
         return value
 
     return json.JSONDecoder(parse_float=finite, parse_constant=_refuse_constant)
@@ -115,23 +117,23 @@ def parse_record_line(line: bytes, parse_float: Callable[[str], float] = float) 
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadLine(gettext("not valid UTF-8 (byte %(n)d of the line)") % {"n": exc.start + 1}) from None
+        raise BadLine(reason("not_utf8", n=exc.start + 1)) from None
     try:
         record = _decoder(parse_float).decode(text)
     except RecursionError:
-        raise BadLine(gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}) from None
+        raise BadLine(reason("too_deep", n=MAX_DEPTH)) from None
     except NotFinite as exc:
-        raise BadLine(str(exc)) from None
+        raise BadLine(reason_of(exc)) from None
     except json.JSONDecodeError as exc:
         # Where it broke, in the reader's words; Python's own wording ("Expecting value") stays out.
-        raise BadLine(gettext("not valid JSON: it breaks at character %(n)d") % {"n": exc.pos + 1}) from None
+        raise BadLine(reason("not_json_at", n=exc.pos + 1)) from None
     except ValueError as exc:
-        raise BadLine(gettext("not valid JSON: %(error)s") % {"error": exc}) from None
+        raise BadLine(reason("not_json", error=str(exc))) from None
     strings = MAYBE_UNSTORABLE.search(text) is not None
     # The walk only where the text could hold what it looks for: an escape for a NUL or a
     # surrogate, or more brackets than MAX_DEPTH (counting is a tenth of walking).
     if strings or text.count("[") + text.count("{") > MAX_DEPTH:
-        reason = unstorable_reason(record, strings=strings)
-        if reason:
-            raise BadLine(reason)
+        unstorable = unstorable_reason(record, strings=strings)
+        if unstorable:
+            raise BadLine(unstorable)
     return record

@@ -16,6 +16,8 @@ from django.db import models
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.line_reasons import ReasonError, reason
+
 
 class Subject(models.TextChoices):
     MATH = "math", _("Mathematics")
@@ -72,7 +74,7 @@ def parse_release_tag(tag: str) -> tuple[Subject, Stage]:
             raise ValueError
         return Subject(subject), stage_of_grade(int(grade))
     except ValueError:
-        raise ValueError(f"unknown subject tag {tag!r} (expected like 'math-g9')") from None
+        raise ReasonError(reason("unknown_subject_tag", value=repr(tag))) from None
 
 
 # The eleven subject-stage cells of the reference release (primary is math only).
@@ -110,7 +112,7 @@ def question_type_from_name(name: str) -> QuestionType:
     for qtype, zh in QUESTION_TYPE_ZH.items():
         if name in (qtype.value, zh):
             return qtype
-    raise ValueError(f"unknown question type {name!r} (expected one of {', '.join(QUESTION_TYPE_ZH.values())})")
+    raise ReasonError(reason("unknown_type", value=repr(name), choices=", ".join(QUESTION_TYPE_ZH.values())))
 
 
 @dataclass(frozen=True)

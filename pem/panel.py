@@ -64,18 +64,22 @@ def default_threshold(judges: int) -> int:
 def check_panel(*, judges: Sequence[ModelEndpoint], threshold: int, explainer: str) -> None:
     names = [judge.name for judge in judges]
     if len(set(names)) != len(names):
-        raise PanelError("each judge model can sit on the panel once")
+        raise PanelError(gettext("each judge model can sit on the panel once"))
     if len(names) < threshold:
         raise PanelError(
-            f"a threshold of {threshold} votes needs at least {threshold} judges; the panel has {len(names)}"
+            gettext("a threshold of %(threshold)s votes needs at least %(threshold)s judges; the panel has %(n)s")
+            % {"threshold": threshold, "n": len(names)}
         )
     if threshold * 2 <= len(names):
         raise PanelError(
-            f"a threshold of {threshold} of {len(names)} judges is not a majority: two labels could both reach it; "
-            f"use at least {default_threshold(len(names))}"
+            gettext(
+                "a threshold of %(threshold)s of %(n)s judges is not a majority: two labels could both reach it; "
+                "use at least %(least)s"
+            )
+            % {"threshold": threshold, "n": len(names), "least": default_threshold(len(names))}
         )
     if explainer and explainer not in names:
-        raise PanelError(f"the explainer {explainer!r} is not one of the panel's judges")
+        raise PanelError(gettext("the explainer %(name)s is not one of the panel's judges") % {"name": repr(explainer)})
 
 
 @transaction.atomic
@@ -89,11 +93,11 @@ def start_panel(
     EndpointError) before anything is saved."""
     name = name.strip()[:200]
     if not name:
-        raise PanelError("a panel needs a name")
+        raise PanelError(gettext("a panel needs a name"))
     if PanelRun.objects.filter(name=name).exists():
-        raise PanelError(f"a panel named {name!r} exists already")
+        raise PanelError(gettext("a panel named %(name)s exists already") % {"name": repr(name)})
     if not inference_runs:
-        raise PanelError("choose the inference runs whose chains the panel labels")
+        raise PanelError(gettext("choose the inference runs whose chains the panel labels"))
     threshold = default_threshold(len(judges)) if threshold is None else threshold
     check_panel(judges=judges, threshold=threshold, explainer=explainer)
     panel = PanelRun.objects.create(name=name, judges=[j.name for j in judges], threshold=threshold,
@@ -123,7 +127,7 @@ def start_panel(
 def restart_panel(*, panel: PanelRun, user: Any) -> Job:
     """Judges again what failed (call failed, unreadable output), then votes again."""
     if panel.job is not None and not panel.job.is_finished:
-        raise PanelError(gettext("%(run)s is still running") % {"run": panel})
+        raise PanelError(gettext("%(panel)s is still running") % {"panel": panel})
     Judgment.objects.filter(scoring_run__in=panel.scoring_runs.all(), status__in=scoring.FAILED_STATUSES).update(
         status=Judgment.Status.PENDING, error="", score=None
     )

@@ -26,7 +26,8 @@ from django.utils import timezone
 
 from annotation.public_formats import unwrapped
 from k12vista import bulk
-from k12vista.import_files import RecordError, open_source
+from k12vista.import_files import MAX_LINE_BYTES, RecordError, open_source
+from k12vista.line_reasons import reason, reason_of
 from k12vista.text import BadLine, parse_record_line
 from pem import services
 from pem.models import ChainOfThought, Step, StepLabel
@@ -39,21 +40,21 @@ Parsed = tuple[int, services.ChainData, bytes]  # line, chain, digest of the rec
 def parse(number: int, line: bytes | None) -> services.Outcome | Parsed:
     """One line as a chain with its record's digest, or the failure to report."""
     if line is None:
-        return "failed", number, "", "the line is too long to be a record", []
+        return "failed", number, "", reason("line_too_long", n=f"{MAX_LINE_BYTES:,}"), []
     if not line.strip():
         return "skip", number, "", "", []
     try:
         record = parse_record_line(line)  # bad UTF-8 or JSON, deep nesting, NUL, lone surrogates
     except BadLine as exc:
-        return "failed", number, "", str(exc), []
+        return "failed", number, "", reason_of(exc), []
     found = record.get("key") or record.get("hash_id") if isinstance(record, dict) else None
     found = found if isinstance(found, str) else ""
     try:
         if not isinstance(record, dict):
-            raise RecordError("line", "expected a JSON object")
+            raise RecordError("line", reason("expected_object"))
         data = services.from_reference(record) if services.is_reference(record) else services.from_studio(record)
     except RecordError as exc:
-        return "failed", number, found, str(exc), []
+        return "failed", number, found, reason_of(exc), []
     signature = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return number, data, hashlib.sha256(signature.encode("utf-8", "surrogatepass")).digest()
 
@@ -157,16 +158,15 @@ class Importer:
     ) -> services.Outcome:
         """One record through the careful path (its own savepoint), as the line-by-line import did."""
         if data.key in self.seen and self.seen[data.key][1] != digest:
-            reason = (f"key {data.key!r} was already used on line {self.seen[data.key][0]} for a different chain; "
-                      "give each chain its own key")  # fmt: skip
-            return "failed", number, data.key, reason, data.warnings
+            reused = reason("key_reused", key=repr(data.key), line=self.seen[data.key][0])
+            return "failed", number, data.key, reused, data.warnings
         if unchanged:
             self.seen.setdefault(data.key, (number, digest))
             return "unchanged", number, data.key, "", data.warnings
         try:
             outcome, detail = services.save_chain(data, import_name=self.import_name)
         except (DataError, IntegrityError) as exc:  # a value this database cannot hold; others stop the job
-            return "failed", number, data.key, f"the database refused the line: {exc}", data.warnings
+            return "failed", number, data.key, reason("database_refused", error=str(exc)), data.warnings
         self.seen.setdefault(data.key, (number, digest))
         return outcome, number, data.key, detail, data.warnings
 

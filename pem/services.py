@@ -32,6 +32,7 @@ from django.db.models import Count, Q
 
 from annotation.models import Question
 from k12vista.import_files import RecordError
+from k12vista.line_reasons import Reason, reason, reason_of
 from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
@@ -64,7 +65,7 @@ class ImportReport(LineReport):
         kind, line, key, detail, warnings = outcome
         for warning in warnings:
             self.warnings += 1
-            self._add(self.warning_lines, {"line": line, "key": key, "reason": warning})
+            self._add(self.warning_lines, {"line": line, "key": key, **self.reason_row(warning)})
         if kind in ("created", "unchanged", "updated"):
             setattr(self, kind, getattr(self, kind) + 1)
         elif kind == "conflict":
@@ -82,7 +83,7 @@ class ImportReport(LineReport):
 
 
 # (created|unchanged|updated|conflict|failed|skip, line, key, detail, warnings)
-Outcome = tuple[str, int, str, str, list[str]]
+Outcome = tuple[str, int, str, str | Reason, list[str | Reason]]
 
 
 # --- records to ChainData ---------------------------------------------------------
@@ -112,7 +113,7 @@ class ChainData:
     in_training_data: bool = False
     steps: list[str] = field(default_factory=list)
     labels: list[list[LabelData]] = field(default_factory=list)  # per step
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str | Reason] = field(default_factory=list)
     question: Question | None = None  # the bank's question with the record's hash_id
 
 
@@ -120,7 +121,7 @@ def _text(value: Any, name: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        raise RecordError(name, "expected text" if required else "expected a string")
+        raise RecordError(name, reason("expected_text" if required else "expected_string"))
     return value
 
 
@@ -128,7 +129,7 @@ def _text_or_lines(value: Any, name: str) -> str:
     """A string, or a list of strings (and numbers) kept one a line."""
     if isinstance(value, list):
         if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in value):
-            raise RecordError(name, "expected a string or a list of strings")
+            raise RecordError(name, reason("expected_text_or_lines"))
         return "\n".join(str(item) for item in value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
@@ -138,24 +139,24 @@ def _text_or_lines(value: Any, name: str) -> str:
 def label_code(value: Any, name: str) -> str:
     """The code of a label given by code, English or Chinese name; unknown ones fail, never guessed."""
     if not isinstance(value, str):
-        raise RecordError(name, f"expected a step label, got {value!r}")
+        raise RecordError(name, reason("expected_step_label", value=repr(value)))
     try:
         return label_from_name(value).code
     except ValueError:
-        raise RecordError(name, f"unknown step label {value!r} (expected one of the nine codes or names)") from None
+        raise RecordError(name, reason("unknown_step_label", value=repr(value))) from None
 
 
 def reference_steps(value: Any, data: ChainData) -> None:
     """``step_labels``: [step, label, explanation] each; [step, label] is read with no explanation and warned."""
     if not isinstance(value, list) or not value:
-        raise RecordError("step_labels", "expected a non-empty list of [step, label, explanation]")
+        raise RecordError("step_labels", reason("expected_step_labels"))
     for index, entry in enumerate(value):
         name = f"step_labels[{index}]"
         if not isinstance(entry, list | tuple) or len(entry) not in (2, 3):
-            got = f"{len(entry)} elements" if isinstance(entry, list | tuple) else type(entry).__name__
-            raise RecordError(name, f"expected [step, label, explanation], got {got}")
+            got = reason("elements", n=len(entry)) if isinstance(entry, list | tuple) else type(entry).__name__
+            raise RecordError(name, reason("expected_step_entry", got=got))
         if len(entry) == 2:
-            data.warnings.append(f"{name}: [step, label] without an explanation; read with an empty explanation")
+            data.warnings.append(reason("no_explanation", field=name))
         text = _text(entry[0], f"{name}[0]", required=True)
         code = label_code(entry[1], f"{name}[1]")
         explanation = _text(entry[2], f"{name}[2]") if len(entry) == 3 else ""
@@ -166,13 +167,13 @@ def reference_steps(value: Any, data: ChainData) -> None:
 def studio_steps(value: Any, data: ChainData) -> None:
     """``steps``: strings, or {text, label?, explanation?, labels?: [{source, rater, label, explanation}]}."""
     if not isinstance(value, list) or not value:
-        raise RecordError("steps", "expected a non-empty list of steps")
+        raise RecordError("steps", reason("expected_steps"))
     for index, entry in enumerate(value):
         name = f"steps[{index}]"
         if isinstance(entry, str):
             entry = {"text": entry}
         if not isinstance(entry, dict):
-            raise RecordError(name, "expected a string or an object with text")
+            raise RecordError(name, reason("expected_step"))
         data.steps.append(_text(entry.get("text"), f"{name}.text", required=True))
         labels = []
         if entry.get("label") not in (None, ""):
@@ -180,11 +181,11 @@ def studio_steps(value: Any, data: ChainData) -> None:
             labels.append(LabelData(label_code(entry["label"], f"{name}.label"), explanation.strip(), ""))
         others = entry.get("labels") or []
         if not isinstance(others, list):
-            raise RecordError(f"{name}.labels", "expected a list")
+            raise RecordError(f"{name}.labels", reason("expected_list"))
         for j, other in enumerate(others):
             where = f"{name}.labels[{j}]"
             if not isinstance(other, dict):
-                raise RecordError(where, "expected an object with source, rater, label and explanation")
+                raise RecordError(where, reason("expected_label_object"))
             who = f"{_text(other.get('source'), where + '.source')}:{_text(other.get('rater'), where + '.rater')}"
             explanation = _text(other.get("explanation"), f"{where}.explanation")
             labels.append(LabelData(label_code(other.get("label"), f"{where}.label"), explanation.strip(), who))
@@ -197,7 +198,7 @@ def _key(record: dict) -> str:
         value = str(value)
     key = _text(value, "hash_id", required=True).strip()
     if len(key) > 200:
-        raise RecordError("key", "longer than 200 characters")
+        raise RecordError("key", reason("too_long_key"))
     return key
 
 
@@ -207,7 +208,7 @@ def _metadata_from_tag(record: dict, data: ChainData) -> None:
         try:
             subject, stage = parse_release_tag(_text(record["subject"], "subject"))
         except ValueError as exc:
-            raise RecordError("subject", str(exc)) from None
+            raise RecordError("subject", reason_of(exc)) from None
         data.subject, data.stage = subject.value, stage.value
         grade = record.get("grade")
         if (
@@ -225,7 +226,7 @@ def _qtype(value: Any) -> str:
     try:
         return question_type_from_name(_text(value, "type")).value
     except ValueError as exc:
-        raise RecordError("type", str(exc)) from None
+        raise RecordError("type", reason_of(exc)) from None
 
 
 def from_reference(record: dict) -> ChainData:
@@ -249,22 +250,24 @@ def from_studio(record: dict) -> ChainData:
     data.model_name = _text(record.get("model"), "model").strip()
     if record.get("subject"):
         if record["subject"] not in Subject.values:
-            raise RecordError("subject", f"unknown subject {record['subject']!r}")
+            raise RecordError(
+                "subject", reason("unknown_subject", value=repr(record["subject"]), choices=", ".join(Subject.values))
+            )
         data.subject = record["subject"]
     grade = record.get("grade")
     if grade is not None:
         if isinstance(grade, bool) or not isinstance(grade, int) or not 1 <= grade <= 12:
-            raise RecordError("grade", f"expected a grade 1-12, got {grade!r}")
+            raise RecordError("grade", reason("expected_grade", value=repr(grade)))
         data.grade, data.stage = grade, stage_of_grade(grade).value
     if record.get("stage"):
         if record["stage"] not in Stage.values or (data.stage and data.stage != record["stage"]):
-            raise RecordError("stage", f"unknown stage {record['stage']!r}, or not the grade's stage")
+            raise RecordError("stage", reason("unknown_stage", value=repr(record["stage"])))
         data.stage = record["stage"]
     if record.get("type"):
         data.qtype = _qtype(record["type"])
     source = record.get("step_source") or ChainOfThought.StepSource.IMPORT
     if source not in ChainOfThought.StepSource.values:
-        raise RecordError("step_source", f"unknown step source {source!r}")
+        raise RecordError("step_source", reason("unknown_step_source", value=repr(source)))
     data.step_source = source
     data.in_training_data = record.get("in_training_data") is True
     studio_steps(record.get("steps"), data)
@@ -277,7 +280,7 @@ def is_reference(record: dict) -> bool:
 
 def record_to_chain(record: Any) -> ChainData:
     if not isinstance(record, dict):
-        raise RecordError("line", "expected a JSON object")
+        raise RecordError("line", reason("expected_object"))
     data = from_reference(record) if is_reference(record) else from_studio(record)
     fill_from_question(data)
     return data
@@ -409,7 +412,7 @@ def _differences(cot: ChainOfThought, data: ChainData) -> list[str]:
 
 
 @transaction.atomic
-def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
+def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str | Reason]:
     """("created" | "unchanged" | "updated" | "conflict", detail) for one record."""
     incoming = incoming_labels(data, import_name)
     cot = ChainOfThought.objects.select_for_update().filter(key=data.key).first()
@@ -435,8 +438,7 @@ def save_chain(data: ChainData, *, import_name: str) -> tuple[str, str]:
         return "updated", ""
     if has_person_work(cot):
         what = ", ".join(differences + (["labels of " + ", ".join(changed_labels)] if changed_labels else []))
-        kept = " (only its PEM training-data mark was set)" if flagged else ""
-        return "conflict", f"differs in {what}, and people have labelled it already; it was not changed{kept}"
+        return "conflict", reason("chain_conflict_flagged" if flagged else "chain_conflict", what=what)
     for name in SNAPSHOT_FIELDS:
         setattr(cot, name, getattr(data, name))
     cot.question = cot.question or data.question

@@ -61,7 +61,7 @@ def start_split_run(
 ) -> SplitRun:  # fmt: skip
     """Freezes the prompt, schema and rule, and starts the splitting job on the io queue."""
     if not inference_runs:
-        raise SplitError("choose the inference runs whose chains are to be split")
+        raise SplitError(gettext("choose the inference runs whose chains are to be split"))
     empty = chains.without_answers(inference_runs)
     if empty:
         raise NoAnswers(
@@ -69,17 +69,22 @@ def start_split_run(
             % {"runs": ", ".join(str(run) for run in empty)}
         )
     if not splitter.active:
-        raise EndpointError(f"endpoint {splitter} is switched off")
+        raise EndpointError(gettext("endpoint %(name)s is switched off") % {"name": splitter})
     if splitter.kind != ModelEndpoint.Kind.OPENAI:
-        raise EndpointError(f"{splitter.get_kind_display()} endpoints cannot split yet; choose an HTTP one")
+        raise EndpointError(
+            gettext("%(kind)s endpoints cannot split yet; choose an HTTP one") % {"kind": splitter.get_kind_display()}
+        )
     require_api_key(splitter)
     if not 0 < min_coverage <= 1:
-        raise SplitError("the coverage a split must reach is a share between 0 and 1")
+        raise SplitError(gettext("the coverage a split must reach is a share between 0 and 1"))
     prompts.ensure_default_prompts()
     template = prompts.current(PromptTemplate.Kind.SPLIT_STEPS)
     unknown = default_prompts.placeholders(template) - {"question", "model_answer"}
     if unknown:
-        raise SplitError(f"prompt {template} uses {', '.join(sorted(unknown))}, which a split cannot fill")
+        raise SplitError(
+            gettext("prompt %(prompt)s uses %(names)s, which a split cannot fill")
+            % {"prompt": template, "names": ", ".join(sorted(unknown))}
+        )
     schema = parsing.response_format("step_split")["json_schema"]["schema"]
     run = SplitRun.objects.create(
         name=name or f"{splitter.name} · split",

@@ -99,7 +99,7 @@ def test_it_freezes_what_produces_the_results(scripted_server, researcher):
     assert run.provenance["questions"]["count"] == 1
 
 
-def test_it_refuses_a_switched_off_endpoint_and_captions_without_images(scripted_server, researcher):
+def test_it_refuses_a_switched_off_endpoint_and_captions_without_images(scripted_server, researcher, english):
     with pytest.raises(services.EndpointError, match="switched off"):
         start(endpoint(scripted_server, active=False), researcher, "check_structure")
     with pytest.raises(services.EndpointError, match="images"):
@@ -132,7 +132,7 @@ def test_it_skips_questions_without_a_raw_solution_without_asking(scripted_serve
     # Counted as skipped with why, never as done (issue 29: "ok: 48" when all 48 were skipped).
     tally = assist.counts(run)
     assert (tally["ok"], tally["skipped"]) == (0, 1)
-    assert tally["skipped_why"] == {"the question has no raw solution to restructure": 1}
+    assert tally["skipped_why"] == {"题目没有可重构的原始解析": 1}  # worded for the reader (Chinese by default)
     assert Job.objects.get(pk=run.job_id).result["skipped"] == 1
 
 

@@ -237,7 +237,8 @@ def test_it_skips_an_overlong_line_without_reading_it_whole(researcher, tmp_path
 
     report = import_questions_file(path=path, user=researcher)
 
-    assert report.failed_lines == [{"line": 1, "hash_id": "", "reason": "the line is longer than 1,000 bytes"}]
+    assert report.failed_lines == [{"line": 1, "hash_id": "", "reason": "the line is longer than 1,000 bytes",
+                                    "reason_code": "line_too_long", "reason_params": {"n": "1,000"}}]  # fmt: skip
     assert report.created == 1
 
 
@@ -551,7 +552,16 @@ def test_a_hash_id_twice_in_one_batch_is_created_once_then_unchanged_or_a_confli
     lines = [studio("d1"), studio("d2"), studio("d1"), studio("d2", text="改了___"), studio("d3")]
     report = import_questions_file(path=write_lines(tmp_path / "d.jsonl", lines), user=researcher)
     assert (report.created, report.unchanged, report.conflicts) == (3, 1, 1)
-    assert report.conflict_lines == [{"line": 4, "hash_id": "d2", "fields": ["text"], "reason": mock.ANY}]
+    assert report.conflict_lines == [
+        {
+            "line": 4,
+            "hash_id": "d2",
+            "fields": ["text"],
+            "reason": mock.ANY,
+            "reason_code": "question_conflict",
+            "reason_params": {"fields": "text"},
+        }
+    ]
     assert Question.objects.get(hash_id="d2").text == "电阻为___欧。"
     assert Figure.objects.count() == 3  # the repeated lines' figures were not kept
     assert len(list(Path(Figure.objects.first().image.path).parent.iterdir())) == 3
@@ -574,7 +584,13 @@ def test_a_batch_the_database_refuses_is_written_line_by_line(researcher, tmp_pa
     report = import_questions_file(path=path, user=researcher)
     assert (report.created, report.failed) == (2, 1)
     assert report.failed_lines == [
-        {"line": 2, "hash_id": "b2", "reason": "the database refused the line: value too long"}
+        {
+            "line": 2,
+            "hash_id": "b2",
+            "reason": "the database refused the line: value too long",
+            "reason_code": "database_refused",
+            "reason_params": {"error": "value too long"},
+        }
     ]
     assert set(Question.objects.values_list("hash_id", flat=True)) == {"b1", "b3"}
     assert Figure.objects.count() == 2

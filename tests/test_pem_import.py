@@ -279,7 +279,8 @@ def test_it_imports_as_a_job_with_per_line_errors(researcher, tmp_path):
     assert (job.result["created"], job.result["failed"]) == (1, 1)
     assert job.result["failed_lines"] == [
         {"line": 2, "key": "bad", "reason": "step_labels[0][1]: unknown step label 'wrong' (expected one of the "
-         "nine codes or names)"}]  # fmt: skip
+         "nine codes or names)", "reason_code": "field", "reason_params": {"field": "step_labels[0][1]",
+         "message": {"code": "unknown_step_label", "params": {"value": "'wrong'"}}}}]  # fmt: skip
     assert execute_job(job.pk) == "not-claimed"
 
 

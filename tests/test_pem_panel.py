@@ -135,7 +135,7 @@ def test_a_panel_refreshes_the_stored_agreement_report_once(judges, researcher, 
 
 
 @pytest.mark.django_db
-def test_it_refuses_a_panel_that_cannot_reach_its_threshold_or_is_no_majority(judges, researcher, sent):
+def test_it_refuses_a_panel_that_cannot_reach_its_threshold_or_is_no_majority(judges, researcher, sent, english):
     run = answered_run()
     with pytest.raises(panel.PanelError, match="needs at least 3 judges"):
         panel.start_panel(name="p", inference_runs=[run], judges=judges[:2], user=researcher, threshold=3)

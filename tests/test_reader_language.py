@@ -3,6 +3,7 @@ parameters, worded when shown, in pages and in the API (whose Accept-Language is
 from the Chinese pages reads in English to an English reader and the other way round."""
 
 import importlib
+import json
 
 import pytest
 from django.apps import apps
@@ -43,31 +44,53 @@ def test_a_job_title_reads_in_each_readers_language(researcher, client):
     assert job.title == "Build PEBench (40 items, seed 7)"  # the English copy, for logs and the admin
     with translation.override("en"):
         assert job.display_title == "Build PEBench (40 items, seed 7)"
-        assert agreement.display_title == "Agreement report (all)"
+        assert agreement.display_title == "Agreement report (all chains of thought)"
     with translation.override("zh-hans"):
         assert job.display_title == "构建 PEBench（40 条，种子 7）"
-        assert agreement.display_title == "一致性报告（all）"
+        assert agreement.display_title == "一致性报告（全部思维链）"
     # On the pages, by the reader's cookie.
     client.force_login(researcher)
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
-    assert "Agreement report (all)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    assert "Agreement report (all chains of thought)" in client.get(f"/jobs/{agreement.pk}/").content.decode()
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
-    assert "一致性报告（all）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
+    assert "一致性报告（全部思维链）" in client.get(f"/jobs/{agreement.pk}/").content.decode()
 
 
 def test_the_api_answers_in_the_language_accept_language_asks_for(researcher):
     with translation.override("en"):
         job = agreement_store.start_agreement(scope="all", user=researcher)
-    assert api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"] == "Agreement report (all)"
+    assert (
+        api(researcher, "en-US,en;q=0.9").get(f"/api/jobs/{job.pk}/").json()["title"]
+        == "Agreement report (all chains of thought)"
+    )
     chinese = api(researcher, "zh-CN,zh;q=0.9").get(f"/api/jobs/{job.pk}/")
-    assert chinese.json()["title"] == "一致性报告（all）"
+    assert chinese.json()["title"] == "一致性报告（全部思维链）"
     assert chinese["Content-Language"] == "zh-hans"
     # No Accept-Language: the studio's own language, Chinese; one it does not speak: the same.
-    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
-    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（all）"
+    assert api(researcher).get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（全部思维链）"
+    assert api(researcher, "fr-FR").get(f"/api/jobs/{job.pk}/").json()["title"] == "一致性报告（全部思维链）"
     # DRF's own messages follow it too, a missing object included (Django words that one in English only).
     assert api(researcher, "zh-CN").get("/api/jobs/999999/").json()["detail"] == "未找到。"
     assert api(researcher, "en").get("/api/jobs/999999/").json()["detail"] == "Not found."
+
+
+def test_a_titles_codes_are_worded_not_shown_raw(researcher):
+    from annotation.knowledge import start_clustering
+    from tests.annotation_factories import make_question
+
+    make_question(hash_id="k1", subject="math", knowledge_points=["勾股定理"])
+    make_question(hash_id="k2", subject="physics", knowledge_points=["牛顿第二定律"])
+    with translation.override("zh-hans"):
+        job = start_clustering(subjects=["math", "physics"], by=researcher)
+    job.refresh_from_db()
+    assert job.title == "Cluster knowledge points: Mathematics, Physics"
+    with translation.override("zh-hans"):
+        assert job.display_title == "聚类知识点：数学、物理"
+    with translation.override("en"):
+        assert job.display_title == "Cluster knowledge points: Mathematics, Physics"
+        # A title stored before the wording (the code as its parameter) reads the same.
+        assert job_text.title_text("cluster_knowledge", {"subjects": "math"}) == "Cluster knowledge points: Mathematics"
+        assert job_text.title_text("agreement", {"scope": "pebench"}) == "Agreement report (PEBench)"
 
 
 def test_every_job_title_has_its_chinese_wording():
@@ -93,7 +116,7 @@ def test_titles_stored_worded_are_read_back_into_codes(researcher):
         assert imported.display_title == "Import 期中试卷.pdf"
         assert named.display_title == "qwen 第一轮"
     with translation.override("zh-hans"):
-        assert agreement.display_title == "一致性报告（all）"
+        assert agreement.display_title == "一致性报告（全部思维链）"
 
 
 def test_an_endpoint_refusal_reads_in_the_requests_language(researcher, settings):
@@ -177,3 +200,118 @@ def test_a_training_failure_reads_in_each_readers_language(export, researcher): 
         assert job.error_message == "training failed: StopIteration"
     with translation.override("zh-hans"):
         assert job.error_message == "训练失败：StopIteration"
+
+
+QUESTION_LINES = "\n".join([
+    '{"hash_id": "x1", "question": "缺少学科", "type": "选择题"}',  # missing “subject”
+    "not json at all",
+    '{"hash_id": "x2", "text": "1+1=?", "subject": "math", "grade": 3, "type": "fill_in_blank", "difficulty": "hard"}',
+]).encode()  # fmt: skip
+
+
+def _import_questions(user, tmp_path, language):
+    from annotation.jsonl_import import register_upload, start_import
+    from k12vista.jobs import execute_job
+
+    path = tmp_path / f"bank-{language}.jsonl"
+    path.write_bytes(QUESTION_LINES)
+    with translation.override(language):  # the worker runs in its starter's language (or none)
+        document = register_upload(path=path, user=user)
+        job = start_import(document=document, user=user)
+        assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    job.refresh_from_db()
+    assert job.result["failed"] == 3
+    return document, job
+
+
+@pytest.mark.usefixtures("tmp_media")
+@pytest.mark.parametrize(("worker", "reader"), [("zh-hans", "en"), ("en", "zh-hans")])
+def test_a_question_imports_failed_lines_read_in_the_readers_language(researcher, client, tmp_path, worker, reader):
+    document, job = _import_questions(researcher, tmp_path, worker)
+    english = ["missing “subject”", "not valid JSON: it breaks at character 1", "difficulty: expected a number"]
+    chinese = ["缺少“subject”", "不是有效的 JSON：在第 1 个字符处出错", "“difficulty”：应为数字"]
+    wanted, other = (english, chinese) if reader == "en" else (chinese, english)
+    # The stored row: a code with parameters, and an English copy for logs.
+    assert job.result["failed_lines"][0]["reason_code"] == "missing"
+    assert job.result["failed_lines"][0]["reason"] == "missing “subject”"
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = reader
+    page = client.get(f"/annotate/imports/{document.pk}/").content.decode()
+    report = page.split('id="line-errors"')[1]
+    assert all(text in report for text in wanted), report
+    assert not any(text in report for text in other)
+    reasons = [
+        row["reason"] for row in api(researcher, reader).get(f"/api/jobs/{job.pk}/").json()["result"]["failed_lines"]
+    ]
+    assert all(any(text in reason for reason in reasons) for text in wanted), reasons
+    assert not any(text in reason for reason in reasons for text in other)
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_a_pebench_imports_failed_lines_read_in_the_readers_language(researcher, client, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from k12vista.jobs import execute_job
+    from pem import jobs as pem_data_jobs
+    from tests.test_pem_import import reference
+
+    lines = [reference("ok"), reference("bad", labels=[["x", "wrong", ""]]), reference("short", labels=[["x", "HE"]])]
+    upload = SimpleUploadedFile("up.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in lines).encode())
+    with translation.override("zh-hans"):
+        job = pem_data_jobs.start_import(
+            stored_name=pem_data_jobs.store_upload(upload), name="up.jsonl", user=researcher
+        )
+        assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    client.force_login(researcher)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    page = client.get(f"/pem/data/imports/{job.pk}/").content.decode()
+    assert "step_labels[0][1]: unknown step label &#x27;wrong&#x27; (expected one of the nine codes or names)" in page
+    assert "step_labels[0]: [step, label] without an explanation" in page and "未知的步骤标签" not in page
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    page = client.get(f"/pem/data/imports/{job.pk}/").content.decode()
+    assert "未知的步骤标签 &#x27;wrong&#x27;" in page and "缺少说明" in page and "unknown step label" not in page
+    result = api(researcher, "en").get(f"/api/jobs/{job.pk}/").json()["result"]
+    assert result["failed_lines"][0]["reason"].startswith("step_labels[0][1]: unknown step label 'wrong'")
+    assert result["failed_lines"][0]["reason_code"] == "field"
+    assert "without an explanation" in result["warning_lines"][0]["reason"]
+
+
+def test_a_report_stored_before_the_codes_shows_its_text():
+    from k12vista.line_reasons import row_reason
+
+    assert row_reason({"line": 1, "key": "k", "reason": "缺少“type”"}) == "缺少“type”"
+    assert row_reason({"line": 1, "reason": "x", "reason_code": "nobody", "reason_params": {}}) == "x"
+
+
+def test_an_assist_runs_skip_reasons_read_in_the_readers_language(researcher):
+    from tests.annotation_factories import make_question
+    from tests.test_assist import endpoint, run_now, scripted_server, start  # noqa: F401 (a fixture)
+
+    make_question(raw_solution="")
+    with translation.override("zh-hans"):  # started and run in Chinese
+        run = run_now(start(endpoint("http://127.0.0.1:9/v1"), researcher, "restructure_solution"))
+    job = Job.objects.get(pk=run.job_id)
+    assert job.result["skipped_why"] == {"the question has no raw solution to restructure": 1}  # the code
+    english = api(researcher, "en").get(f"/api/assist/{run.pk}/").json()["counts"]["skipped_why"]
+    assert english == {"the question has no raw solution to restructure": 1}
+    chinese = api(researcher, "zh-CN").get(f"/api/assist/{run.pk}/").json()["counts"]["skipped_why"]
+    assert chinese == {"题目没有可重构的原始解析": 1}
+
+
+def test_refusals_read_in_the_requests_language(researcher):
+    from inference.models import ModelEndpoint
+    from pem import panel
+
+    judge = ModelEndpoint.objects.create(name="e", kind="openai", base_url="http://127.0.0.1:9/v1", model_name="m")
+    body = {"name": "p", "judges": [judge.pk], "runs": []}
+    chinese = api(researcher, "zh-CN").post("/api/pem/panels/", body, format="json")
+    assert chinese.status_code == 400 and chinese.json()["judges"] == ["请选择评审团要标注其思维链的推理运行"]
+    english = api(researcher, "en").post("/api/pem/panels/", body, format="json")
+    assert english.json()["judges"] == ["choose the inference runs whose chains the panel labels"]
+    split = {"splitter": judge.pk, "runs": []}
+    refused = api(researcher, "zh-CN").post("/api/pem/splits/", split, format="json").json()
+    assert refused == {"splitter": ["请选择要拆分其思维链的推理运行"]}
+    with translation.override("zh-hans"), pytest.raises(panel.PanelError, match="^每个评判模型只能在评审团中出现一次$"):
+        panel.check_panel(judges=[judge, judge], threshold=1, explainer="")
+    with translation.override("en"), pytest.raises(panel.PanelError, match="explainer 'x' is not one of"):
+        panel.check_panel(judges=[judge], threshold=1, explainer="x")

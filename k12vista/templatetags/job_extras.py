@@ -12,6 +12,8 @@ from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.line_reasons import row_reason
+
 register = template.Library()
 
 # Keys that many jobs share; any other key is shown as written, with its underscores as spaces.
@@ -68,6 +70,9 @@ def readable(value: Any, key: str = "") -> str:
         more = len(value) - LIST_SHOWN
         return shown + (f" … (+{more})" if more > 0 else "")
     if isinstance(value, dict):
+        if "reason_code" in value:  # a report's row: its reason worded, not its code and parameters
+            worded = row_reason(value)
+            value = {k: v for k, v in value.items() if k not in ("reason_code", "reason_params")} | {"reason": worded}
         return "; ".join(f"{name_of(k)}: {readable(v, k)}" for k, v in value.items())
     return str(value)
 
@@ -82,6 +87,12 @@ def readable_rows(mapping: dict | None) -> list[tuple[str, str]]:
     if not isinstance(mapping, dict):
         return []
     return [(name_of(key), readable(value, key)) for key, value in mapping.items()]
+
+
+@register.filter
+def line_reason(row: Any) -> str:
+    """An import report row's reason in the reader's language (k12vista.line_reasons)."""
+    return row_reason(row)
 
 
 @register.filter

@@ -43,12 +43,12 @@ import psycopg
 from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext
 
 from annotation.models import Question
 from annotation.public_formats import unwrapped
 from k12vista import bulk
 from k12vista.import_files import MAX_LINE_BYTES, RecordError, open_source
+from k12vista.line_reasons import reason, reason_of
 from k12vista.line_stream import READ_CHUNK
 from k12vista.text import BadLine, parse_record_line
 from k12vista.vocabulary import LABEL_CODES, TAXONOMY_VERSION
@@ -79,7 +79,7 @@ def canonical_json(record: dict) -> bytes:
         try:
             return canonical.encode()
         except UnicodeEncodeError:  # "\ud800" in the line: no database can store it
-            raise RecordError("line", gettext("the text holds an unpaired surrogate (\\ud800-\\udfff)")) from None
+            raise RecordError("line", reason("surrogate")) from None
 
 
 def parse_line(line: bytes) -> services.ChainData:
@@ -91,11 +91,11 @@ def parse_line(line: bytes) -> services.ChainData:
     try:
         record = parse_record_line(line, _Float)
     except BadLine as exc:
-        raise RecordError("line", str(exc)) from None
+        raise RecordError("line", reason_of(exc)) from None
     if not isinstance(record, dict):
-        raise RecordError("line", gettext("expected a JSON object"))
+        raise RecordError("line", reason("expected_object"))
     if "step_labels" not in record:
-        raise RecordError("step_labels", gettext("missing: a PEM-800K record labels its steps"))
+        raise RecordError("step_labels", reason("pem800k_no_labels"))
     # First: the canonical JSON refuses text that no database can store.
     digest = hashlib.sha256(canonical_json(record)).hexdigest()[:KEY_HASH_LENGTH]
     data = _plain_record(record) or services.from_reference(record)
@@ -143,12 +143,12 @@ def _read_batches(source: Any, batch_size: int) -> Iterator[_Batch]:
     for number, line in source.lines():
         done += 1
         if line is None:
-            batch.failed.append(("failed", number, "", gettext("the line is too long to be a record"), []))
+            batch.failed.append(("failed", number, "", reason("too_long_record"), []))
         elif line.strip():
             try:
                 batch.chains.append((number, parse_line(line)))
             except RecordError as exc:
-                batch.failed.append(("failed", number, "", str(exc), []))
+                batch.failed.append(("failed", number, "", reason_of(exc), []))
         if len(batch) >= batch_size:
             batch.done = done
             yield batch
@@ -419,8 +419,7 @@ def _save_one_at_a_time(
         try:
             outcome, _detail = services.save_chain(data, import_name=import_name)
         except (DataError, IntegrityError) as exc:
-            report.fail(numbers.get(data.key, 0), data.key,
-                        gettext("the database refused the line: %(error)s") % {"error": exc})  # fmt: skip
+            report.fail(numbers.get(data.key, 0), data.key, reason("database_refused", error=str(exc)))
             continue
         report.created += outcome == "created"
         report.unchanged += outcome != "created"
@@ -517,14 +516,14 @@ def _from_frame(frame: dict) -> _Batch:
     left to the general reading."""
     batch = _Batch()
     batch.done = frame["done"]
-    batch.failed = [("failed", number, "", gettext("the line is too long to be a record"), [])
+    batch.failed = [("failed", number, "", reason("too_long_record"), [])
                     for number in frame["too_long"]]  # fmt: skip
     chains = batch.chains
     for number, line in frame["raw"]:
         try:
             chains.append((number, parse_line(line)))
         except RecordError as exc:
-            batch.failed.append(("failed", number, "", str(exc), []))
+            batch.failed.append(("failed", number, "", reason_of(exc), []))
     chain_data, lines_of = services.ChainData, batch.lines
     for number, key, hash_id, line in frame["stored"]:
         chains.append((number, chain_data(key=key, question_hash_id=hash_id)))
