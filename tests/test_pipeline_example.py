@@ -4,6 +4,7 @@ each stage's result is checked in the database, not only in what the script prin
 
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.roles import Role
 from pem.models import ChainOfThought, FilterRun, StepLabel, TrainingExport, TrainingRun
 from review.models import Audit, Rating
+from tests import ci
 from tests.conftest import make_person, start_worker, stop_worker
 from tests.model_server import ML_PYTHON, ml_venv_missing_reason
 from tests.review_factories import bulk_questions
@@ -54,9 +56,14 @@ def token(user) -> str:
 
 @pytest.fixture
 def training(request):
-    """The tiny model and a worker on the GPU queue training with .venv-ml; None (the script skips training)
-    where .venv-ml is missing: the rest of the pipeline is still checked."""
-    if ml_venv_missing_reason():
+    """The tiny model and a worker on the GPU queue training with .venv-ml. Where .venv-ml is missing, under
+    CI the test fails (tests/ci.py: the part is expected there); elsewhere None, said in a warning: the
+    script skips training and the rest of the pipeline is still checked."""
+    reason = ml_venv_missing_reason()
+    if reason:
+        if ci.IN_CI:
+            ci.missing(reason)
+        warnings.warn(f"the pipeline example runs without training: {reason}", stacklevel=1)
         yield None
         return
     model_dir = request.getfixturevalue("tiny_model_dir")
