@@ -14,6 +14,7 @@ from annotation.models import Assignment, CandidateSet, Question, Release
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.roles import Role
 from pem.models import ChainOfThought, FilterRun, StepLabel, TrainingExport, TrainingRun
+from pem.training import exports
 from review.models import Audit, Rating
 from tests import ci
 from tests.conftest import make_person, start_worker, stop_worker
@@ -111,6 +112,9 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(
     assert Rating.objects.filter(item__audit=audit, submitted__isnull=False).count() == 3 * 2  # every slot rated
     release = Release.objects.get(version=made["release"]["version"])
     assert release.status == Release.Status.PUBLISHED and release.items.count() == 2
+    # Every release file downloaded with the token, its size and SHA-256 as the studio lists them.
+    assert made["release_files"] == {f.form: f.size for f in release.files.all()}
+    assert made["release_files"] and all(made["release_files"].values())
     assert set(imported.values_list("status", flat=True)) == {Question.Status.RELEASED}
     assert ChainOfThought.objects.filter(response__run=run).count() == 2
     assert StepLabel.objects.filter(source=StepLabel.Source.MODEL, rater="judge").count() == 6
@@ -118,6 +122,10 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(
     assert filtered.kept == 2
     export = TrainingExport.objects.get(pk=made["export"]["id"])
     assert export.status == TrainingExport.Status.DONE and export.records
+    # The export's files downloaded with the token, each as its manifest lists it.
+    root = exports.export_path(export)
+    assert {"manifest.json", "datasheet.md"} <= set(made["export_files"])
+    assert made["export_files"] == {name: (root / name).stat().st_size for name in made["export_files"]}
     if training:
         trained = TrainingRun.objects.get(pk=made["training"]["id"])
         assert (
