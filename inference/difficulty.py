@@ -98,7 +98,7 @@ class FilterPreview:
     to_remove: tuple[int, ...]
     already_rejected: int
     released: int
-    unchecked: dict[int, int]  # run id -> questions without a verdict (failed calls, unreadable answers)
+    unchecked: dict[int, int]  # run id -> questions without a verdict (failed, unreadable, no reference answer)
 
     @property
     def fingerprint(self) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests import ci
+from tests import test_pipeline_example as pipeline_example
+from tests.test_pipeline_example import training  # noqa: F401 (the fixture)
 
 
 def test_a_missing_part_skips_on_a_developers_machine(monkeypatch):
@@ -20,6 +22,20 @@ def test_a_missing_part_fails_under_ci(monkeypatch):
     monkeypatch.setattr(ci, "IN_CI", True)
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
         ci.missing("no .venv-ml")
+
+
+def test_the_pipeline_example_fails_under_ci_without_ml_venv(monkeypatch, request):
+    monkeypatch.setattr(pipeline_example, "ml_venv_missing_reason", lambda: "no .venv-ml")
+    monkeypatch.setattr(ci, "IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match="no .venv-ml.*CI=true"):
+        request.getfixturevalue("training")
+
+
+def test_the_pipeline_example_runs_without_training_and_says_so_elsewhere(monkeypatch, request):
+    monkeypatch.setattr(pipeline_example, "ml_venv_missing_reason", lambda: "no .venv-ml")
+    monkeypatch.setattr(ci, "IN_CI", False)
+    with pytest.warns(UserWarning, match="without training: no .venv-ml"):
+        assert request.getfixturevalue("training") is None
 
 
 def test_ci_is_read_from_the_environment(monkeypatch):

@@ -227,7 +227,7 @@ def test_it_keeps_released_and_already_rejected_questions_as_they_are(researcher
     assert Question.objects.get(pk=bank["image_free"].pk).reject_reason == "dup"
 
 
-def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(researcher, login, bank, runs):
+def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(researcher, login, bank, runs, english):
     first, _second, _text = runs
     shaky = filter_run(researcher, Kind.SMALL_MODEL_FILTER,
                        {bank["easy"]: "parse_failed", bank["image_free"]: "最终答案：B"}, model="small-e")  # fmt: skip
@@ -235,6 +235,8 @@ def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(
     assert preview.candidates == () and preview.unchecked == {shaky.pk: 1}
     body = login(researcher).get(URL, query([first, shaky])).content.decode()
     assert f'<span data-run="{shaky.pk}">' in body and 'id="filter-nothing"' in body
+    # A question without a reference answer is unchecked too (assist.skip_reason), and the page says so.
+    assert "no reference answer to check against" in body
 
 
 def test_it_checks_the_choice_of_runs(researcher, runs):

@@ -4,6 +4,7 @@ each stage's result is checked in the database, not only in what the script prin
 
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from annotation.models import Assignment, CandidateSet, Question, Release
 from inference.models import InferenceRun, Judgment, ModelEndpoint, ScoringRun
 from k12vista.roles import Role
 from pem.models import ChainOfThought, FilterRun, StepLabel, TrainingExport, TrainingRun
+from pem.training import exports
 from review.models import Audit, Rating
+from tests import ci
 from tests.conftest import make_person, start_worker, stop_worker
 from tests.model_server import ML_PYTHON, ml_venv_missing_reason
 from tests.review_factories import bulk_questions
@@ -54,9 +57,14 @@ def token(user) -> str:
 
 @pytest.fixture
 def training(request):
-    """The tiny model and a worker on the GPU queue training with .venv-ml; None (the script skips training)
-    where .venv-ml is missing: the rest of the pipeline is still checked."""
-    if ml_venv_missing_reason():
+    """The tiny model and a worker on the GPU queue training with .venv-ml. Where .venv-ml is missing, under
+    CI the test fails (tests/ci.py: the part is expected there); elsewhere None, said in a warning: the
+    script skips training and the rest of the pipeline is still checked."""
+    reason = ml_venv_missing_reason()
+    if reason:
+        if ci.IN_CI:
+            ci.missing(reason)
+        warnings.warn(f"the pipeline example runs without training: {reason}", stacklevel=1)
         yield None
         return
     model_dir = request.getfixturevalue("tiny_model_dir")
@@ -104,6 +112,9 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(
     assert Rating.objects.filter(item__audit=audit, submitted__isnull=False).count() == 3 * 2  # every slot rated
     release = Release.objects.get(version=made["release"]["version"])
     assert release.status == Release.Status.PUBLISHED and release.items.count() == 2
+    # Every release file downloaded with the token, its size and SHA-256 as the studio lists them.
+    assert made["release_files"] == {f.form: f.size for f in release.files.all()}
+    assert made["release_files"] and all(made["release_files"].values())
     assert set(imported.values_list("status", flat=True)) == {Question.Status.RELEASED}
     assert ChainOfThought.objects.filter(response__run=run).count() == 2
     assert StepLabel.objects.filter(source=StepLabel.Source.MODEL, rater="judge").count() == 6
@@ -111,6 +122,10 @@ def test_the_example_script_runs_the_whole_pipeline_through_the_api(
     assert filtered.kept == 2
     export = TrainingExport.objects.get(pk=made["export"]["id"])
     assert export.status == TrainingExport.Status.DONE and export.records
+    # The export's files downloaded with the token, each as its manifest lists it.
+    root = exports.export_path(export)
+    assert {"manifest.json", "datasheet.md"} <= set(made["export_files"])
+    assert made["export_files"] == {name: (root / name).stat().st_size for name in made["export_files"]}
     if training:
         trained = TrainingRun.objects.get(pk=made["training"]["id"])
         assert (

@@ -14,6 +14,7 @@ from unittest import mock
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotation.export import reference_record
@@ -23,8 +24,8 @@ from inference.models import InferenceRun, ModelEndpoint, PromptTemplate, Protoc
 from inference.reference import board, register
 from k12vista.jobs import execute_job
 from k12vista.models import Job
-from pem.models import TrainingExport
-from pem.training import exports
+from pem.models import FilterRun, TrainingExport, TrainingRun
+from pem.training import exports, formats
 from tests.model_server import ML_PYTHON
 from tests.reference_code import CHECKOUT, needs_reference, prompt_tables
 from tests.scripted_models import Servers, user_text
@@ -218,3 +219,69 @@ def test_the_endpoint_form_keeps_a_trained_judge_prompt_and_offers_no_other(rese
     assert ModelEndpoint.objects.get(name="pem-http").judge_prompt == own
     refused = client.post("/research/endpoints/new/", {**data, "name": "other", "judge_prompt": studio.pk})
     assert refused.status_code == 200 and refused.context["form"].errors["judge_prompt"]
+
+
+def finished_run(researcher) -> TrainingRun:
+    """A finished training run of a studio-style export (the checkpoint itself is not read here)."""
+    filtered = FilterRun.objects.create(label_source="imported", label_rater="r", finished=timezone.now())
+    export = TrainingExport.objects.create(filter_run=filtered, formats=["trl"], status="done", records=1,
+                                           min_pixels=784, max_pixels=4096)  # fmt: skip
+    return TrainingRun.objects.create(export=export, export_sha256="0" * 64, base_model="tiny", status="done",
+                                      checkpoint="pem/runs/1/checkpoint", created_by=researcher)  # fmt: skip
+
+
+def pem_answering(seen: list):
+    def pem(body):
+        seen.append(body)
+        return 200, json.dumps({"steps": [{"step": "x=2", "label": "CS", "reason": ""}]})
+
+    return pem
+
+
+def test_the_api_registers_a_training_run_in_its_served_form_and_scoring_keeps_the_trained_prompt(
+    servers, researcher, english
+):
+    run = finished_run(researcher)
+    api = api_as(researcher)
+    form = api.get(f"/api/pem/training/runs/{run.pk}/").json()["served_form"]
+    assert form["served_name"] == f"pem-{run.pk}" and f"--served-model-name pem-{run.pk}" in form["vllm_serve"]
+    assert form["base_url"] == "http://<gpu-host>:8000/v1" and form["keeps_trained_prompt"] is True
+    assert (form["protocol"], form["prompt_kind"], form["prompt_set"]) == ("studio", "judge_steps_trained", "")
+    seen: list[dict] = []
+    base = servers.start({"pem-served-7": pem_answering(seen)})
+    url = f"/api/pem/training/runs/{run.pk}/endpoint/"
+    # Both or neither, and the base URL passes the allowlist as every endpoint's does.
+    half = api.post(url, {"name": "pem", "base_url": base}, format="json")
+    assert half.status_code == 400 and "served_name" in half.json()["served_name"][0]
+    half = api.post(url, {"name": "pem", "served_name": "pem-served-7"}, format="json")
+    assert half.status_code == 400 and "base_url" in half.json()
+    far = api.post(url, {"name": "pem", "base_url": "http://gpu.elsewhere:9/v1", "served_name": "x"}, format="json")
+    assert far.status_code == 400 and "MODEL_URL_ALLOWLIST" in far.json()["base_url"][0]
+    assert not ModelEndpoint.objects.exists()
+
+    reply = api.post(url, {"name": "pem", "base_url": base, "served_name": "pem-served-7"}, format="json")
+    assert reply.status_code == 201, reply.content
+    pem = ModelEndpoint.objects.get(name="pem")
+    assert (pem.kind, pem.base_url, pem.model_name) == ("openai", base, "pem-served-7")
+    assert reply.json()["endpoint"] == pem.pk and pem.judge_prompt.kind == "judge_steps_trained"
+    result = scored(answered_run("step_by_step", ["步骤1：x=2"]), pem, researcher)
+    assert {p["id"] for p in result.provenance["prompts"].values()} == {pem.judge_prompt_id}
+    assert [m["content"] for m in seen[0]["messages"] if m["role"] == "system"] == [formats.SYSTEM_PROMPT]
+    assert result.judgments.get().score == 1.0
+
+
+def test_the_training_run_page_registers_the_served_form_with_the_trained_prompt(servers, researcher, login, english):
+    run = finished_run(researcher)
+    client = login(researcher)
+    page = client.get(f"/pem/training/runs/{run.pk}/").content.decode()
+    assert 'id="served-form"' in page and 'name="base_url"' in page and f'value="pem-{run.pk}"' in page
+    base = servers.start({"pem-served-7": pem_answering([])})
+    url = f"/pem/training/runs/{run.pk}/endpoint/"
+    half = client.post(url, {"name": "pem", "base_url": base}, follow=True)
+    assert "served_name" in half.content.decode() and not ModelEndpoint.objects.exists()
+    client.post(url, {"name": "pem", "base_url": base, "served_name": "pem-served-7"})
+    pem = ModelEndpoint.objects.get(name="pem")
+    assert (pem.kind, pem.base_url, pem.model_name) == ("openai", base, "pem-served-7")
+    assert pem.judge_prompt.kind == "judge_steps_trained" and pem.judge_prompt.system == formats.SYSTEM_PROMPT
+    run.refresh_from_db()
+    assert run.endpoint == pem

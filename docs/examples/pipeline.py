@@ -21,6 +21,7 @@ without it, annotators work through them on the pages first.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -50,6 +51,20 @@ class Api:
 
     def post(self, path: str, data: dict | None = None, **kwargs: Any) -> Any:
         return self.call("POST", path, json=data, **kwargs) if data is not None else self.call("POST", path, **kwargs)
+
+    def download(self, path: str, sha256: str, size: int | None = None) -> int:
+        """Streams a file the pages offer (the token is accepted there as in the API), checking its SHA-256
+        and, where the studio gives it, its size; returns the number of bytes."""
+        digest, got = hashlib.sha256(), 0
+        with self.http.stream("GET", path) as reply:
+            if reply.status_code != 200:
+                raise RuntimeError(f"GET {path}: HTTP {reply.status_code}, not the file")
+            for chunk in reply.iter_bytes():
+                digest.update(chunk)
+                got += len(chunk)
+        if (size is not None and got != size) or digest.hexdigest() != sha256:
+            raise RuntimeError(f"GET {path}: {got} bytes, SHA-256 {digest.hexdigest()}; expected {size}, {sha256}")
+        return got
 
     def wait(self, job: dict | int, timeout: float = 3600) -> dict:
         """Polls the job until it has finished; a job that did not succeed stops the script."""
@@ -146,6 +161,11 @@ def run_pipeline(args: argparse.Namespace, log: Any = print) -> dict:
     api.wait(release["job"])
     made["release"] = release = api.post(f"/api/benchmark/releases/v{release['version']}/publish/")
     log(f"release v{release['version']}: {release['release_status']}, files {[f['form'] for f in release['files']]}")
+    made["release_files"] = {
+        f["form"]: api.download(f"/annotate/benchmark/releases/v{release['version']}/files/{f['form']}/", f["sha256"],
+                                f["size"])
+        for f in release["files"]
+    }  # fmt: skip
 
     # 4. PEM-800K: chains from the run, the judge's labels from the scoring, a filter run and an export.
     api.wait(api.post("/api/pem/data/from-run/", {"inference_run": run["id"]})["id"])
@@ -165,6 +185,12 @@ def run_pipeline(args: argparse.Namespace, log: Any = print) -> dict:
     api.wait(export["job"])
     made["export"] = export = api.get(f"/api/pem/training/exports/{export['id']}/")
     log(f"export {export['id']}: {export['status']}, files {sorted(export['files'])}")
+    # The export's own files (the formats, the datasheet, the manifest), each checked against the manifest; the
+    # images under images/ download alike.
+    made["export_files"] = {
+        name: api.download(f"/pem/training/exports/{export['id']}/files/{name}", digest)
+        for name, digest in export["files"].items() if "/" not in name
+    }  # fmt: skip
 
     # 5. Training a PEM on the export (needs the server's training environment).
     if args.base_model and not args.skip_training:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from django.core.files.storage import default_storage
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import parsers, serializers, status
 from rest_framework.decorators import api_view, parser_classes, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from inference.models import Protocol
 from k12vista.import_files import ImportFileError
 from k12vista.roles import HasRole, Role
 from k12vista.schema_fields import INTEGERS_BY_KEY, typed_json
@@ -173,24 +174,57 @@ class TrainingMetrics(serializers.Serializer):
     runtime_s = serializers.FloatField(required=False)
 
 
+class ServedFormOutput(serializers.Serializer):
+    """train.served_outline: how the finished checkpoint is served and registered in its served form."""
+
+    vllm_serve = serializers.CharField(help_text="The vllm serve line for a GPU machine")
+    base_url = serializers.CharField(help_text="Where the server's base URL goes (a placeholder to replace)")
+    served_name = serializers.CharField(help_text="The served model name the vllm serve line gives")
+    protocol = serializers.ChoiceField(choices=Protocol.choices, help_text="The protocol the PEM scores in")
+    prompt_kind = serializers.CharField(help_text="The kind of the trained judge prompt the endpoint keeps")
+    prompt_set = serializers.CharField(help_text="The reference prompt set it learnt on (K12-PEM style), or empty")
+    keeps_trained_prompt = serializers.BooleanField(
+        help_text="Registered with base_url and served_name (POST .../endpoint/), the openai endpoint keeps the "
+        "judge prompt the checkpoint learnt on and scores with it"
+    )
+
+
 class TrainingRunOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
     hyperparameters = typed_json(Hyperparameters)  # as stored, typed in the schema (issue 29)
     metrics = typed_json(TrainingMetrics, help_text="empty until the run is done")
     status = serializers.CharField(read_only=True)  # running, done, failed
     vllm_serve = serializers.SerializerMethodField()
+    served_form = serializers.SerializerMethodField()
 
     class Meta:
         model = TrainingRun
         fields = ["id", "export", "export_sha256", "base_model", "hyperparameters", "commit", "status", "checkpoint",
-                  "metrics", "error", "endpoint", "created", "finished", "job", "vllm_serve"]  # fmt: skip
+                  "metrics", "error", "endpoint", "created", "finished", "job", "vllm_serve",
+                  "served_form"]  # fmt: skip
 
     def get_vllm_serve(self, run: TrainingRun) -> str:
         return train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
 
+    @extend_schema_field(ServedFormOutput(allow_null=True))
+    def get_served_form(self, run: TrainingRun) -> dict | None:
+        return train.served_outline(run)
+
 
 class CheckpointEndpointInput(InputSerializer):
     name = serializers.CharField(max_length=100)
+    # The served form (both or neither): the openai endpoint of the server serving the checkpoint.
+    base_url = serializers.CharField(max_length=300, required=False, allow_blank=True, default="",
+                                     help_text="The base URL (.../v1) of the server serving the checkpoint "
+                                     "(vllm serve), in MODEL_URL_ALLOWLIST; with served_name")  # fmt: skip
+    served_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                        help_text="The model name it is served under; with base_url")  # fmt: skip
+
+    def validate(self, attrs: dict) -> dict:
+        half = train.half_served_form(base_url=attrs["base_url"], served_name=attrs["served_name"])
+        if half is not None:
+            raise ValidationError({half[0]: [half[1]]})
+        return attrs
 
 
 @extend_schema(request={"multipart/form-data": PEM800KImportInput}, responses={202: JobSerializer})
@@ -282,7 +316,7 @@ def training_run_endpoint(request: Request, pk: int) -> Response:
     given = CheckpointEndpointInput(data=request.data)
     given.is_valid(raise_exception=True)
     try:
-        train.register_endpoint(run, name=given.validated_data["name"], user=request.user)
+        train.register_endpoint(run, **given.validated_data, user=request.user)
     except train.TrainingError as exc:
-        raise ValidationError({"name": [str(exc)]}) from exc
+        raise ValidationError({"base_url" if isinstance(exc, train.ServerRefused) else "name": [str(exc)]}) from exc
     return Response(TrainingRunOutput(run).data, status=status.HTTP_201_CREATED)

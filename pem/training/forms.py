@@ -101,3 +101,14 @@ class TrainForm(forms.Form):
 
 class EndpointForm(forms.Form):
     name = forms.CharField(label=_("Endpoint name"), max_length=100)
+    # The served form (both or neither): the openai endpoint of the server serving the checkpoint.
+    base_url = forms.CharField(label=_("Base URL of the server serving it (empty: a transformers endpoint)"),
+                               max_length=300, required=False)  # fmt: skip
+    served_name = forms.CharField(label=_("Served model name"), max_length=200, required=False)
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        half = train.half_served_form(base_url=data.get("base_url", ""), served_name=data.get("served_name", ""))
+        if half is not None:
+            self.add_error(half[0], half[1])
+        return data

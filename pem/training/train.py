@@ -41,6 +41,10 @@ class TrainingError(ValueError):
     """The training cannot start or failed; the message says why."""
 
 
+class ServerRefused(TrainingError):
+    """The served form's server is refused (its base URL is not in MODEL_URL_ALLOWLIST, ...)."""
+
+
 @job_text.failure_wording("pem.training_failed")
 def _training_failed(params: dict[str, Any]) -> str:
     return gettext("training failed: %(detail)s") % params
@@ -203,7 +207,7 @@ def register_endpoint(run: TrainingRun, *, name: str, user: Any, base_url: str =
     try:
         endpoint = save_endpoint(endpoint=endpoint, user=user)
     except EndpointError as exc:
-        raise TrainingError(str(exc)) from None
+        raise ServerRefused(str(exc)) from None
     run.endpoint = endpoint
     run.save(update_fields=["endpoint"])
     return endpoint
@@ -211,6 +215,41 @@ def register_endpoint(run: TrainingRun, *, name: str, user: Any, base_url: str =
 
 def served_model_name(run: TrainingRun) -> str:
     return f"pem-{run.pk}"
+
+
+# Where the base URL of the server the checkpoint is served on goes (vllm serve listens on port 8000).
+SERVE_URL_PLACEHOLDER = "http://<gpu-host>:8000/v1"
+
+
+def served_outline(run: TrainingRun) -> dict[str, Any] | None:
+    """How a finished checkpoint is served and registered in its served form, read only (the training
+    run's page and API show it): the ``vllm serve`` line, the base URL to give (a placeholder), the
+    served model name, and the protocol and prompt the registered endpoint keeps."""
+    if run.status != TrainingRun.Status.DONE:
+        return None
+    served = served_model_name(run)
+    reference = run.export.style == TrainingExport.Style.REFERENCE
+    Kind = PromptTemplate.Kind
+    return {
+        "vllm_serve": vllm_serve_command(run, name=served),
+        "base_url": SERVE_URL_PLACEHOLDER,
+        "served_name": served,
+        "protocol": (Protocol.REFERENCE if reference else Protocol.STUDIO).value,
+        "prompt_kind": (Kind.JUDGE_STEPS if reference else Kind.JUDGE_STEPS_TRAINED).value,
+        "prompt_set": run.export.prompt_set if reference else "",
+        "keeps_trained_prompt": True,
+    }
+
+
+def half_served_form(*, base_url: str, served_name: str) -> tuple[str, str] | None:
+    """The field missing, and why, when the served form is given half (a base URL without the served
+    name or the other way round): the API and the page take both or neither."""
+    if bool(base_url) == bool(served_name):
+        return None
+    missing, given = ("served_name", "base_url") if base_url else ("base_url", "served_name")
+    return missing, gettext("the served form takes %(missing)s with %(given)s, or neither") % {
+        "missing": missing, "given": given,
+    }  # fmt: skip
 
 
 def served_form(run: TrainingRun, *, user: Any, base_url: str = "", served_name: str = "") -> dict[str, Any]:

@@ -150,8 +150,9 @@ def training_train(request: HttpRequest) -> HttpResponse:
 @require_GET
 def training_run(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(TrainingRun.objects.select_related("job", "export", "endpoint"), pk=pk)
-    serve = train.vllm_serve_command(run) if run.status == TrainingRun.Status.DONE else ""
-    return render(request, "pem/training_run.html", {"run": run, "serve": serve, "endpoint_form": EndpointForm()})
+    served = train.served_outline(run)
+    form = EndpointForm(initial={"served_name": served["served_name"]} if served else None)
+    return render(request, "pem/training_run.html", {"run": run, "served": served, "endpoint_form": form})
 
 
 @role_required(*MANAGERS)
@@ -161,7 +162,7 @@ def training_register(request: HttpRequest, pk: int) -> HttpResponse:
     form = EndpointForm(request.POST)
     if form.is_valid():
         try:
-            train.register_endpoint(run, name=form.cleaned_data["name"], user=request.user)
+            train.register_endpoint(run, **form.cleaned_data, user=request.user)
         except train.TrainingError as exc:
             messages.error(request, str(exc))
         else:
