@@ -17,6 +17,8 @@ from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
+from k12vista.vocabulary import Subject
+
 # Every kind registered with k12vista.jobs.job_handler (tests/test_job_kinds.py checks none is missing).
 KIND_LABELS = {
     "annotation.build_release": _("Build a release"),
@@ -104,8 +106,6 @@ AGREEMENT_SCOPES = {"all": _("all chains of thought"), "pebench": "PEBench"}
 
 def _subjects(value: Any) -> str:
     """ "math, physics" (the stored parameter) as the subjects' names in the active language."""
-    from k12vista.vocabulary import Subject
-
     names = [str(Subject(code).label) if code in Subject.values else code for code in str(value).split(", ")]
     return ("、" if (translation.get_language() or "").startswith("zh") else ", ").join(names)
 

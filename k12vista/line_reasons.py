@@ -21,6 +21,8 @@ from typing import Any
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 
+from k12vista.storable import storable
+
 Reason = dict[str, Any]  # {"code": str, "params": dict}
 
 PARAM_CHARS = 1000  # a parameter's text is cut here (a line may quote a whole record)
@@ -125,8 +127,6 @@ def reason_wording(code: str) -> Callable[[Wording], Wording]:
 
 def _plain(value: Any) -> Any:
     """A parameter kept JSON-plain and storable: a reason stays a reason, text is cut to PARAM_CHARS."""
-    from k12vista.text import storable  # k12vista.text's BadLine is a ReasonError
-
     if isinstance(value, dict) and "code" in value:
         return reason(str(value["code"]), **(value.get("params") or {}))
     if isinstance(value, str):

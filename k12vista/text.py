@@ -17,8 +17,8 @@ from typing import Any
 from django.utils.translation import gettext
 
 from k12vista.line_reasons import ReasonError, reason, reason_of
+from k12vista.storable import UNSTORABLE, storable
 
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # In JSON text a NUL or a surrogate can only be written as a \u escape (raw, the first is not
 # valid JSON and the second not valid UTF-8): a line without one has no string to search,
 # and searching them all (a figure's base64 is most of a line) cost more than parsing it.
@@ -29,11 +29,6 @@ MAX_DEPTH = 64
 
 class BadLine(ReasonError):
     """A line that cannot be a record; the message says why, for the line's report."""
-
-
-def storable(text: str) -> str:
-    """The text without NUL characters, each unpaired surrogate replaced by U+FFFD."""
-    return UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
 
 
 def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
