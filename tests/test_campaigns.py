@@ -174,6 +174,7 @@ def test_the_campaign_screens_start_one_and_keep_others_out(scripted_models, res
 
 @pytest.mark.django_db
 def test_the_api_starts_a_campaign_and_refuses_bad_input(scripted_models, researcher, sent, login):
+    make_question()
     url = scripted_models({})
     a = make_endpoint("a", url)
     client = login(researcher)

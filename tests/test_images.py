@@ -75,7 +75,7 @@ def test_a_cmyk_jpeg_is_converted_and_measured():
 
 
 @pytest.mark.parametrize("size", [(620, 450), (1200, 900)])
-def test_a_truncated_jpeg_is_refused_on_every_path(size):
+def test_a_truncated_jpeg_is_refused_on_every_path(size, english):
     content = encoded(diagram(size))
     with pytest.raises(BadImage, match="damaged"):
         images.prepare_figure(content[: len(content) // 2])
@@ -101,7 +101,7 @@ def test_the_paper_level_is_the_median_a_histogram_gives(seed):
     assert images._median_level(np.full((3, 3), 7, np.uint8)) == 7
 
 
-def test_with_side_0_jpeg_and_png_keep_their_bytes_at_any_size_and_are_still_checked(settings):
+def test_with_side_0_jpeg_and_png_keep_their_bytes_at_any_size_and_are_still_checked(settings, english):
     """FIGURE_STANDARD_SIDE_PX=0 (the reference's figures as they are): stored byte for byte,
     measured as a full decode, and a damaged file is still refused."""
     settings.FIGURE_STANDARD_SIDE_PX = 0

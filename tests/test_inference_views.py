@@ -554,7 +554,7 @@ def test_it_rescores_the_failed_judgments(researcher, login, sent):
 def board(researcher):
     """One step-by-step model with two scored answers and a published number beside it."""
     run = make_run(researcher, endpoint=make_endpoint("<b>Qwen</b>"), finished=True)
-    answer(run), answer(run)
+    answer(run, Question.objects.get()), answer(run)  # the question make_run asked about, and one more
     scored(run, labels=("CS", "CE", "HE"), score=0.5)
     PublishedResult.objects.create(model="<b>Qwen</b>", mode="step_by_step", group="overall", score=0.612,
                                    source="K12Vista paper, Table 7")  # fmt: skip

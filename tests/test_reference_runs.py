@@ -131,6 +131,7 @@ def test_set_sampling_parameters_are_sent_and_nothing_else(server, researcher, t
 
 
 def test_it_refuses_what_the_reference_cannot_do(server, researcher, tmp_path, english):
+    questions(tmp_path, researcher)
     ep = endpoint(server)
     with pytest.raises(services.EndpointError, match="register"):
         start(ep, researcher, mode="direct")
