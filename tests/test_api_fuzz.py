@@ -59,6 +59,7 @@ from inference.models import Response as ModelResponse
 from k12vista.jobs import execute_job
 from k12vista.models import Job
 from k12vista.throttling import FailOpenUserRateThrottle
+from pem import chains as pem_chains
 from pem import releases as pem_releases
 from pem.models import ChainOfThought, LabellingTask, PanelRun, PEBenchBuild, PEBenchRelease, SplitRun
 from pem.training import jobs as training_jobs
@@ -142,6 +143,7 @@ def population(personas, settings, tmp_path, tiny_model_dir):
     scoring = ScoringRun.objects.create(name="s", inference_run=run, judge=judge_endpoint, created_by=researcher,
                                         method=ScoringRun.Method.JUDGE_STEPS)  # fmt: skip
     judge(scoring, response, [("3 + 4 = 7", "CS", ""), ("答案是 7", "CS", "")])
+    pem_chains.cots_from_run(inference_run=run)  # the answer's chain: labels from the scoring run need one
     BoardSnapshot.objects.create(scoring_run=scoring)  # finished: it may represent its run
     BoardPin.objects.create(inference_run=run, scoring_run=scoring)
     # A small-model difficulty run whose job asked a model (a scripted one on a local port) about
@@ -371,6 +373,7 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
     correction = Correction.objects.get()
     free = Question.objects.filter(status=Question.Status.RELEASED).exclude(pk=correction.question_id).first()
     unplanned = Audit.objects.get(name="unplanned")
+    scoring = ScoringRun.objects.get(name="s")
     disputed = ChainOfThought.objects.get(key="fuzz-disputed")
     return [
         # First the publishes: a draft is published only while what it holds is as it was built.
@@ -385,6 +388,11 @@ def valid_requests(personas) -> list[tuple[str, str, Any]]:
         ("inspector", "POST /api/inspect/items/{item_pk}/rating/", {"path_parameters": {"item_pk": item.pk}, "body": {
             "verdicts": {name: True for name, _label in DIMENSIONS[item.audit.kind]}}}),
         ("researcher", "POST /api/pem/data/from-run/", {"body": {"inference_run": run.pk}}),
+        # Runs, splits and labels start only on something (issue 29): a request that names what holds it.
+        ("researcher", "POST /api/pem/data/from-scoring/", {"body": {"scoring_run": scoring.pk}}),
+        ("researcher", "POST /api/assist/", {"body": {"kind": "small_model_filter", "endpoint": run.endpoint_id}}),
+        ("researcher", "POST /api/pem/splits/", {"body": {"splitter": run.endpoint_id, "runs": [run.pk]}}),
+        ("researcher", "POST /api/runs/", {"body": {"endpoint": run.endpoint_id, "mode": "direct", "filters": {}}}),
         ("researcher", "POST /api/runs/{id}/scoring/", {"path_parameters": {"id": run.pk},
                                                         "body": {"judge": judge_endpoint.pk}}),
         ("annotator", "PUT /api/pem/tasks/{id}/draft/", {"path_parameters": {"id": task.pk},

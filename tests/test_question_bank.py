@@ -40,7 +40,7 @@ def test_it_refuses_invalid_data_and_saves_nothing(overrides, message, english):
     assert not Question.objects.exists()
 
 
-def test_it_refuses_a_figure_that_is_not_an_image():
+def test_it_refuses_a_figure_that_is_not_an_image(english):
     with pytest.raises(BadImage, match="not a usable image"):
         make_question(figures=[FigureData(content=b"GIF89a but not really")])
     assert not Question.objects.exists()

@@ -37,7 +37,7 @@ def test_it_crops_a_figure_again_from_its_page(page, annotator):
     assert question.version == 2 and question.edits.filter(field="figure 1").get().old == [0, 0, 50, 50]
 
 
-def test_it_refuses_an_empty_crop_box(page, annotator):
+def test_it_refuses_an_empty_crop_box(page, annotator, english):
     question = make_question(figures=[FigureData(content=figure_png(), page=page, bbox=[0, 0, 50, 50])])
     with pytest.raises(QuestionDataError, match="empty"):
         services.recrop_figure(figure=question.figures.get(), bbox=[10, 10, 10, 300], user=annotator)
