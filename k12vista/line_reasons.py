@@ -19,9 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 from django.utils import translation
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
 from k12vista.storable import storable
+
+
+def gettext_noop(message: str) -> str:
+    """Marks a message for the catalogue (makemessages reads the name) without Django's: k12vista.vocabulary
+    imports this module, and scripts read the vocabulary before any settings are configured."""
+    return message
+
 
 Reason = dict[str, Any]  # {"code": str, "params": dict}
 
