@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from inference.models import Protocol
 from k12vista.models import HandedInQuerySet, JobAndCreator, TimedWork
 from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import STEP_LABEL_CHOICES, TAXONOMY_VERSION, QuestionType, Stage, Subject
@@ -430,11 +431,9 @@ class PanelRun(JobAndCreator):
         """The protocol (inference.models.Protocol) its judges' scoring runs speak: start_panel
         gives them all the panel's one."""
         found: str | None = self.scoring_runs.order_by("id").values_list("protocol", flat=True).first()
-        return found or "studio"
+        return found or Protocol.STUDIO
 
     def get_protocol_display(self) -> str:
-        from inference.models import Protocol  # inference's models import nothing of pem's; lazily all the same
-
         return str(Protocol(self.protocol).label)
 
 
