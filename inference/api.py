@@ -79,11 +79,8 @@ class EndpointInput(ModelInputSerializer):
 
     def validate(self, attrs: dict) -> dict:
         # Fields only an HTTP endpoint uses are refused on the engines, never kept and ignored.
-        kind, errors = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI), {}
-        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("base_url"):
-            errors["base_url"] = [gettext("only an OpenAI-compatible endpoint has a base URL")]
-        if kind != models.ModelEndpoint.Kind.OPENAI and attrs.get("replica_urls"):
-            errors["replica_urls"] = [gettext("only an OpenAI-compatible endpoint has replica servers")]
+        kind = attrs.get("kind", models.ModelEndpoint.Kind.OPENAI)
+        errors = {name: [why] for name, why in services.fields_its_kind_never_uses(kind, attrs).items()}
         # What the offline engine needs of a GPU worker: another kind never reads it (issue 29).
         if kind != models.ModelEndpoint.Kind.VLLM_OFFLINE:
             for name in ("gpu_count", "gpu_memory_gib"):

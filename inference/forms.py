@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from annotation.forms import QuestionFilterForm
 from annotation.models import Release
-from inference import client
+from inference import client, services
 from inference.models import (
     AssistRun,
     InferenceRun,
@@ -119,6 +119,13 @@ class EndpointForm(forms.ModelForm):
         if self.cleaned_data.get("kind") == ModelEndpoint.Kind.VLLM_OFFLINE:
             raise forms.ValidationError(self.fields[name].error_messages["required"], code="required")
         return getattr(self.instance, name)
+
+    def clean(self):
+        cleaned = super().clean()
+        # As the API: a replica or base URL typed for an engine is refused, not silently dropped on save.
+        for name, why in services.fields_its_kind_never_uses(cleaned.get("kind", ""), cleaned).items():
+            self.add_error(name, why)
+        return cleaned
 
     def clean_default_params(self):
         value = self.cleaned_data["default_params"]

@@ -69,6 +69,19 @@ def check_replica_urls(urls: Any, *, endpoint: ModelEndpoint) -> list[str]:
     return checked
 
 
+def fields_its_kind_never_uses(kind: str, values: dict[str, Any]) -> dict[str, str]:
+    """The HTTP-only fields given to an engine endpoint, each with why: refused by the form and the
+    API alike, never saved and ignored (issue 29)."""
+    if kind == ModelEndpoint.Kind.OPENAI:
+        return {}
+    refused = {}
+    if values.get("base_url"):
+        refused["base_url"] = gettext("only an OpenAI-compatible endpoint has a base URL")
+    if values.get("replica_urls"):
+        refused["replica_urls"] = gettext("only an OpenAI-compatible endpoint has replica servers")
+    return refused
+
+
 @transaction.atomic
 def save_endpoint(*, endpoint: ModelEndpoint, user: Any) -> ModelEndpoint:
     if endpoint.kind == ModelEndpoint.Kind.OPENAI:

@@ -94,6 +94,22 @@ def test_replica_urls_on_an_engine_endpoint_are_refused_not_dropped(kind, resear
     assert api.post("/api/endpoints/", {**engine, "replica_urls": []}, format="json").status_code == 201
 
 
+@pytest.mark.parametrize("kind", ["vllm_offline", "transformers"])
+def test_replica_urls_on_an_engine_endpoint_are_refused_by_the_form_too(kind, researcher, login, settings):
+    settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*"]
+    settings.LANGUAGE_CODE = "en"
+    engine = {**FORM, "name": "x", "kind": kind, "model_name": "/models/m", "default_params": "{}",
+              "gpu_count": 1, "gpu_memory_gib": 0}  # fmt: skip
+    page = login(researcher).post("/research/endpoints/new/", {**engine, "replica_urls": "http://127.0.0.1:8001/v1"})
+    assert page.status_code == 200
+    assert "replica servers" in str(page.context["form"].errors["replica_urls"])
+    page = login(researcher).post("/research/endpoints/new/", {**engine, "base_url": "http://127.0.0.1:8001/v1"})
+    assert page.status_code == 200 and "base URL" in str(page.context["form"].errors["base_url"])
+    assert not ModelEndpoint.objects.exists()
+    assert login(researcher).post("/research/endpoints/new/", engine).status_code == 302
+    assert ModelEndpoint.objects.get().replica_urls == []
+
+
 def test_gpu_needs_on_an_endpoint_that_never_reads_them_are_refused(researcher, settings):
     settings.MODEL_URL_ALLOWLIST = ["http://127.0.0.1:*"]
     api = APIClient()
