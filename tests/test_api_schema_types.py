@@ -11,17 +11,8 @@ from tests.test_pem800k_export import kept_run
 
 pytestmark = pytest.mark.django_db
 
-# Where a free-form object is what the operation means, or is a report whose shape is documented elsewhere.
+# Where a free-form object is what the operation means, each with its reason.
 ALLOWED = {
-    "#/components/schemas/CampaignOutput/properties/summary": "a campaign's summary table, keyed by model and cell",
-    "#/paths/~1api~1benchmark~1allocation~1/get/responses/200": "allocation per cell, keyed by the cell",
-    "#/paths/~1api~1benchmark~1clustering~1/post/responses/202": "the job and its params; follow the job",
-    "#/paths/~1api~1benchmark~1releases~1compare~1/get/responses/200": "a diff of two releases, keyed by question",
-    "#/paths/~1api~1inspect~1audits~1{id}~1report~1/get/responses/200": "the audit report (review/reports.py)",
-    "#/paths/~1api~1leaderboard~1/get/responses/200": "the board: columns vary with the cells drawn",
-    "#/paths/~1api~1leaderboard~1pins~1/post/responses/201": "the pin as the board shows it",
-    "#/paths/~1api~1pem~1agreement~1/post/responses/200": "agreement statistics keyed by label",
-    "#/paths/~1api~1pem~1releases~1compare~1/get/responses/200": "a diff of two PEBench releases, keyed by item",
     # Open by design, each declared as such (k12vista.schema_fields.open_object) rather than left a bare {}:
     # what a job is given and answers differs by its kind, an error code's parameters by the code.
     "#/components/schemas/Job/properties/params": "a job's parameters differ by its kind",
@@ -40,10 +31,12 @@ ALLOWED = {
     "#/components/schemas/ChangeOutput/properties/after": "the changed field's value, of that field's type",
     "#/components/schemas/ReleaseCorrectionRow/properties/before": "the changed field's value, of its type",
     "#/components/schemas/ReleaseCorrectionRow/properties/after": "the changed field's value, of its type",
-    # Reports whose shape is documented where they are built (not typed field by field yet).
-    "#/components/schemas/CandidateSetOutput/properties/report": "the draw's report (annotation/draw.py)",
-    "#/components/schemas/ReleaseOutput/properties/summary": "annotation/releases.summarize",
-    "#/components/schemas/PEBenchReleaseOutput/properties/summary": "pem/releases.summarize",
+    "#/components/schemas/ReleaseFieldChange/properties/old": "the changed field's value, of that field's type",
+    "#/components/schemas/ReleaseFieldChange/properties/new": "the changed field's value, of that field's type",
+    # The reports' parts whose keys differ by what was rated (their top level is typed).
+    "#/components/schemas/AgreementReportOutput/properties/statistics": "label or score statistics, by the scale",
+    "#/components/schemas/AgreementReportOutput/properties/against_reference": "by the kind and scale",
+    "#/components/schemas/PEBenchReleaseDetailOutput/properties/agreement": "the agreement report, by who rated",
 }
 
 
