@@ -182,7 +182,8 @@ class ReleaseFieldChange(serializers.Serializer):
 
 class ReleaseChangedQuestion(serializers.Serializer):
     hash_id = serializers.CharField()
-    fields = ReleaseFieldChange(many=True)
+    # DRF's metaclass takes declared fields off the class: this answer key does not clash with Serializer.fields.
+    fields = ReleaseFieldChange(many=True)  # type: ignore[assignment]
 
 
 class ReleaseCompareOutput(serializers.Serializer):

@@ -347,7 +347,7 @@ class BoardErrorsOutput(serializers.Serializer):
 
 class PublishedScoreOutput(serializers.Serializer):
     score = serializers.FloatField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # off the class (DRF's metaclass)
 
 
 GROUPS = "group (overall, stage:..., subject:..., type:..., cell:TAG, grid:TYPE:TAG): the columns vary with the cells"
@@ -358,7 +358,7 @@ class BoardEntryOutput(serializers.Serializer):
     mode = serializers.CharField(help_text="direct or step_by_step")
     run = BoardRunOutput(allow_null=True, help_text="null for a row of published numbers only")
     cells = keyed(BoardCellOutput(), GROUPS)
-    errors = keyed(BoardErrorsOutput(), GROUPS)
+    errors = keyed(BoardErrorsOutput(), GROUPS)  # type: ignore[assignment]  # off the class (DRF's metaclass)
     published = keyed(PublishedScoreOutput(), GROUPS)
 
 
