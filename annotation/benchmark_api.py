@@ -5,7 +5,7 @@ URLs (``annotation:release_file``), which check the same roles."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, pagination, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
@@ -17,7 +17,7 @@ from annotation.benchmark_views import get_release_for_user
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
 from annotation.serializers import QuestionSerializer
 from k12vista.roles import HasRole, Role
-from k12vista.schema_fields import open_object, typed_json
+from k12vista.schema_fields import ProportionOutput, keyed, open_object, typed_json
 from k12vista.serializers import InputSerializer
 
 RESEARCHERS = HasRole(Role.RESEARCHER, Role.ADMIN)
@@ -36,12 +36,169 @@ class DrawInput(InputSerializer):
     name = serializers.CharField(max_length=200, required=False, default="")
 
 
+# --- the reports the studio builds, typed for the schema (issue 29) -----------------------------
+
+
+class AllocationCell(serializers.Serializer):
+    """One subject-grade-type cell of the allocation (draw.cell_row)."""
+
+    cell = serializers.CharField(help_text="subject/grade/qtype")
+    subject = serializers.CharField()
+    grade = serializers.IntegerField()
+    qtype = serializers.CharField()
+    available = serializers.IntegerField()
+    target = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    shortfall = serializers.IntegerField()
+    note = serializers.CharField(allow_blank=True, help_text="why the cell falls short; empty when it does not")
+
+
+class AllocationOutput(serializers.Serializer):
+    """The allocation per cell and its shortfalls (draw.preview)."""
+
+    cells = AllocationCell(many=True)
+    available = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    shortfall = serializers.IntegerField()
+    short_cells = serializers.IntegerField()
+    units_reachable = serializers.IntegerField(help_text="knowledge units the eligible questions hold (0: not covered)")
+
+
+class DrawCell(AllocationCell):
+    drawn = serializers.IntegerField(help_text="allocated plus for_coverage")
+    for_coverage = serializers.IntegerField(help_text="questions added to cover a knowledge unit")
+
+
+class DrawCoverage(serializers.Serializer):
+    units = serializers.IntegerField()
+    covered_by_targets = serializers.IntegerField()
+    added_for_coverage = serializers.IntegerField()
+    covered = serializers.IntegerField(required=False, help_text="only where the draw covers knowledge units")
+
+
+class DrawReport(serializers.Serializer):
+    """The draw's report (draw.draw): every key is there once the draw has run, none before."""
+
+    cells = DrawCell(many=True, required=False)
+    total = serializers.IntegerField(required=False)
+    coverage = DrawCoverage(required=False)
+    short_cells = serializers.IntegerField(required=False)
+
+
+class ReleaseCell(serializers.Serializer):
+    subject = serializers.CharField()
+    grade = serializers.IntegerField(allow_null=True, help_text="null where the source gave only the stage")
+    qtype = serializers.CharField()
+    count = serializers.IntegerField()
+    stage = serializers.CharField(required=False, help_text="only where grade is null")
+
+
+class KnowledgeCoverage(serializers.Serializer):
+    covered = serializers.IntegerField()
+    in_bank = serializers.IntegerField()
+    core_units_covered = serializers.IntegerField()
+    core_units = serializers.IntegerField()
+
+
+class Table2Output(serializers.Serializer):
+    """The paper's Table 2 over the release (annotation.statistics.table_2), its tokenizer named."""
+
+    questions = serializers.IntegerField()
+    subjects = serializers.IntegerField()
+    knowledge_points = serializers.IntegerField()
+    types = serializers.IntegerField()
+    problem_tokens = serializers.FloatField(allow_null=True, help_text="means: null over no question")
+    solution_tokens = serializers.FloatField(allow_null=True)
+    solution_steps = serializers.FloatField(allow_null=True)
+    answers = serializers.FloatField(allow_null=True)
+    answer_tokens = serializers.FloatField(allow_null=True)
+    tokenizer = serializers.CharField()
+
+
+class RefinementUsed(serializers.Serializer):
+    models = serializers.ListField(child=serializers.CharField())
+    runs = serializers.ListField(child=serializers.CharField())
+
+
+class ReleaseAuditStratum(serializers.Serializer):
+    stratum = serializers.CharField()
+    sampled = serializers.IntegerField()
+    rates = keyed(ProportionOutput(), "dimension, and all (every dimension passed)")
+    decision = serializers.CharField(allow_null=True)
+
+
+class ReleaseAudit(serializers.Serializer):
+    """An audit that moved the release's questions (review.reports.release_audit_summary)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+    aql = serializers.FloatField(allow_null=True)
+    seed = serializers.IntegerField()
+    population_count = serializers.IntegerField()
+    sampled = serializers.IntegerField()
+    decision = serializers.CharField(allow_null=True, help_text="accept, reject or pending; null without a plan")
+    rates = keyed(ProportionOutput(), "dimension, and all (every dimension passed)")
+    strata = ReleaseAuditStratum(many=True)
+
+
+class ReleaseDrawnFrom(serializers.Serializer):
+    id = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    targets = TargetsInput()
+
+
+class ReleaseCorrectionRow(serializers.Serializer):
+    correction = serializers.IntegerField()
+    hash_id = serializers.CharField()
+    field = serializers.CharField()
+    before = serializers.JSONField()
+    after = serializers.JSONField()
+    why = serializers.CharField()
+    opened_by = serializers.CharField()
+    fixed_by = serializers.CharField()
+    checked_by = serializers.CharField()
+
+
+class ReleaseSummary(serializers.Serializer):
+    """The release's summary (releases.summarize, and the corrections the build carries): every key is there
+    once the build has summarized it, none before."""
+
+    questions = serializers.IntegerField(required=False)
+    cells = ReleaseCell(many=True, required=False)
+    knowledge_points = KnowledgeCoverage(required=False)
+    statistics = Table2Output(required=False)
+    refinement = RefinementUsed(required=False)
+    audits = ReleaseAudit(many=True, required=False)
+    candidate_set = ReleaseDrawnFrom(allow_null=True, required=False)
+    corrections = ReleaseCorrectionRow(many=True, required=False)
+
+
+class ReleaseFieldChange(serializers.Serializer):
+    field = serializers.CharField()
+    old = serializers.JSONField(help_text="the field's value in the old release, of that field's type")
+    new = serializers.JSONField(help_text="the field's value in the new release, of that field's type")
+    diff = serializers.ListField(child=serializers.CharField(), help_text="unified diff lines")
+
+
+class ReleaseChangedQuestion(serializers.Serializer):
+    hash_id = serializers.CharField()
+    # DRF's metaclass takes declared fields off the class: this answer key does not clash with Serializer.fields.
+    fields = ReleaseFieldChange(many=True)  # type: ignore[assignment]
+
+
+class ReleaseCompareOutput(serializers.Serializer):
+    """What changed from one release to another (releases.compare_releases)."""
+
+    old = serializers.IntegerField()
+    new = serializers.IntegerField()
+    added = serializers.ListField(child=serializers.CharField(), help_text="hash ids")
+    removed = serializers.ListField(child=serializers.CharField(), help_text="hash ids")
+    changed = ReleaseChangedQuestion(many=True)
+
+
 class CandidateSetOutput(serializers.ModelSerializer):
     targets = typed_json(TargetsInput)  # as stored, typed in the schema (issue 29)
-    report = typed_json(
-        open_object("The draw's report (annotation/draw.py): cells (each cell's target, available, drawn, "
-                    "shortfall), total, coverage and short_cells; empty until the draw has run.")
-    )  # fmt: skip
+    report = typed_json(DrawReport)
 
     class Meta:
         model = CandidateSet
@@ -59,10 +216,7 @@ class ReleaseFileOutput(serializers.ModelSerializer):
 class ReleaseOutput(serializers.ModelSerializer):
     files = ReleaseFileOutput(many=True, read_only=True)
     release_status = serializers.CharField(source="status", read_only=True)
-    summary = typed_json(
-        open_object("The release's summary (annotation/releases.summarize): counts per cell, knowledge-point "
-                    "coverage, models used, audits with their rates, corrections carried.")
-    )  # fmt: skip
+    summary = typed_json(ReleaseSummary)
 
     class Meta:
         model = Release
@@ -100,6 +254,27 @@ class ClusterParamsInput(InputSerializer):
     seed = serializers.IntegerField(required=False)
 
 
+class ClusterParamsOutput(serializers.Serializer):
+    """knowledge.ClusterParams as a clustering job holds them: every field, defaults filled in."""
+
+    points_per_unit = serializers.FloatField()
+    ngram_min = serializers.IntegerField()
+    ngram_max = serializers.IntegerField()
+    svd_dims = serializers.IntegerField()
+    questions_per_point = serializers.IntegerField()
+    question_weight = serializers.FloatField()
+    seed = serializers.IntegerField()
+
+
+CLUSTERING_STARTED = inline_serializer("ClusteringStarted", {
+    "job": serializers.IntegerField(help_text="follow it at /api/jobs/<id>/"),
+    "params": inline_serializer("ClusteringJobParams", {
+        "subjects": serializers.ListField(child=serializers.CharField(), help_text="those with knowledge points"),
+        "params": ClusterParamsOutput(),
+    }),
+})  # fmt: skip
+
+
 class ClusterInput(InputSerializer):
     subjects = serializers.ListField(child=serializers.CharField(max_length=20), default=list)
     params = ClusterParamsInput(required=False, default=dict)
@@ -112,7 +287,7 @@ def targets_of(data: dict) -> draw.Targets:
         raise ValidationError({"detail": str(exc)}) from exc
 
 
-@extend_schema(parameters=[TargetsInput], responses={200: dict})
+@extend_schema(parameters=[TargetsInput], responses={200: AllocationOutput})
 @api_view(["GET"])
 @permission_classes([RESEARCHERS])
 def allocation(request: Request) -> Response:
@@ -226,7 +401,7 @@ def release_publish(request: Request, version: int) -> Response:
     return Response(ReleaseOutput(release).data)
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(responses={200: ReleaseCompareOutput})
 @api_view(["GET"])
 @permission_classes([RESEARCHERS])
 def release_compare(request: Request) -> Response:
@@ -239,7 +414,7 @@ def release_compare(request: Request) -> Response:
                                               get_release_for_user(request.user, new)))  # fmt: skip
 
 
-@extend_schema(request=ClusterInput, responses={202: dict})
+@extend_schema(request=ClusterInput, responses={202: CLUSTERING_STARTED})
 @api_view(["POST"])
 @permission_classes([RESEARCHERS])
 def cluster(request: Request) -> Response:

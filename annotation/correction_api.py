@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import corrections
-from annotation.benchmark_api import RESEARCHERS
+from annotation.benchmark_api import RESEARCHERS, ReleaseCorrectionRow
 from annotation.benchmark_views import get_release_for_user
 from annotation.models import Correction, Question
 from k12vista.serializers import InputSerializer
@@ -152,18 +152,6 @@ class CorrectionCheck(APIView):
         except corrections.CorrectionError as exc:
             return _refused(exc)
         return Response(CorrectionOutput(checked).data)
-
-
-class ReleaseCorrectionRow(serializers.Serializer):
-    correction = serializers.IntegerField()
-    hash_id = serializers.CharField()
-    field = serializers.CharField()
-    before = serializers.JSONField()
-    after = serializers.JSONField()
-    why = serializers.CharField()
-    opened_by = serializers.CharField()
-    fixed_by = serializers.CharField()
-    checked_by = serializers.CharField()
 
 
 class ReleaseCorrections(APIView):

@@ -31,7 +31,7 @@ from inference.views import (
 )
 from k12vista.pagination import ById, Newest
 from k12vista.roles import HasRole, Role, require_role
-from k12vista.schema_fields import STRINGS, open_object, typed_json
+from k12vista.schema_fields import STRINGS, keyed, open_object, typed_json
 from k12vista.serializers import InputSerializer, JobSerializer, ModelInputSerializer
 from k12vista.vocabulary import GRADES, QuestionType, Stage, Subject
 
@@ -288,6 +288,103 @@ class RunResponses(generics.ListAPIView):
         return run.responses.select_related("question")
 
 
+# --- the leaderboard document (leaderboard.to_document and what the API adds), typed for the schema -------
+
+
+class NotCountedOutput(serializers.Serializer):
+    """A scoring run of the same inference run that does not fill the entry (leaderboard.NotCounted)."""
+
+    scoring_run = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+    status = serializers.CharField(help_text='a job status, or "rescore <status>"')
+
+
+class ReplacedOutput(serializers.Serializer):
+    scoring_run = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+    differs = serializers.ListField(child=serializers.CharField(), help_text="judge, prompts, protocol")
+
+
+class BoardRunOutput(serializers.Serializer):
+    """The runs behind an entry (leaderboard.RunInfo), with their addresses."""
+
+    inference_run = serializers.IntegerField()
+    inference_run_name = serializers.CharField(allow_blank=True)
+    scoring_run = serializers.IntegerField()
+    scoring_run_name = serializers.CharField(allow_blank=True)
+    snapshot_at = serializers.CharField(help_text="ISO 8601: when the scoring run's slices were written")
+    question_set = serializers.CharField()
+    other_question_set = serializers.BooleanField()
+    pinned = serializers.BooleanField()
+    not_counted = NotCountedOutput(many=True)
+    protocol = serializers.CharField()
+    replaced = ReplacedOutput(allow_null=True)
+    inference_run_url = serializers.CharField(help_text="the inference run in this API")
+    scoring_run_page = serializers.CharField(help_text="the scoring run's page")
+
+
+class BoardCellOutput(serializers.Serializer):
+    n = serializers.IntegerField(help_text="scored items")
+    unscored = serializers.IntegerField()
+    absent = serializers.IntegerField()
+    items = serializers.IntegerField()
+    coverage = serializers.FloatField(allow_null=True)
+    mean = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    in_release = serializers.BooleanField()
+
+
+class BoardErrorsOutput(serializers.Serializer):
+    steps = serializers.IntegerField(help_text="every labelled step, CS included")
+    error_steps = serializers.IntegerField()
+    counts = keyed(serializers.IntegerField(), "error code (every one, zeros included)")
+    shares = keyed(serializers.FloatField(allow_null=True), "error code: its share of the error steps")
+
+
+class PublishedScoreOutput(serializers.Serializer):
+    score = serializers.FloatField()
+    source = serializers.CharField()  # type: ignore[assignment]  # off the class (DRF's metaclass)
+
+
+GROUPS = "group (overall, stage:..., subject:..., type:..., cell:TAG, grid:TYPE:TAG): the columns vary with the cells"
+
+
+class BoardEntryOutput(serializers.Serializer):
+    model = serializers.CharField()
+    mode = serializers.CharField(help_text="direct or step_by_step")
+    run = BoardRunOutput(allow_null=True, help_text="null for a row of published numbers only")
+    cells = keyed(BoardCellOutput(), GROUPS)
+    errors = keyed(BoardErrorsOutput(), GROUPS)  # type: ignore[assignment]  # off the class (DRF's metaclass)
+    published = keyed(PublishedScoreOutput(), GROUPS)
+
+
+class WaitingOutput(serializers.Serializer):
+    inference_run = serializers.IntegerField()
+    model = serializers.CharField()
+    mode = serializers.CharField()
+    not_counted = NotCountedOutput(many=True)
+
+
+class LeaderboardOutput(serializers.Serializer):
+    """The leaderboard in the download's JSON format (leaderboard.to_document), with the protocols on the board
+    and the inference runs waiting for a finished scoring run."""
+
+    format = serializers.CharField()
+    interval = serializers.CharField()
+    time_rule = serializers.CharField()
+    definitions = keyed(serializers.CharField(), "term")
+    question_set = serializers.CharField(allow_blank=True)
+    entries = BoardEntryOutput(many=True)
+    protocols = serializers.ListField(child=serializers.CharField())
+    waiting = WaitingOutput(many=True)
+
+
+class PinOutput(serializers.Serializer):
+    inference_run = serializers.IntegerField()
+    scoring_run = serializers.IntegerField(help_text="the scoring run that now represents it")
+
+
 @extend_schema(
     parameters=[
         OpenApiParameter("mode", str, enum=list(leaderboard.MODES), description="only this mode"),
@@ -298,7 +395,7 @@ class RunResponses(generics.ListAPIView):
             description="only entries scored in this protocol (each entry's run names its own)",
         ),
     ],  # fmt: skip
-    responses={200: dict},
+    responses={200: LeaderboardOutput},
 )
 @api_view(["GET"])
 @permission_classes([LEADERBOARD_READERS])
@@ -331,7 +428,7 @@ class PinInput(InputSerializer):
     scoring_run = serializers.IntegerField(help_text="a finished scoring run of one of your inference runs")
 
 
-@extend_schema(request=PinInput, responses={201: dict})
+@extend_schema(request=PinInput, responses={201: PinOutput})
 @api_view(["POST"])
 @permission_classes([MANAGERS])
 def leaderboard_pin(request: Request) -> Response:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import ValidationError
@@ -30,6 +30,33 @@ class CampaignInput(InputSerializer):
     prompt_set = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
+class CampaignRunCounts(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    endpoint = serializers.CharField(help_text="the endpoint's name")
+    status = serializers.CharField(allow_null=True, help_text="its job's status; null before the job starts it")
+    ok = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    total = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+
+
+class CampaignSummary(serializers.Serializer):
+    """Every run's counts and tokens, and the totals (campaigns.Summary.as_dict)."""
+
+    ok = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    total = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    finished = serializers.BooleanField()
+    percent = serializers.IntegerField()
+    runs = CampaignRunCounts(many=True)
+
+
 class CampaignOutput(serializers.ModelSerializer):
     summary = serializers.SerializerMethodField()
     filters = typed_json(FiltersInput)  # as stored, typed in the schema (issue 29)
@@ -41,6 +68,7 @@ class CampaignOutput(serializers.ModelSerializer):
                   "job", "summary"]  # fmt: skip
         read_only_fields = fields
 
+    @extend_schema_field(CampaignSummary)
     def get_summary(self, campaign) -> dict:
         return campaigns.summary(campaign).as_dict()
 

@@ -29,3 +29,33 @@ def typed_json(shape: Any, **kwargs: Any) -> serializers.JSONField:
 def open_object(description: str, values: Any = True) -> dict[str, Any]:
     """The schema of an object open by design: any keys, each value ``values`` (any JSON by default)."""
     return {"type": "object", "additionalProperties": values, "description": description}
+
+
+# --- shapes shared by the reports the studio builds (issue 29) ------------------------------------
+
+
+class ProportionOutput(serializers.Serializer):
+    """A share as the reports show it (k12vista.stats.proportion): counts, value and Wilson 95% interval."""
+
+    successes = serializers.IntegerField()
+    n = serializers.IntegerField()
+    value = serializers.FloatField(allow_null=True, help_text="successes / n; null when n is 0")
+    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True,
+                                 help_text="[low, high]; null when n is 0")  # fmt: skip
+
+
+class EstimateOutput(serializers.Serializer):
+    """An agreement estimate (pem.agreement.estimate): value, standard error and 95% interval, or why not."""
+
+    value = serializers.FloatField(allow_null=True)
+    se = serializers.FloatField(allow_null=True)
+    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
+    undefined = serializers.CharField(allow_null=True, help_text="why there is no value; null when there is one")
+    n = serializers.IntegerField()
+    observed = serializers.FloatField(allow_null=True)
+    expected = serializers.FloatField(required=False, help_text="chance agreement, where the statistic has one")
+
+
+def keyed(child: serializers.Field, keys: str, **kwargs: Any) -> serializers.DictField:
+    """An object keyed by ``keys`` (free by design: labels, groups, dimensions), each value ``child``."""
+    return serializers.DictField(child=child, help_text=f"keyed by {keys}", **kwargs)

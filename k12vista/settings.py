@@ -360,6 +360,7 @@ SPECTACULAR_SETTINGS = {
         "AssistKindEnum": "inference.models.AssistRun.Kind",
         "ReworkStageEnum": "review.models.Stage",  # the pipeline stage a failed item goes back to
         "StageEnum": "k12vista.vocabulary.Stage",  # the school stage (primary, middle, high)
+        "ReleaseStatusEnum": "k12vista.releases.ReleaseBase.Status",  # a PEBench release's list and detail
     },
 }
 

@@ -5,25 +5,60 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiTypes, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from k12vista.schema_fields import open_object, typed_json
+from k12vista.schema_fields import keyed, open_object, typed_json
 from k12vista.serializers import InputSerializer
 from pem import releases
 from pem.models import PEBenchRelease
 
 
+class Table3PEBench(serializers.Serializer):
+    """The paper's Table 3 PEBench rows over the items with gold on every step (statistics.table_3_pebench)."""
+
+    records = serializers.IntegerField()
+    solution_tokens = serializers.FloatField(allow_null=True, help_text="means: null over no record")
+    problem_tokens = serializers.FloatField(allow_null=True)
+    student_input_tokens = serializers.FloatField(allow_null=True)
+    student_input_steps = serializers.FloatField(allow_null=True)
+    student_error_steps = serializers.FloatField(allow_null=True)
+    tokenizer = serializers.CharField()
+
+
+class JudgeAccuracy(serializers.Serializer):
+    rater = serializers.CharField()
+    accuracy = serializers.FloatField(allow_null=True)
+
+
+class AgreementHeadline(serializers.Serializer):
+    """The values of the release's agreement report people read first (its intervals are in ``agreement``)."""
+
+    cohen_kappa = serializers.FloatField(allow_null=True)
+    krippendorff_alpha = serializers.FloatField(allow_null=True)
+    gwet_ac1 = serializers.FloatField(allow_null=True)
+    judges = JudgeAccuracy(many=True)
+
+
+class PEBenchSummary(serializers.Serializer):
+    """The release's summary (releases.summarize): every key is there once the build has summarized it."""
+
+    items = serializers.IntegerField(required=False)
+    steps = serializers.IntegerField(required=False)
+    reference_items = serializers.IntegerField(required=False, help_text="items with gold on every step")
+    items_without_gold = serializers.IntegerField(required=False)
+    gold_labels = keyed(serializers.IntegerField(), "step label: gold steps with it", required=False)
+    statistics = Table3PEBench(required=False)
+    agreement = AgreementHeadline(required=False)
+
+
 class PEBenchReleaseOutput(serializers.ModelSerializer):
     download = serializers.SerializerMethodField()
-    summary = typed_json(
-        open_object("The release's summary (pem/releases.summarize): counts, labels per code, the agreement "
-                    "headline, statistics and its files' hashes.")
-    )  # fmt: skip
+    summary = typed_json(PEBenchSummary)
 
     class Meta:
         model = PEBenchRelease
@@ -32,6 +67,36 @@ class PEBenchReleaseOutput(serializers.ModelSerializer):
 
     def get_download(self, release: PEBenchRelease) -> str | None:
         return reverse("pem:pebench_release_file", args=[release.version]) if release.path else None
+
+
+class PEBenchReleaseDetailOutput(PEBenchReleaseOutput):
+    agreement = typed_json(
+        open_object("The release's agreement report as pem/reports builds it (people, judges, per label; "
+                    "docs/agreement.md): its statistics differ by who rated.")
+    )  # fmt: skip
+
+    class Meta(PEBenchReleaseOutput.Meta):
+        fields = [*PEBenchReleaseOutput.Meta.fields, "agreement"]
+
+
+class PEBenchFieldChange(serializers.Serializer):
+    field = serializers.CharField(help_text="steps, question_text, reference_answer, response or labels")
+    diff = serializers.ListField(child=serializers.CharField(), help_text="unified diff lines")
+
+
+class PEBenchChangedItem(serializers.Serializer):
+    key = serializers.CharField()
+    fields = PEBenchFieldChange(many=True)  # type: ignore[assignment]  # off the class (DRF's metaclass)
+
+
+class PEBenchCompareOutput(serializers.Serializer):
+    """What changed from one PEBench release to another (releases.compare_releases)."""
+
+    old = serializers.IntegerField()
+    new = serializers.IntegerField()
+    added = serializers.ListField(child=serializers.CharField(), help_text="item keys")
+    removed = serializers.ListField(child=serializers.CharField(), help_text="item keys")
+    changed = PEBenchChangedItem(many=True)
 
 
 class PEBenchReleaseInput(InputSerializer):
@@ -58,12 +123,12 @@ def release_list(request: Request) -> Response:
     return Response(PEBenchReleaseOutput(PEBenchRelease.objects.all()[:100], many=True).data)
 
 
-@extend_schema(responses={200: PEBenchReleaseOutput})
+@extend_schema(responses={200: PEBenchReleaseDetailOutput})
 @api_view(["GET"])
 def release_detail(request: Request, version: int) -> Response:
     check_reader(request)
     release = get_object_or_404(PEBenchRelease, version=version)
-    return Response(PEBenchReleaseOutput(release).data | {"agreement": release.agreement})
+    return Response(PEBenchReleaseDetailOutput(release).data)
 
 
 @extend_schema(request=None, responses={200: PEBenchReleaseOutput})
@@ -78,7 +143,7 @@ def release_publish(request: Request, version: int) -> Response:
     return Response(PEBenchReleaseOutput(release).data)
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT})
+@extend_schema(responses={200: PEBenchCompareOutput})
 @api_view(["GET"])
 def release_compare(request: Request) -> Response:
     check_reader(request)

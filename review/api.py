@@ -21,7 +21,7 @@ from annotation.models import Question
 from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
-from k12vista.schema_fields import typed_json
+from k12vista.schema_fields import EstimateOutput, ProportionOutput, keyed, typed_json
 from k12vista.serializers import InputSerializer
 from review import reports, services
 from review.forms import inspectors
@@ -76,6 +76,115 @@ class AuditOutput(serializers.ModelSerializer):
 
     def get_items(self, audit) -> int:
         return audit.items.filter(round=1).count()
+
+
+# --- the audit report (reports.build_report), typed for the schema (issue 29) ----------------------
+
+RATES = "dimension, and all (every dimension passed)"
+
+
+class ReportAudit(serializers.Serializer):
+    """The audit as the report names it."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+    kind = serializers.CharField()
+    population = PopulationInput()
+    strata = serializers.ListField(child=serializers.CharField())
+    size_rule = serializers.CharField()
+    per_stratum = serializers.IntegerField(allow_null=True)
+    aql = serializers.FloatField(allow_null=True)
+    seed = serializers.IntegerField()
+    inspectors_per_item = serializers.IntegerField()
+    population_count = serializers.IntegerField()
+    created = serializers.DateTimeField()
+
+
+class StratumDecision(serializers.Serializer):
+    decision = serializers.CharField(help_text="accept, reject or pending (not every item rated yet)")
+    defects = serializers.IntegerField()
+    accept = serializers.IntegerField(help_text="Ac: accept with this many defective items or fewer")
+    reject = serializers.IntegerField(help_text="Re")
+
+
+class ReportStratum(serializers.Serializer):
+    stratum = serializers.CharField()
+    available = serializers.IntegerField()
+    sampled = serializers.IntegerField()
+    rated = serializers.IntegerField()
+    complete = serializers.IntegerField()
+    note = serializers.CharField(allow_blank=True)
+    plan = SamplingPlanOutput(allow_null=True)
+    rates = keyed(ProportionOutput(), RATES)
+    decision = StratumDecision(allow_null=True, help_text="null without a plan or without rated items")
+
+
+class ReportOverall(serializers.Serializer):
+    rates = keyed(ProportionOutput(), RATES)
+    decision = serializers.CharField(allow_null=True, help_text="accept, reject or pending; null without a plan")
+
+
+class RawAgreementOutput(ProportionOutput):
+    """Items on which every inspector agreed (pem.agreement.raw_agreement), and the mean pairwise agreement."""
+
+    pairwise = serializers.FloatField(allow_null=True)
+
+
+class DimensionAgreement(serializers.Serializer):
+    fleiss_kappa = EstimateOutput()
+    unanimous = RawAgreementOutput()
+
+
+class InspectorTime(serializers.Serializer):
+    ratings_timed = serializers.IntegerField()
+    median_seconds = serializers.FloatField()
+
+
+class ActiveTime(serializers.Serializer):
+    median_seconds = serializers.FloatField(allow_null=True, help_text="per rating; null when none was timed")
+    by_inspector = keyed(InspectorTime(), "inspector's username")
+    guideline_versions = serializers.ListField(child=serializers.CharField())
+
+
+class AnnotatorDefects(serializers.Serializer):
+    annotator = serializers.CharField()
+    annotator_id = serializers.IntegerField()
+    rate = ProportionOutput(help_text="the items they worked on that failed a dimension their stage produced")
+    by_dimension = keyed(serializers.IntegerField(), "dimension: failed items")
+
+
+class ReworkCounts(serializers.Serializer):
+    sent = serializers.IntegerField()
+    reaudited = serializers.IntegerField()
+    passed_after_rework = serializers.IntegerField()
+
+
+class StratumChange(serializers.Serializer):
+    stratum = serializers.CharField()
+    then = serializers.IntegerField()
+    now = serializers.IntegerField()
+
+
+class PopulationChange(serializers.Serializer):
+    then = serializers.IntegerField()
+    now = serializers.IntegerField()
+    strata = StratumChange(many=True)
+
+
+class AuditReportOutput(serializers.Serializer):
+    """The audit's report as the JSON download has it (reports.build_report)."""
+
+    audit = ReportAudit()
+    dimensions = serializers.ListField(child=serializers.CharField())
+    sampled = serializers.IntegerField()
+    complete = serializers.IntegerField()
+    strata = ReportStratum(many=True)
+    overall = ReportOverall()
+    agreement = keyed(DimensionAgreement(), "dimension")
+    active_time = ActiveTime()
+    annotators = AnnotatorDefects(many=True)
+    rework = ReworkCounts()
+    population_change = PopulationChange(allow_null=True, help_text="null: the population is as it was drawn")
 
 
 class AuditInput(InputSerializer):
@@ -150,7 +259,7 @@ class AuditDetail(generics.RetrieveAPIView):
         return get_audit_for_user(self.request.user, self.kwargs["pk"])
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(responses={200: AuditReportOutput})
 @api_view(["GET"])
 @permission_classes([READERS])
 def audit_report(request: Request, pk: int) -> Response:

@@ -2,26 +2,34 @@
 (an object without properties, or additionalProperties without a schema) but the allowlisted ones, each
 with its reason; the typed inputs refuse a wrong field by name."""
 
+import functools
+
+import jsonschema
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from annotation import corrections
+from annotation.models import Question
+from inference import campaigns
+from inference.models import PublishedResult, ScoringRun
 from k12vista import jobs
+from k12vista.models import Job
+from review import decisions, services
+from review.models import Rating
+from review.sampling import AQL_HEADINGS
+from tests.annotation_factories import make_question
+from tests.pem_factories import add_to_pebench, label_steps, make_cot
+from tests.review_factories import audit_of, bulk_questions, three_inspectors
+from tests.test_inference_views import answer, make_endpoint, make_run, scored
 from tests.test_pem800k_export import kept_run
+from tests.test_pem_releases import bench, built  # noqa: F401 - bench is a fixture
 
 pytestmark = pytest.mark.django_db
 
-# Where a free-form object is what the operation means, or is a report whose shape is documented elsewhere.
+# Where a free-form object is what the operation means, each with its reason.
 ALLOWED = {
-    "#/components/schemas/CampaignOutput/properties/summary": "a campaign's summary table, keyed by model and cell",
-    "#/paths/~1api~1benchmark~1allocation~1/get/responses/200": "allocation per cell, keyed by the cell",
-    "#/paths/~1api~1benchmark~1clustering~1/post/responses/202": "the job and its params; follow the job",
-    "#/paths/~1api~1benchmark~1releases~1compare~1/get/responses/200": "a diff of two releases, keyed by question",
-    "#/paths/~1api~1inspect~1audits~1{id}~1report~1/get/responses/200": "the audit report (review/reports.py)",
-    "#/paths/~1api~1leaderboard~1/get/responses/200": "the board: columns vary with the cells drawn",
-    "#/paths/~1api~1leaderboard~1pins~1/post/responses/201": "the pin as the board shows it",
-    "#/paths/~1api~1pem~1agreement~1/post/responses/200": "agreement statistics keyed by label",
-    "#/paths/~1api~1pem~1releases~1compare~1/get/responses/200": "a diff of two PEBench releases, keyed by item",
     # Open by design, each declared as such (k12vista.schema_fields.open_object) rather than left a bare {}:
     # what a job is given and answers differs by its kind, an error code's parameters by the code.
     "#/components/schemas/Job/properties/params": "a job's parameters differ by its kind",
@@ -40,10 +48,12 @@ ALLOWED = {
     "#/components/schemas/ChangeOutput/properties/after": "the changed field's value, of that field's type",
     "#/components/schemas/ReleaseCorrectionRow/properties/before": "the changed field's value, of its type",
     "#/components/schemas/ReleaseCorrectionRow/properties/after": "the changed field's value, of its type",
-    # Reports whose shape is documented where they are built (not typed field by field yet).
-    "#/components/schemas/CandidateSetOutput/properties/report": "the draw's report (annotation/draw.py)",
-    "#/components/schemas/ReleaseOutput/properties/summary": "annotation/releases.summarize",
-    "#/components/schemas/PEBenchReleaseOutput/properties/summary": "pem/releases.summarize",
+    "#/components/schemas/ReleaseFieldChange/properties/old": "the changed field's value, of that field's type",
+    "#/components/schemas/ReleaseFieldChange/properties/new": "the changed field's value, of that field's type",
+    # The reports' parts whose keys differ by what was rated (their top level is typed).
+    "#/components/schemas/AgreementReportOutput/properties/statistics": "label or score statistics, by the scale",
+    "#/components/schemas/AgreementReportOutput/properties/against_reference": "by the kind and scale",
+    "#/components/schemas/PEBenchReleaseDetailOutput/properties/agreement": "the agreement report, by who rated",
 }
 
 
@@ -142,3 +152,186 @@ def test_a_jobs_queue_may_be_a_gpu_class_in_the_schema_and_in_the_answer(researc
     client = APIClient()
     client.force_authenticate(researcher)
     assert client.get(f"/api/jobs/{part.pk}/").json()["queue"] == "gpu-4x80g"
+
+
+# --- real responses against the schema (issue 29): the reports the studio builds ------------------------------
+
+
+@functools.cache
+def openapi() -> dict:
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def strict(node):
+    """An OpenAPI 3.0 schema as JSON Schema, and strict: ``nullable`` as a null type, and no key that an object
+    with properties does not declare (so a report key the schema does not name fails, as a missing one does)."""
+    if isinstance(node, list):
+        return [strict(value) for value in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: strict(schema) for name, schema in value.items()}
+        elif key in ("enum", "required", "default", "example"):
+            out[key] = value
+        else:
+            out[key] = strict(value)
+    if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    if out.pop("nullable", False):
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+            if "enum" in out:
+                out["enum"] = [*out["enum"], None]
+        else:
+            out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def disagreements(body, method: str, path: str, status: int) -> list[str]:
+    """Where ``body`` disagrees with the schema of the operation's answer (empty: it agrees)."""
+    schema = openapi()
+    answer_schema = schema["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
+    document = {**strict(answer_schema), "components": strict(schema["components"])}
+    validator = jsonschema.Draft202012Validator(document)
+    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in validator.iter_errors(body)]
+
+
+def check(response, method: str, path: str, status: int = 200) -> dict:
+    """The real answer is the one the schema describes: typed (no free-form object at its top, issue 29) and
+    agreeing with it key by key."""
+    assert response.status_code == status, response.content[:2000]
+    answer_schema = openapi()["paths"][path][method]["responses"][str(status)]["content"]["application/json"]
+    assert not list(free_objects(answer_schema["schema"], is_schema=True)), f"{method} {path} is a free-form object"
+    body = response.json()
+    assert disagreements(body, method, path, status) == []
+    return body
+
+
+def test_an_answer_the_schema_does_not_describe_is_refused():
+    """The check itself: a missing key, a key the schema does not name, a wrong type and a null where none is
+    allowed each disagree; within an open mapping (additionalProperties of a type) a free key is fine."""
+    path = "/api/leaderboard/pins/"
+    assert disagreements({"inference_run": 1, "scoring_run": 2}, "post", path, 201) == []
+    assert disagreements({"inference_run": 1}, "post", path, 201)
+    assert disagreements({"inference_run": 1, "scoring_run": 2, "pinned": True}, "post", path, 201)
+    assert disagreements({"inference_run": "1", "scoring_run": 2}, "post", path, 201)
+    assert disagreements({"inference_run": None, "scoring_run": 2}, "post", path, 201)
+    job = {"job": 1, "params": {"subjects": ["math"], "params": {
+        "points_per_unit": 3.0, "ngram_min": 1, "ngram_max": 3, "svd_dims": 64, "questions_per_point": 3,
+        "question_weight": 0.5, "seed": 0}}}  # fmt: skip
+    assert disagreements(job, "post", "/api/benchmark/clustering/", 202) == []
+    job["params"]["params"]["svd_dim"] = 4
+    assert disagreements(job, "post", "/api/benchmark/clustering/", 202)
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_the_benchmarks_reports_are_answered_as_the_schema_says(researcher, inspector, annotator, settings, api):
+    """An audited bank drawn, released twice around a correction and compared: the audit report, allocation,
+    draw report, release summaries (Table 2, the audits, the corrections carried), compare and clustering."""
+    settings.STATS_TOKENIZER_DIR = ""
+    bulk_questions(6, subjects=["math"], worker=annotator)
+    inspectors = three_inspectors(inspector)
+    audit = audit_of(inspectors=inspectors, per_stratum=None, aql=float(AQL_HEADINGS[-1]), inspectors_per_item=2)
+    for rating in Rating.objects.filter(item__audit=audit).select_related("item", "inspector"):
+        names = services.dimension_names(rating.item.kind)
+        services.submit_rating(rating=rating, verdicts=dict.fromkeys(names, True), notes={}, by=rating.inspector,
+                               active_seconds=40)  # fmt: skip
+    decisions.decide(audit=audit, by=inspector)
+    assert Question.objects.filter(status=Question.Status.AUDITED).count() == 6
+    ivan, rita = api(inspector), api(researcher)
+
+    report = check(ivan.get(f"/api/inspect/audits/{audit.pk}/report/"), "get", "/api/inspect/audits/{id}/report/")
+    math = next(s for s in report["strata"] if s["stratum"] == "math")
+    assert math["plan"] and math["decision"]["decision"] == "accept" and report["active_time"]["by_inspector"]
+    assert report["population_change"]["now"] == 0  # its questions left the population as the lot was accepted
+
+    allocation = check(rita.get("/api/benchmark/allocation/", {"per_cell": 4}), "get", "/api/benchmark/allocation/")
+    assert allocation["cells"][0]["shortfall"] == 0 and allocation["allocated"] == 4
+    started = check(rita.post("/api/benchmark/draws/", {"targets": {"per_cell": 10}, "seed": 3}, format="json"),
+                    "post", "/api/benchmark/draws/", 202)  # fmt: skip
+    assert started["report"] == {}  # empty until the draw has run, as the schema allows
+    assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
+    drawn = check(rita.get(f"/api/benchmark/draws/{started['id']}/"), "get", "/api/benchmark/draws/{id}/")
+    assert drawn["report"]["total"] == 6 and drawn["report"]["cells"][0]["shortfall"] == 4
+
+    building = check(rita.post(f"/api/benchmark/draws/{started['id']}/release/", {}, format="json"),
+                     "post", "/api/benchmark/draws/{id}/release/", 202)  # fmt: skip
+    assert jobs.execute_job(building["job"]) == Job.Status.SUCCEEDED
+    v1 = check(rita.get("/api/benchmark/releases/v1/"), "get", "/api/benchmark/releases/v{version}/")
+    assert v1["summary"]["statistics"]["questions"] == 6 and v1["summary"]["audits"][0]["id"] == audit.pk
+    check(rita.post("/api/benchmark/releases/v1/publish/"), "post", "/api/benchmark/releases/v{version}/publish/")
+
+    question = Question.objects.filter(release_items__release__version=1).order_by("hash_id").first()
+    correction = corrections.open_correction(question=question, problem="答案应为 C", by=researcher)
+    corrections.fix_correction(correction=correction, changes={"answers": ["C"]}, by=annotator)
+    corrections.check_correction(correction=correction, accept=True, by=inspector)
+    building = rita.post(f"/api/benchmark/draws/{started['id']}/release/", {}, format="json").json()
+    assert jobs.execute_job(building["job"]) == Job.Status.SUCCEEDED
+    listed = check(rita.get("/api/benchmark/releases/"), "get", "/api/benchmark/releases/")
+    v2 = next(release for release in listed["results"] if release["version"] == 2)
+    assert v2["summary"]["corrections"][0]["after"] == ["C"]
+    diff = check(rita.get("/api/benchmark/releases/compare/", {"old": 1, "new": 2}), "get",
+                 "/api/benchmark/releases/compare/")  # fmt: skip
+    assert diff["changed"] == [{"hash_id": question.hash_id, "fields": [
+        {"field": "answers", "old": ["A"], "new": ["C"], "diff": ["@@ -1 +1 @@", "-A", "+C"]}]}]  # fmt: skip
+
+    make_question(researcher, subject="math")  # a knowledge point to cluster
+    clustering = check(rita.post("/api/benchmark/clustering/", {"subjects": ["math"]}, format="json"),
+                       "post", "/api/benchmark/clustering/", 202)  # fmt: skip
+    assert clustering["params"]["subjects"] == ["math"] and clustering["params"]["params"]["svd_dims"] == 64
+
+
+@pytest.mark.usefixtures("no_broker")
+def test_the_leaderboard_pins_and_a_campaigns_summary_are_answered_as_the_schema_says(researcher, api):
+    """A scored run with published numbers beside it and a run waiting for its scoring, pinned; a campaign."""
+    run = make_run(researcher, finished=True)
+    answer(run), answer(run)
+    first = scored(run, score=0.75)
+    scored(run, score=0.5, name="second")
+    PublishedResult.objects.create(model="GPT-4o", mode="direct", group="overall", score=0.6, source="paper")
+    waiting = make_run(researcher, endpoint=make_endpoint("waits"), finished=True)
+    ScoringRun.objects.create(name="going", inference_run=waiting, judge=waiting.endpoint,
+                              method=ScoringRun.Method.JUDGE_STEPS)  # fmt: skip
+    rita = api(researcher)
+
+    pin = check(rita.post("/api/leaderboard/pins/", {"scoring_run": first.pk}, format="json"),
+                "post", "/api/leaderboard/pins/", 201)  # fmt: skip
+    assert pin == {"inference_run": run.pk, "scoring_run": first.pk}
+    board = check(rita.get("/api/leaderboard/"), "get", "/api/leaderboard/")
+    entry = next(e for e in board["entries"] if e["run"])
+    assert entry["run"]["pinned"] and entry["errors"]["overall"]["steps"] == 4
+    assert [(w["inference_run"], w["not_counted"][0]["name"]) for w in board["waiting"]] == [(waiting.pk, "going")]
+    assert next(e for e in board["entries"] if not e["run"])["published"]["overall"]["score"] == 0.6
+
+    campaign = campaigns.start_campaign(name="c", endpoints=[make_endpoint("a"), make_endpoint("b")], mode="direct",
+                                        filters={}, user=researcher)  # fmt: skip
+    answer(campaign.runs.order_by("pk").first(), Question.objects.first())
+    body = check(rita.get(f"/api/campaigns/{campaign.pk}/"), "get", "/api/campaigns/{id}/")
+    assert body["summary"]["ok"] == 1 and len(body["summary"]["runs"]) == 2
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_says(bench, researcher, annotator,
+                                                                                    other_annotator, api):  # fmt: skip
+    rita = api(researcher)
+    v1 = built(researcher)
+    listed = check(rita.get("/api/pem/releases/"), "get", "/api/pem/releases/")
+    assert listed[0]["summary"]["statistics"]["records"] == 1 and listed[0]["summary"]["gold_labels"]
+    detail = check(rita.get(f"/api/pem/releases/v{v1.version}/"), "get", "/api/pem/releases/v{version}/")
+    assert detail["agreement"] == v1.agreement
+    check(rita.post(f"/api/pem/releases/v{v1.version}/publish/"), "post", "/api/pem/releases/v{version}/publish/")
+    label_steps(bench["open"], ["CS", "CE"], rater="amy", user=other_annotator)
+    add_to_pebench(make_cot(key="q3"))
+    started = check(rita.post("/api/pem/releases/", {}, format="json"), "post", "/api/pem/releases/", 202)
+    assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
+    diff = check(rita.get("/api/pem/releases/compare/", {"old": 1, "new": 2}), "get", "/api/pem/releases/compare/")
+    assert diff["added"] == ["q3"] and diff["changed"][0]["key"] == "q2"
+
+    for name, lines in (("labels.csv", "item,rater,label\n1,a,CS\n1,b,CS\n2,a,CE\n2,b,CS\n3,a,CE\n"),
+                        ("scores.csv", "item,rater,score\n1,a,0.5\n1,b,0.5\n2,a,1\n2,b,0\n")):  # fmt: skip
+        upload = SimpleUploadedFile(name, lines.encode())
+        report = check(rita.post("/api/pem/agreement/", {"file": upload, "reference": "a"}), "post",
+                       "/api/pem/agreement/")  # fmt: skip
+        assert report["raters"] == ["a", "b"] and report["against_reference"]["reference"] == "a"
