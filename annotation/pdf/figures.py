@@ -19,7 +19,7 @@ import io
 import re
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -364,6 +364,10 @@ def _grid(spans: list[Span]) -> bool:
 
 SCAN_DPI = 50  # a figure is found on a coarse image; it is cropped from the page at full size
 SCAN_MIN_SIDE_EM = 2.5  # smaller ink left over is a stain, a stray mark or a formula OCR missed
+SCAN_INK_LEVEL = 200  # grey below this is ink on the coarse image, where a thin stroke is light grey
+# A straight line this share of the page long and a few pixels thick is a rule, not a figure.
+SCAN_RULE_SHARE, SCAN_RULE_PX = 0.3, 3
+SCAN_LABEL_CHARS = 4  # a flow chart's box (开始, 输入：), a point's name: longer words are the question's
 
 
 def _scan_scale(page: pymupdf.Page) -> float | None:
@@ -385,12 +389,16 @@ def scan_figures(page: pymupdf.Page, page_text: PageText, em: float) -> list[Box
     from scipy import ndimage
 
     pix = page.get_pixmap(dpi=SCAN_DPI, colorspace=pymupdf.csGRAY, alpha=False)
-    ink = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width) < 140
+    grey = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
+    # A figure's thin strokes are light grey on the coarse image: ink is what stands well below the
+    # paper's own shade (a yellowed scan's paper is darker than white).
+    ink = grey < min(SCAN_INK_LEVEL, int(np.median(grey)) - 50)
     scale = SCAN_DPI / 72
     pad = 1.5
     for span in page_text.spans:
         x0, y0, x1, y1 = (int(v * scale) for v in span.bbox)
         ink[max(0, int(y0 - pad)) : int(y1 + pad) + 1, max(0, int(x0 - pad)) : int(x1 + pad) + 1] = False
+    _drop_rules(ink, ndimage)
     # Strokes of one drawing are joined over small gaps; separate drawings stay apart.
     joined = ndimage.binary_dilation(ink, iterations=max(2, round(0.6 * em * scale)))
     labels, count = ndimage.label(joined)
@@ -403,8 +411,47 @@ def scan_figures(page: pymupdf.Page, page_text: PageText, em: float) -> list[Box
         inked = int(ink[where].sum())
         if min(sides) < SCAN_MIN_SIDE_EM * em or sides[0] * sides[1] > MAX_PAGE_SHARE * area or inked < 40:
             continue
+        box = _with_scan_labels(box, page_text, em)
+        if _is_table(box, page_text):  # an answer key's or a data table's rules: its text is read
+            continue
         boxes.append(box)
     return boxes
+
+
+def _with_scan_labels(box: Box, page_text: PageText, em: float) -> Box:
+    """A scanned figure's box grown over the words OCR read on it (开始, 输入, 否 in a flow chart, P and d/2
+    beside a capacitor): blanked out before the ink was looked at, they are what its edges are made of.
+    Only short words standing alone in their line: a question's text beside the figure runs on."""
+    reach = (box[0] - em, box[1] - em, box[2] + em, box[3] + em)
+    near = [
+        s.bbox
+        for s in page_text.spans
+        if len(s.text.strip()) <= SCAN_LABEL_CHARS and _overlaps(s.bbox, reach) and _alone(s, page_text)
+    ]
+    return union([box, *near])
+
+
+def _drop_rules(ink: np.ndarray, ndimage: Any) -> None:
+    """Removes long straight rules: the line between two columns, a header's or footer's rule. Dilated,
+    one would join every figure, badge and stain along it into one blob bigger than any figure. A scanned
+    rule is light and broken into pieces: thin pieces on one line that together run a good share of the
+    page are a rule; a figure's own short strokes are not."""
+    labels, count = ndimage.label(ink, structure=np.ones((3, 3)))
+    pieces: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (axis, position) -> (label, length)
+    for index, (ys, xs) in enumerate(ndimage.find_objects(labels)[:count], 1):
+        tall, wide = ys.stop - ys.start, xs.stop - xs.start
+        if wide <= SCAN_RULE_PX and tall >= 2 * wide:
+            pieces.setdefault((0, (xs.start + xs.stop) // 2 // SCAN_RULE_PX), []).append((index, tall))
+        elif tall <= SCAN_RULE_PX and wide >= 2 * tall:
+            pieces.setdefault((1, (ys.start + ys.stop) // 2 // SCAN_RULE_PX), []).append((index, wide))
+    rules: list[int] = []
+    for (axis, position), found in pieces.items():
+        # A skewed or wavy rule's pieces fall in neighbouring bins.
+        line = found + pieces.get((axis, position - 1), []) + pieces.get((axis, position + 1), [])
+        if sum(length for _, length in line) >= SCAN_RULE_SHARE * ink.shape[axis]:
+            rules += [index for index, _ in found]
+    if rules:
+        ink[np.isin(labels, rules)] = False
 
 
 # --- formulas ----------------------------------------------------------------------------------

@@ -274,15 +274,38 @@ def _image_gutters(ink: np.ndarray, *, max_ink: float, min_column: float, reach:
     sums = np.cumsum(np.pad(ink, ((0, 0), (reach + 1, reach)), constant_values=False), axis=1, dtype=np.int32)
     ink = (sums[:, 2 * reach + 1 :] - sums[:, : -2 * reach - 1]) > 0
     rows_with_ink = ink.sum(axis=0)
-    clear = rows_with_ink <= max_ink * height
+    strict = rows_with_ink <= max_ink * height
+    clear = strict.copy()
     # Under a title and the instructions, which cross it, a gutter still runs down most of the page.
     for x in np.flatnonzero(~clear & (rows_with_ink <= 0.4 * height)):
         marks = np.flatnonzero(ink[:, x])
         clear[x] = np.diff(np.concatenate(([-1], marks, [height]))).max() > 0.5 * height
-    inked = np.flatnonzero(rows_with_ink > 0.1 * height)
+    # A column is what holds ink on more rows than a gutter may: a last column of a few lines is one too.
+    inked = np.flatnonzero(rows_with_ink > max_ink * height)
     if inked.size < 2:
         return []
     left_edge, right_edge = inked[0], inked[-1]
+    narrowest = 4 if reach >= 4 else 3
+    bands = _clear_bands(strict, left_edge, right_edge, narrowest)
+    # A band clear only below a title is a gutter where no clear one is beside it; one as wide as a column is
+    # the blank under a short last column, not a gutter.
+    widest = 0.5 * min_column * (right_edge - left_edge)
+    bands += [
+        (end - start, start, end)
+        for _, start, end in _clear_bands(clear, left_edge, right_edge, narrowest)
+        if end - start <= widest and not any(start < b_end and b_start < end for _, b_start, b_end in bands)
+    ]
+    chosen: list[int] = []
+    for _, start, end in bands:  # clear ones first, each kind widest first
+        middle = (start + end) // 2
+        edges = sorted([left_edge, right_edge, *chosen, middle])
+        if min(b - a for a, b in zip(edges, edges[1:], strict=False)) >= min_column * (right_edge - left_edge):
+            chosen.append(middle)
+    return sorted(2 * int(x) for x in chosen)
+
+
+def _clear_bands(clear: np.ndarray, left_edge: int, right_edge: int, narrowest: int) -> list[tuple[int, int, int]]:
+    """(width, start, end) of the runs of clear x between the edges, at least ``narrowest`` wide, widest first."""
     bands = []
     x = left_edge
     while x < right_edge:
@@ -292,15 +315,10 @@ def _image_gutters(ink: np.ndarray, *, max_ink: float, min_column: float, reach:
         end = x
         while end < right_edge and clear[end]:
             end += 1
-        if end - x >= (4 if reach >= 4 else 3):
-            bands.append((end - x, (x + end) // 2))
+        if end - x >= narrowest:
+            bands.append((end - x, int(x), int(end)))
         x = end
-    chosen: list[int] = []
-    for _, middle in sorted(bands, reverse=True):  # widest first
-        edges = sorted([left_edge, right_edge, *chosen, middle])
-        if min(b - a for a, b in zip(edges, edges[1:], strict=False)) >= min_column * (right_edge - left_edge):
-            chosen.append(middle)
-    return sorted(2 * int(x) for x in chosen)
+    return sorted(bands, key=lambda band: (-band[0], band[1]))
 
 
 def page_text_lines(page_text: PageText) -> str:

@@ -66,6 +66,7 @@ SCORE_PREFIX = re.compile(r"^\s*[(（]\s*\d{1,2}\s*分\s*[)）]")
 # "3.2019 年…" is question 3 about a year; "6.60" at a line start is a number in a table.
 NUMBER = re.compile(r"^(\d{1,4})\s*(?:[．、]|\.(?!\d)|\.(?=\d{4}\s*年))\s*")
 # A choice key written as a run: "1-5 CBADA", "6～10：ABCDA".
+MISREAD_NUMBER = re.compile(r"^(\d{1,3})\s*[:：,，]\s*(?=[^\d\s])")
 CHOICE_RUN = re.compile(r"^(\d{1,3})\s*[-～~—–]\s*(\d{1,3})\s*[:：.．、]?\s*([A-H]+)\s*$")
 # What follows a number in an answer section: a choice letter, an answer or solution marker, "见解析".
 ANSWER_LIKE = re.compile(
@@ -351,6 +352,10 @@ class Segmenter:
         """The question (or answer) number a line starts with: ``1．``, or ``（1）`` in a paper numbered so."""
         if number := NUMBER.match(text):
             return number
+        # OCR reads a scan's "4．" as "4：" or "4，" now and then: taken only for the next question's number.
+        misread = MISREAD_NUMBER.match(text)
+        if misread and not self.in_answers and self.current and int(misread.group(1)) == self.current.number + 1:
+            return misread
         if id(line) in self.bracketed or (self.in_answers and self.bracketed):
             return PAREN_NUMBER.match(text)
         return None
