@@ -35,6 +35,11 @@ class QuestionFileInput(InputSerializer):
 class DocumentOutput(serializers.ModelSerializer):
     job = JobSerializer(read_only=True)
     questions = serializers.IntegerField(source="questions.count", read_only=True)
+    error = serializers.CharField(
+        source="error_message",
+        read_only=True,
+        help_text="Why the import stopped or was refused, in the caller's language ('' if it did not).",
+    )
 
     class Meta:
         model = SourceDocument

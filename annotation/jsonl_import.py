@@ -157,7 +157,7 @@ class HashingFile(File):
         for chunk in super().chunks(chunk_size):
             self.copied += len(chunk)
             if self.copied > settings.MAX_UPLOAD_BYTES:
-                raise ImportFileError(f"The file is over the upload limit of {settings.MAX_UPLOAD_BYTES:,} bytes.")
+                raise ImportFileError(reason("over_upload_limit_copying", limit=f"{settings.MAX_UPLOAD_BYTES:,}"))
             self.sha256.update(chunk)
             yield chunk
 
@@ -170,9 +170,7 @@ def register_upload(*, uploaded_file: Any = None, path: str | Path | None = None
         name = Path(path).name if path is not None else Path(uploaded_file.name).name
         size = Path(path).stat().st_size if path is not None else uploaded_file.size
         if size > settings.MAX_UPLOAD_BYTES:
-            raise ImportFileError(
-                f"The file is {size:,} bytes, over the upload limit of {settings.MAX_UPLOAD_BYTES:,}."
-            )
+            raise ImportFileError(reason("over_upload_limit", size=f"{size:,}", limit=f"{settings.MAX_UPLOAD_BYTES:,}"))
         kind = check_import_file(handle, size=size)
         content = HashingFile(handle, name=name)
         document = SourceDocument(kind=kind, original_name=name[:300], sha256="", size=0, uploaded_by=user)
@@ -215,7 +213,7 @@ def import_questions_job(job: Job, progress: Progress) -> dict:
             workers=settings.IMPORT_WORKERS,
         )
     except ImportFileError as exc:
-        SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
+        document.record_error(exc.reason)  # the job fails with the same code (k12vista.jobs)
         raise
     except OperationalError as exc:  # a locked or restarting database: worth another try
         raise TransientJobError(str(exc)) from exc

@@ -9,12 +9,13 @@ from typing import Any
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from k12vista import guidelines
 from k12vista.files import extension_of, stored_name
+from k12vista.line_reasons import reason_text
 from k12vista.models import JobAndCreator, TimedWork
 from k12vista.releases import ReleaseBase
 from k12vista.vocabulary import QuestionType, Stage, Subject
@@ -68,6 +69,16 @@ class KnowledgePoint(models.Model):
         return self.name
 
 
+def _stop_text(said: dict[str, Any]) -> str:
+    """A stopped import's code in the active language: a note of the PDF import's (its crash) or a refusal's
+    reason (the file or the PDF cannot be imported); "" for a code neither knows."""
+    from annotation.pdf import notes  # the pdf package's importer imports these models
+
+    if said.get("code") in notes.WORDINGS:
+        return notes.note_text(said)
+    return reason_text(said)
+
+
 class SourceDocument(models.Model):
     """An uploaded file questions came from: an exam PDF or a JSONL/zip import."""
 
@@ -97,6 +108,23 @@ class SourceDocument(models.Model):
 
     def __str__(self) -> str:
         return self.original_name
+
+    def record_error(self, said: dict[str, Any]) -> None:
+        """Keeps why the import stopped or was refused: as a code on the import report (a note of the PDF
+        import's, k12vista.line_reasons' reason otherwise), worded in each reader's language when shown, and
+        in English in ``error`` for logs, the admin and the rows stored before the codes."""
+        with translation.override("en"):
+            english = _stop_text(said)
+        report = {**(self.import_report if isinstance(self.import_report, dict) else {}), "error": said}
+        self.error, self.import_report = english[:2000] or str(said.get("code", "")), report
+        SourceDocument.objects.filter(pk=self.pk).update(error=self.error, import_report=report)
+
+    @property
+    def error_message(self) -> str:
+        """Why the import stopped, in the reader's language where it was kept as a code, else as written."""
+        report = self.import_report if isinstance(self.import_report, dict) else {}
+        said = report.get("error")
+        return (_stop_text(said) if isinstance(said, dict) and self.error else "") or self.error
 
 
 class Page(models.Model):

@@ -9,12 +9,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext, gettext_noop
+
 from annotation import services as bank
 from annotation.models import Question
 from inference.assist import FILTER_KINDS, Kind, Status, counts
 from inference.models import AssistResult, AssistRun
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
+from k12vista.line_reasons import ReasonError, reason_templates, reason_text, reason_wording
+from k12vista.line_reasons import reason as refusal
 from k12vista.models import Job
 
 
@@ -44,12 +48,37 @@ SMALL_RULE = "small_models"
 TEXT_ONLY_RULE = "text_only"
 
 
-class FilterError(ValueError):
-    """A choice of runs the filters cannot use; the message says which run and why."""
+class FilterError(ReasonError):
+    """A choice of runs the filters cannot use; the message says which run and why. Its reason is a code
+    (k12vista.line_reasons): the confirming job stores it, worded in each reader's language."""
 
 
 class StaleConfirmation(FilterError):
     """The candidates changed between the preview and the confirmation."""
+
+
+reason_templates({
+    "filters_no_runs": gettext_noop("choose at least one small-model run or a text-only run"),
+    "filters_run_twice": gettext_noop("a run was chosen twice"),
+    "filters_not_small": gettext_noop("%(name)s (run %(id)s) is not a small-model difficulty run"),
+    "filters_not_text_only": gettext_noop("%(name)s (run %(id)s) is not a text-only run"),
+    "filters_not_scored": gettext_noop("%(name)s (run %(id)s) is not scored: no answer of it could be checked"),
+    "filters_stale": gettext_noop("the questions to remove changed since the preview (%(n)s now); look again"),
+})  # fmt: skip
+
+
+@reason_wording("filters_unfinished")
+def _unfinished(params: dict[str, Any]) -> str:
+    status = params["status"]
+    state = str(Job.Status(status).label) if status in Job.Status.values else gettext("not started")
+    return gettext("%(name)s (run %(id)s) is not finished: job %(state)s, %(pending)s questions pending") % {
+        **params, "state": state,
+    }  # fmt: skip
+
+
+@reason_wording("filters_problems")
+def _problems(params: dict[str, Any]) -> str:
+    return "; ".join(reason_text(problem) for problem in params["problems"])
 
 
 def _solved(run: AssistRun):
@@ -61,28 +90,26 @@ def check_filter_runs(small_runs: list[AssistRun], text_only_run: AssistRun | No
     and runs with no verdict at all, naming each."""
     runs = [*small_runs, *([text_only_run] if text_only_run else [])]
     if not runs:
-        raise FilterError("choose at least one small-model run or a text-only run")
+        raise FilterError(refusal("filters_no_runs"))
     if len({run.pk for run in runs}) != len(runs):
-        raise FilterError("a run was chosen twice")
+        raise FilterError(refusal("filters_run_twice"))
     problems = [
-        f"{run.name} (run {run.pk}) is not a small-model difficulty run"
+        refusal("filters_not_small", name=run.name, id=run.pk)
         for run in small_runs
         if run.kind != Kind.SMALL_MODEL_FILTER
     ]
     if text_only_run and text_only_run.kind != Kind.TEXT_ONLY_FILTER:
-        problems.append(f"{text_only_run.name} (run {text_only_run.pk}) is not a text-only run")
+        problems.append(refusal("filters_not_text_only", name=text_only_run.name, id=text_only_run.pk))
     for run in runs:
         tally = counts(run)
         job_status = run.job.status if run.job else None
         if job_status != Job.Status.SUCCEEDED or tally["pending"]:
-            state = Job.Status(job_status).label if job_status else "not started"
-            problems.append(
-                f"{run.name} (run {run.pk}) is not finished: job {state}, {tally['pending']} questions pending"
-            )
+            problems.append(refusal("filters_unfinished", name=run.name, id=run.pk, status=job_status or "",
+                                   pending=tally["pending"]))  # fmt: skip
         elif not run.results.filter(status=Status.OK, parsed__has_key="correct").exists():
-            problems.append(f"{run.name} (run {run.pk}) is not scored: no answer of it could be checked")
+            problems.append(refusal("filters_not_scored", name=run.name, id=run.pk))
     if problems:
-        raise FilterError("; ".join(problems))
+        raise FilterError(refusal("filters_problems", problems=problems))
 
 
 @dataclass(frozen=True)
@@ -186,9 +213,7 @@ def confirm_filters(
     second time). Questions rejected or released meanwhile are left alone."""
     preview = preview_filters(small_runs, text_only_run)
     if preview.fingerprint != fingerprint:
-        raise StaleConfirmation(
-            f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
-        )
+        raise StaleConfirmation(refusal("filters_stale", n=len(preview.candidates)))
     by_reason: dict[str, list[int]] = {}
     for pk in preview.to_remove:
         by_reason.setdefault(rejection_reason(preview, pk), []).append(pk)
@@ -215,9 +240,7 @@ def start_confirm_filters(
     at once) and leaves the rejecting to a job."""
     preview = preview_filters(small_runs, text_only_run)
     if preview.fingerprint != fingerprint:
-        raise StaleConfirmation(
-            f"the questions to remove changed since the preview ({len(preview.candidates)} now); look again"
-        )
+        raise StaleConfirmation(refusal("filters_stale", n=len(preview.candidates)))
     params = {"small": [run.pk for run in small_runs], "text_only": text_only_run.pk if text_only_run else None,
               "fingerprint": fingerprint}  # fmt: skip
     return start_job(kind=CONFIRM_JOB_KIND, user=user, params=params,

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.utils.translation import gettext
+from django.utils.translation import gettext_noop
 
-from k12vista.line_reasons import Reason, ReasonError, as_reason, reason
+from k12vista.line_reasons import Reason, ReasonError, as_reason, reason, reason_templates
 from k12vista.line_stream import READ_CHUNK, numbered_lines
 
 # A record with a few figures is about a megabyte; a longer line is not a record,
@@ -39,8 +39,35 @@ JSONL, ZIP = "jsonl", "zip"
 Unwrap = Callable[[Any, str], list[bytes] | None]
 
 
-class ImportFileError(ValueError):
-    """The file as a whole cannot be imported; the message says why."""
+class ImportFileError(ReasonError):
+    """The file as a whole cannot be imported; the message says why. The reason is a code
+    (``self.reason``): a worker's import stores it, and each reader sees it in their language."""
+
+
+# Why a file is refused, worded where it is shown (k12vista.line_reasons).
+reason_templates({
+    "file_empty": gettext_noop("The file is empty."),
+    "file_kind": gettext_noop(
+        "The file is neither JSONL (one JSON object a line) nor a zip archive holding a JSONL file and images."
+    ),
+    "over_upload_limit": gettext_noop("The file is %(size)s bytes, over the upload limit of %(limit)s."),
+    "over_upload_limit_copying": gettext_noop("The file is over the upload limit of %(limit)s bytes."),
+    "member_too_large": gettext_noop("%(name)s in the archive is larger than its header says; refusing to read it."),
+    "member_damaged": gettext_noop("%(name)s in the archive is damaged: %(error)s"),
+    "member_unreadable": gettext_noop("%(name)s in the archive cannot be read: %(error)s"),
+    "member_absolute": gettext_noop("The archive holds %(name)s, an absolute path; refusing it."),
+    "member_outside": gettext_noop("The archive holds %(name)s, which points outside the archive; refusing it."),
+    "archive_too_large": gettext_noop("The archive unpacks to %(size)s bytes, over the limit of %(limit)s."),
+    "member_ratio": gettext_noop(
+        "%(name)s in the archive is compressed %(ratio)s:1, over the limit of %(limit)s:1 (a zip bomb?)."
+    ),
+    "archive_ratio": gettext_noop("The archive is compressed over %(limit)s:1 as a whole (a zip bomb?)."),
+    "archive_members": gettext_noop(
+        "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a "
+        "published set."
+    ),
+    "zip_unreadable": gettext_noop("The zip archive cannot be read: %(error)s"),
+})  # fmt: skip
 
 
 class RecordError(ReasonError):
@@ -56,14 +83,12 @@ class RecordError(ReasonError):
 def sniff_kind(head: bytes) -> str:
     """JSONL or zip from a file's first bytes; ImportFileError for anything else."""
     if not head:
-        raise ImportFileError("The file is empty.")
+        raise ImportFileError(reason("file_empty"))
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return ZIP
     if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{"):
         return JSONL
-    raise ImportFileError(
-        "The file is neither JSONL (one JSON object a line) nor a zip archive holding a JSONL file and images."
-    )
+    raise ImportFileError(reason("file_kind"))
 
 
 class BoundedReader:
@@ -79,7 +104,7 @@ class BoundedReader:
     def _count(self, data: bytes) -> bytes:
         self.left -= len(data)
         if self.left < 0:
-            raise ImportFileError(f"{self.name} in the archive is larger than its header says; refusing to read it.")
+            raise ImportFileError(reason("member_too_large", name=self.name))
         return data
 
     def read(self, size: int = -1) -> bytes:
@@ -92,7 +117,7 @@ class BoundedReader:
         try:
             return read(size)
         except (zipfile.BadZipFile, zlib.error, EOFError) as exc:  # a bad CRC, truncated data
-            raise ImportFileError(f"{self.name} in the archive is damaged: {exc}") from None
+            raise ImportFileError(reason("member_damaged", name=self.name, error=str(exc))) from None
 
     def close(self) -> None:
         self.stream.close()
@@ -108,16 +133,16 @@ def open_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> BoundedReade
     try:
         stream = archive.open(info)
     except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # encrypted, unknown compression
-        raise ImportFileError(f"{info.filename} in the archive cannot be read: {exc}") from None
+        raise ImportFileError(reason("member_unreadable", name=info.filename, error=str(exc))) from None
     return BoundedReader(stream, info.file_size, info.filename)
 
 
 def check_member_name(name: str) -> None:
     parts = name.replace("\\", "/").split("/")
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        raise ImportFileError(f"The archive holds {name!r}, an absolute path; refusing it.")
+        raise ImportFileError(reason("member_absolute", name=repr(name)))
     if ".." in parts:
-        raise ImportFileError(f"The archive holds {name!r}, which points outside the archive; refusing it.")
+        raise ImportFileError(reason("member_outside", name=repr(name)))
 
 
 def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> list[zipfile.ZipInfo]:
@@ -128,17 +153,15 @@ def check_archive(archive: zipfile.ZipFile, *, archive_size: int) -> list[zipfil
     total = sum(info.file_size for info in infos)
     if total > settings.ZIP_MAX_UNCOMPRESSED_BYTES:
         raise ImportFileError(
-            f"The archive unpacks to {total:,} bytes, over the limit of {settings.ZIP_MAX_UNCOMPRESSED_BYTES:,}."
+            reason("archive_too_large", size=f"{total:,}", limit=f"{settings.ZIP_MAX_UNCOMPRESSED_BYTES:,}")
         )
     ratio = settings.ZIP_MAX_RATIO
     for info in infos:
         if info.file_size >= RATIO_CHECK_MIN_BYTES and info.file_size > ratio * max(info.compress_size, 1):
-            raise ImportFileError(
-                f"{info.filename} in the archive is compressed {info.file_size // max(info.compress_size, 1)}:1, "
-                f"over the limit of {ratio}:1 (a zip bomb?)."
-            )
+            raise ImportFileError(reason("member_ratio", name=info.filename, limit=ratio,
+                                         ratio=info.file_size // max(info.compress_size, 1)))  # fmt: skip
     if total >= RATIO_CHECK_MIN_BYTES and total > ratio * max(archive_size, 1):
-        raise ImportFileError(f"The archive is compressed over {ratio}:1 as a whole (a zip bomb?).")
+        raise ImportFileError(reason("archive_ratio", limit=ratio))
     return question_members(infos)
 
 
@@ -155,12 +178,7 @@ def question_members(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
     wrappers = [i for i in files if i.filename.lower().endswith(".json")]
     if not candidates and wrappers:
         return sorted(wrappers, key=lambda i: i.filename)
-    raise ImportFileError(
-        gettext(
-            "The archive must hold one .jsonl file (or one named questions.jsonl), or the .json files of a "
-            "published set."
-        )
-    )
+    raise ImportFileError(reason("archive_members"))
 
 
 def document_lines(content: bytes, name: str, unwrap: Unwrap | None = None) -> list[bytes] | None:
@@ -231,7 +249,7 @@ class ImportSource:
             with open_member(self.archive, info) as stream:
                 return stream.read()
         except ImportFileError as exc:  # one bad image spoils its line, not the file
-            raise RecordError(field_name, str(exc)) from None
+            raise RecordError(field_name, exc.reason) from None
 
 
 @contextmanager
@@ -252,7 +270,7 @@ def open_source(path: str | Path, *, unwrap: Unwrap | None = None) -> Iterator[I
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise ImportFileError(gettext("The zip archive cannot be read: %(error)s") % {"error": exc}) from None
+        raise ImportFileError(reason("zip_unreadable", error=str(exc))) from None
     skipped: list[str] = []
     with archive:
         members = check_archive(archive, archive_size=Path(path).stat().st_size)
@@ -268,10 +286,7 @@ def open_source(path: str | Path, *, unwrap: Unwrap | None = None) -> Iterator[I
                 else:
                     read += found
             if skipped and len(skipped) == len(members):
-                raise ImportFileError(
-                    gettext("%(name)s in the archive is not a published set's file (keywords and example).")
-                    % {"name": ", ".join(skipped)}
-                )
+                raise ImportFileError(reason("not_published_file", name=", ".join(skipped)))
             open_lines = lambda: io.BytesIO(b"\n".join(read))  # noqa: E731
         yield ImportSource(
             open_lines=open_lines, archive=archive, members={info.filename: info for info in archive.infolist()},

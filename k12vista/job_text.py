@@ -17,6 +17,7 @@ from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
+from k12vista import line_reasons
 from k12vista.vocabulary import Subject
 
 # Every kind registered with k12vista.jobs.job_handler (tests/test_job_kinds.py checks none is missing).
@@ -163,10 +164,12 @@ def failure_wording(code: str) -> Callable[[Wording], Wording]:
 
 def failure_message(code: str, params: dict[str, Any] | None) -> str:
     """The failure in the active language, or "" when the code is unknown or its
-    parameters do not fit (the stored English text is shown then)."""
+    parameters do not fit (the stored English text is shown then). A code no failure
+    wording is registered for is a refusal's reason (k12vista.line_reasons: a ReasonError
+    raised in the handler, such as an import file's or a PEBench build's), worded as one."""
     wording = _wordings.get(code)
     if wording is None:
-        return ""
+        return line_reasons.reason_text({"code": code, "params": params or {}})
     try:
         return wording(params or {})
     except (KeyError, TypeError, ValueError):

@@ -35,8 +35,9 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from k12vista import job_text
+from k12vista import job_text, line_reasons
 from k12vista.job_text import JobFailure
+from k12vista.line_reasons import ReasonError
 from k12vista.models import PARKED, Job
 
 log = logging.getLogger(__name__)
@@ -285,6 +286,18 @@ def _run(job: Job, token: Any) -> str:
         # Stated for people (an unreachable model server): no traceback, the words stored as a code.
         log.warning("job %s (%s) failed: %s", job.pk, job.kind, exc)
         job.finish(token, Job.Status.FAILED, error=str(exc), error_code=exc.code, error_params=exc.params)
+        return Job.Status.FAILED
+    except ReasonError as exc:
+        # A refusal stated as a code (the file cannot be imported, nothing is eligible): stored as its code, so
+        # each reader sees it in their language, and in English in ``error``; a reason given only as text
+        # (said in the worker's language) is kept as the text it is.
+        code, params = exc.reason["code"], exc.reason["params"]
+        log.warning("job %s (%s) refused: %s", job.pk, job.kind, line_reasons.english(exc.reason))
+        if code == "text":
+            job.finish(token, Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        else:
+            job.finish(token, Job.Status.FAILED, error=line_reasons.english(exc.reason) or code, error_code=code,
+                       error_params=params)  # fmt: skip
         return Job.Status.FAILED
     except Exception as exc:
         log.exception("job %s (%s) failed", job.pk, job.kind)

@@ -50,6 +50,13 @@ REASONS: dict[str, str] = {
     "expected_object": gettext_noop("expected a JSON object"),
     "too_long_record": gettext_noop("the line is too long to be a record"),
     "surrogate": gettext_noop("the text holds an unpaired surrogate (\\ud800-\\udfff)"),
+    # what the database cannot store (k12vista.text.unstorable): where, what, and at which character
+    "unstorable": gettext_noop("%(where)s: %(what)s at character %(n)d, which cannot be stored"),
+    "nul_char": gettext_noop("a NUL character (\\u0000)"),
+    "surrogate_char": gettext_noop("an unpaired surrogate"),
+    "not_finite_at": gettext_noop("%(where)s: %(number)s is not a finite number"),
+    "the_record": gettext_noop("the record"),
+    "the_name": gettext_noop("the name %(name)s"),
     "pem800k_no_labels": gettext_noop("missing: a PEM-800K record labels its steps"),
     # a field's value
     "missing": gettext_noop("missing %(fields)s"),
@@ -120,6 +127,15 @@ REASONS: dict[str, str] = {
 # Codes an app words itself (a question field's name, from the model): registered by the app.
 Wording = Callable[[dict[str, Any]], str]
 _wordings: dict[str, Wording] = {}
+
+
+def reason_templates(templates: dict[str, str]) -> None:
+    """Registers an app's codes worded by a template each (a msgid the app marks for the catalogue), as
+    REASONS are: the refusals of a service that may run in a worker (a PEBench build, the PDF import)."""
+    for code, template in templates.items():
+        if code in REASONS and REASONS[code] != template:
+            raise ValueError(f"the reason code {code!r} is registered with another wording")
+        REASONS[code] = template
 
 
 def reason_wording(code: str) -> Callable[[Wording], Wording]:

@@ -14,9 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from django.utils.translation import gettext
-
-from k12vista.line_reasons import ReasonError, reason, reason_of
+from k12vista.line_reasons import Reason, ReasonError, reason, reason_of, reason_text
 from k12vista.storable import UNSTORABLE, storable
 
 # In JSON text a NUL or a surrogate can only be written as a \u escape (raw, the first is not
@@ -31,9 +29,11 @@ class BadLine(ReasonError):
     """A line that cannot be a record; the message says why, for the line's report."""
 
 
-def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
+def unstorable(value: Any, *, strings: bool = True) -> Reason | None:
     """Why the parsed JSON cannot be stored as it is (a NUL, an unpaired surrogate, a number
-    that is not finite, or nesting past MAX_DEPTH), naming where; None when it can. Walks without recursion.
+    that is not finite, or nesting past MAX_DEPTH), naming where, as a reason (a code worded in each
+    reader's language: an import's report is read after the worker wrote it); None when it can.
+    Walks without recursion.
 
     ``strings=False`` checks the nesting alone, for JSON whose text held no escape
     that could make a NUL or a surrogate (see parse_record_line)."""
@@ -41,19 +41,14 @@ def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
     while stack:
         item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
-            return gettext("nested deeper than %(n)d levels") % {"n": MAX_DEPTH}
+            return reason("too_deep", n=MAX_DEPTH)
         if isinstance(item, str):
             found = UNSTORABLE.search(item) if strings else None
             if found:
-                nul = found.group() == "\x00"
-                what = gettext("a NUL character (\\u0000)") if nul else gettext("an unpaired surrogate")
-                return gettext("%(where)s: %(what)s at character %(n)d, which cannot be stored") % {
-                    "where": _where(path) or gettext("the record"), "what": what, "n": found.start() + 1,
-                }  # fmt: skip
+                what = reason("nul_char" if found.group() == "\x00" else "surrogate_char")
+                return reason("unstorable", where=_where(path), what=what, n=found.start() + 1)
         elif isinstance(item, float) and not math.isfinite(item):
-            return gettext("%(where)s: %(number)s is not a finite number") % {
-                "where": _where(path) or gettext("the record"), "number": item,
-            }  # fmt: skip
+            return reason("not_finite_at", where=_where(path), number=str(item))
         elif isinstance(item, dict):
             for key, child in item.items():
                 stack.append((key, ((path, key),), depth + 1))
@@ -63,17 +58,29 @@ def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
     return None
 
 
-def _where(path: Any) -> str:
-    """A path of unstorable_reason's walk in words: ``a.b[2]``, or "the name 'a.b'" for a key.
+def unstorable_reason(value: Any, *, strings: bool = True) -> str | None:
+    """``unstorable`` in the active language, for a refusal said at once (a request's body)."""
+    found = unstorable(value, strings=strings)
+    return reason_text(found) if found is not None else None
+
+
+def _where(path: Any) -> Reason | str:
+    """A path of unstorable's walk: ``a.b[2]``, "the name 'a.b'" for a key, "the record" for the whole.
 
     Only a failing line needs one, so the walk keeps (parent, step) pairs and never
     formats the thousands of places that are fine."""
     if path is None:
-        return ""
+        return reason("the_record")
     if len(path) == 1:  # the key itself, not its value
-        return gettext("the name %(name)s") % {"name": repr(_where(path[0]))}
+        return reason("the_name", name=repr(_path(path[0])))
+    return _path(path)
+
+
+def _path(path: Any) -> str:
+    if path is None:
+        return ""
     parent, step = path
-    above = _where(parent)
+    above = _path(parent)
     if isinstance(step, int):
         return f"{above}[{step}]"
     return f"{above}.{storable(step)[:50]}" if above else storable(step)[:50]
@@ -128,7 +135,7 @@ def parse_record_line(line: bytes, parse_float: Callable[[str], float] = float) 
     # The walk only where the text could hold what it looks for: an escape for a NUL or a
     # surrogate, or more brackets than MAX_DEPTH (counting is a tenth of walking).
     if strings or text.count("[") + text.count("{") > MAX_DEPTH:
-        unstorable = unstorable_reason(record, strings=strings)
-        if unstorable:
-            raise BadLine(unstorable)
+        refused = unstorable(record, strings=strings)
+        if refused:
+            raise BadLine(refused)
     return record

@@ -9,13 +9,29 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_noop
 
+from k12vista.line_reasons import reason, reason_templates
 from pem.models import ChainOfThought, PEBenchBuild, PEBenchItem
 from pem.services import PEBenchError
 
 # What build_pebench may stratify on: ChainOfThought fields with few values.
 STRATUM_FIELDS = ("subject", "qtype", "stage", "grade", "model_name", "origin")
 DEFAULT_STRATA = ("subject", "qtype", "stage")
+
+# Why a build is refused: the build runs as a job, so its refusal is kept as a code and worded in each
+# reader's language (k12vista.line_reasons; k12vista.jobs stores it on the failed job).
+reason_templates({
+    "build_strata": gettext_noop("cannot stratify on %(names)s (choose from %(choices)s)"),
+    "build_sizes": gettext_noop("the target size and the minimum step count must be at least 1"),
+    "build_none_eligible": gettext_noop(
+        "no chain of thought is eligible (at least %(min_steps)s steps, not in PEBench, not used for PEM training)"
+    ),
+    "build_chain_in_training": gettext_noop("a chosen chain was marked as PEM training data meanwhile; build again"),
+    "build_chains_taken": gettext_noop(
+        "another PEBench build took some of the same chains at the same time; build again"
+    ),
+})  # fmt: skip
 
 
 def largest_remainder(available: dict[str, int], target: int) -> dict[str, int]:
@@ -66,16 +82,15 @@ def build_pebench(
     strata = list(dict.fromkeys(strata))
     unknown = [name for name in strata if name not in STRATUM_FIELDS]
     if unknown:
-        raise PEBenchError(f"cannot stratify on {', '.join(unknown)} (choose from {', '.join(STRATUM_FIELDS)})")
+        raise PEBenchError(reason("build_strata", names=", ".join(unknown), choices=", ".join(STRATUM_FIELDS)))
     if target_size < 1 or min_steps < 1:
-        raise PEBenchError("the target size and the minimum step count must be at least 1")
+        raise PEBenchError(reason("build_sizes"))
     eligible = ChainOfThought.objects.eligible_for_pebench(min_steps).order_by("id")
     by_stratum: dict[str, list[int]] = defaultdict(list)
     for row in eligible.values("id", *strata):
         by_stratum[stratum_of(row, strata)].append(row["id"])
     if not by_stratum:
-        raise PEBenchError(f"no chain of thought is eligible (at least {min_steps} steps, not in PEBench, "
-                           "not used for PEM training)")  # fmt: skip
+        raise PEBenchError(reason("build_none_eligible", min_steps=min_steps))
     seats = largest_remainder({k: len(v) for k, v in by_stratum.items()}, target_size)
     chosen: list[int] = []
     counts: dict[str, dict[str, int]] = {}
@@ -93,9 +108,9 @@ def build_pebench(
             )  # fmt: skip
             # Checked again under the insert: a chain flagged for training meanwhile is refused here.
             if ChainOfThought.objects.filter(pk__in=chosen, in_training_data=True).exists():
-                raise PEBenchError("a chosen chain was marked as PEM training data meanwhile; build again")
+                raise PEBenchError(reason("build_chain_in_training"))
             PEBenchItem.objects.bulk_create(PEBenchItem(cot_id=pk, build=build) for pk in chosen)
             _open_labelling(ChainOfThought.objects.filter(pk__in=chosen).order_by("id"))
     except IntegrityError:
-        raise PEBenchError("another PEBench build took some of the same chains at the same time; build again") from None
+        raise PEBenchError(reason("build_chains_taken")) from None
     return build

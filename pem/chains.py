@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.utils.translation import gettext
+from django.utils.translation import gettext_noop
 
 from annotation.record_fields import split_steps
 from inference.default_prompts import FINAL_ANSWER_PREFIX
 from inference.models import InferenceRun, Judgment, Response, ScoringRun
 from inference.parsing import answer_after_reasoning
+from k12vista.line_reasons import reason as refusal
+from k12vista.line_reasons import reason_templates
 from k12vista.reports import REPORT_LIMIT
 from k12vista.vocabulary import TAXONOMY_VERSION
 from pem.alignment import align
@@ -39,6 +41,19 @@ from pem.services import (
     reference_solution_of,
     replace_steps,
 )
+
+# Why chains or labels cannot be made from a run: said before a job starts, and by the job itself (a run
+# changed meanwhile), so kept as codes (k12vista.line_reasons) and worded in each reader's language.
+reason_templates({
+    "chains_no_answers": gettext_noop("%(run)s has no answers to make chains of: none of its questions was answered"),
+    "labels_final_answers_only": gettext_noop(
+        "%(run)s judged final answers only; step labels need a step-by-step scoring run"
+    ),
+    "labels_no_judgments": gettext_noop("%(run)s has no judgments to take labels from: none of its answers was judged"),
+    "labels_no_chains": gettext_noop(
+        "the answers %(run)s judged have no chains of thought yet: make chains from the run %(of)s first"
+    ),
+})  # fmt: skip
 
 FINAL_ANSWER = re.compile(r"^\s*(?:" + re.escape(FINAL_ANSWER_PREFIX) + r"|最终答案[:：]|答案[:：])")
 BLANK_LINES = re.compile(r"\n\s*\n")
@@ -87,28 +102,19 @@ def without_answers(inference_runs: Sequence[InferenceRun]) -> list[InferenceRun
 def check_can_make_chains(inference_run: InferenceRun) -> None:
     """PEBenchError when the run has no answer to make a chain of (issue 29): refused before a job."""
     if without_answers([inference_run]):
-        raise PEBenchError(
-            gettext("%(run)s has no answers to make chains of: none of its questions was answered")
-            % {"run": inference_run}
-        )
+        raise PEBenchError(refusal("chains_no_answers", run=str(inference_run)))
 
 
 def check_can_label(scoring_run: ScoringRun) -> None:
     """PEBenchError when labels from the scoring run would label nothing (issue 29): it has no
     judgment the judge's output was read for, or none of those is of an answer with a chain yet."""
     if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
-        raise PEBenchError(f"{scoring_run} judged final answers only; step labels need step-by-step scoring")
+        raise PEBenchError(refusal("labels_final_answers_only", run=str(scoring_run)))
     judged = scoring_run.judgments.filter(status=Judgment.Status.OK)
     if not judged.exists():
-        raise PEBenchError(
-            gettext("%(run)s has no judgments to take labels from: none of its answers was judged")
-            % {"run": scoring_run}
-        )
+        raise PEBenchError(refusal("labels_no_judgments", run=str(scoring_run)))
     if not judged.filter(response__chain_of_thought__isnull=False).exists():
-        raise PEBenchError(
-            gettext("the answers %(run)s judged have no chains of thought yet: make chains from the run %(of)s first")
-            % {"run": scoring_run, "of": scoring_run.inference_run}
-        )
+        raise PEBenchError(refusal("labels_no_chains", run=str(scoring_run), of=str(scoring_run.inference_run)))
 
 
 def cot_key_for(response: Response) -> str:
@@ -235,7 +241,7 @@ def labels_from_scoring_run(
     judge over the same chains replaces its labels (one rater, one label).
     """
     if scoring_run.method != ScoringRun.Method.JUDGE_STEPS:
-        raise PEBenchError(f"{scoring_run} judged final answers only; step labels need a step-by-step scoring run")
+        raise PEBenchError(refusal("labels_final_answers_only", run=str(scoring_run)))
     judgments = (
         scoring_run.judgments.select_related("response__chain_of_thought")
         .filter(status=Judgment.Status.OK)

@@ -20,6 +20,7 @@ from k12vista import job_text
 from k12vista.files import stored_name
 from k12vista.import_files import ImportFileError
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
+from k12vista.line_reasons import reason
 from k12vista.models import Job
 from pem import (  # noqa: F401
     agreement_store,
@@ -50,8 +51,8 @@ KINDS = (IMPORT, EXPORT, COTS_FROM_RUN, LABELS_FROM_SCORING, BUILD, agreement_st
 def store_upload(uploaded_file: Any) -> str:
     """Keeps an uploaded import file under MEDIA_ROOT (the job reads it later); checks size and kind first."""
     if uploaded_file.size > settings.MAX_UPLOAD_BYTES:
-        raise ImportFileError(f"The file is {uploaded_file.size:,} bytes, over the upload limit of "
-                              f"{settings.MAX_UPLOAD_BYTES:,}.")  # fmt: skip
+        raise ImportFileError(reason("over_upload_limit", size=f"{uploaded_file.size:,}",
+                                     limit=f"{settings.MAX_UPLOAD_BYTES:,}"))  # fmt: skip
     uploaded_file.seek(0)
     kind = check_import_file(uploaded_file, size=uploaded_file.size)
     # Our name and extension, never the uploader's: the file is served only through its job (pem/files.py).

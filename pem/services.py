@@ -32,7 +32,7 @@ from django.db.models import Count, Q
 
 from annotation.models import Question
 from k12vista.import_files import RecordError
-from k12vista.line_reasons import Reason, reason, reason_of
+from k12vista.line_reasons import Reason, ReasonError, reason, reason_of
 from k12vista.reports import LineReport
 from k12vista.vocabulary import (
     TAXONOMY_VERSION,
@@ -48,8 +48,9 @@ from pem.models import Alignment, ChainOfThought, LabellingTask, Step, StepLabel
 PROGRESS_EVERY = 100
 
 
-class PEBenchError(ValueError):
-    """A request that cannot be carried out; the message says why."""
+class PEBenchError(ReasonError):
+    """A request that cannot be carried out; the message says why. Given a reason (a code, registered with
+    k12vista.line_reasons), a job that raises it stores the code, worded in each reader's language."""
 
 
 # --- the import report ------------------------------------------------------------

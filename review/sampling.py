@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from django.utils.translation import gettext
+
 # Table I, general inspection level II: (largest lot size of the range, code letter).
 LOT_SIZE_CODE_LETTERS: tuple[tuple[float, str], ...] = (
     (8, "A"),
@@ -154,10 +156,13 @@ class SamplingPlan:
 def code_letter(lot_size: int) -> str:
     """Table I, general inspection level II."""
     if isinstance(lot_size, bool) or not isinstance(lot_size, int):
-        raise SamplingPlanError(f"The lot size must be a whole number, not {lot_size!r}.", field="lot_size")
+        raise SamplingPlanError(
+            gettext("The lot size must be a whole number, not %(value)r.") % {"value": lot_size}, field="lot_size"
+        )
     if lot_size < 2:
         raise SamplingPlanError(
-            f"The lot size must be at least 2 (Table I starts at 2), not {lot_size}.", field="lot_size"
+            gettext("The lot size must be at least 2 (Table I starts at 2), not %(value)s.") % {"value": lot_size},
+            field="lot_size",
         )
     return next(letter for largest, letter in LOT_SIZE_CODE_LETTERS if lot_size <= largest)
 
@@ -165,12 +170,14 @@ def code_letter(lot_size: int) -> str:
 def aql_heading(aql: float) -> str:
     """The AQL column heading as printed (0.010, 1.0, 10 ...) for an AQL value."""
     if isinstance(aql, bool) or not isinstance(aql, int | float):
-        raise SamplingPlanError(f"The AQL must be a number, not {aql!r}.", field="aql")
+        raise SamplingPlanError(gettext("The AQL must be a number, not %(value)r.") % {"value": aql}, field="aql")
     for value, heading in zip(AQL_VALUES, AQL_HEADINGS, strict=True):
         if math.isclose(value, aql, rel_tol=1e-9):
             return heading
     raise SamplingPlanError(
-        f"AQL {aql:g} is not a column of Table II-A; use one of {', '.join(AQL_HEADINGS)}.", field="aql"
+        gettext("AQL %(aql)s is not a column of Table II-A; use one of %(choices)s.")
+        % {"aql": f"{aql:g}", "choices": ", ".join(AQL_HEADINGS)},
+        field="aql",
     )
 
 
@@ -218,10 +225,15 @@ def single_sampling_plan(lot_size: int, aql: float) -> SamplingPlan:
 def decide(plan: SamplingPlan, defects: int) -> str:
     """The lot's verdict: accept with Ac or fewer nonconforming items in the sample, reject with Re or more."""
     if isinstance(defects, bool) or not isinstance(defects, int) or defects < 0:
-        raise SamplingPlanError(f"The number of defects must be a whole number >= 0, not {defects!r}.", field="defects")
+        raise SamplingPlanError(
+            gettext("The number of defects must be a whole number >= 0, not %(value)r.") % {"value": defects},
+            field="defects",
+        )
     if defects > plan.units_to_inspect:
         raise SamplingPlanError(
-            f"{defects} defects cannot be found in {plan.units_to_inspect} inspected items.", field="defects"
+            gettext("%(defects)s defects cannot be found in %(n)s inspected items.")
+            % {"defects": defects, "n": plan.units_to_inspect},
+            field="defects",
         )
     # Single sampling has Re == Ac + 1, so there is no third outcome.
     return "accept" if defects <= plan.accept else "reject"

@@ -239,7 +239,7 @@ def test_a_question_a_small_model_could_not_answer_is_never_removed_on_its_word(
     assert "no reference answer to check against" in body
 
 
-def test_it_checks_the_choice_of_runs(researcher, runs):
+def test_it_checks_the_choice_of_runs(researcher, runs, english):
     first, _second, text = runs
     with pytest.raises(difficulty.FilterError, match="at least one"):
         difficulty.preview_filters([], None)

@@ -51,7 +51,7 @@ def test_it_polls_while_the_import_runs(researcher, login, no_broker):
 def test_it_refuses_a_file_that_is_neither_jsonl_nor_zip(researcher, login, no_broker):
     upload = SimpleUploadedFile("bank.jsonl", b"\x89PNG\r\n\x1a\n not jsonl")
     response = login(researcher).post("/annotate/imports/", {"kind": "file", "file-file": upload})
-    assert response.status_code == 200 and "neither JSONL" in response.content.decode()
+    assert response.status_code == 200 and "该文件既不是 JSONL" in response.content.decode()  # the page's language
     assert not SourceDocument.objects.exists()
     no_broker.assert_not_called()
 

@@ -237,7 +237,7 @@ def test_it_refuses_a_bad_pdf_with_a_clear_message_and_writes_nothing(build, mes
     assert not Page.objects.exists() and not Question.objects.exists()
 
 
-def test_it_refuses_the_page_limit_of_a_300_page_paper(settings):
+def test_it_refuses_the_page_limit_of_a_300_page_paper(settings, english):
     settings.PDF_MAX_PAGES = 250
     document = upload(fixtures_pdf.text_pages(300))
     with pytest.raises(PdfImportError, match="300 pages; at most 250"):
@@ -284,7 +284,7 @@ def test_it_hashes_the_upload_while_copying_it(exam, tmp_path):
     assert document.original_name == "paper.pdf" and document.kind == SourceDocument.Kind.PDF
 
 
-def test_the_command_imports_files_and_prints_a_summary_each(exam, tmp_path, capsys):
+def test_the_command_imports_files_and_prints_a_summary_each(exam, tmp_path, capsys, english):
     good = tmp_path / "good.pdf"
     good.write_bytes(exam.pdf)
     bad = tmp_path / "bad.pdf"

@@ -116,7 +116,7 @@ def test_it_stratifies_on_other_fields_when_asked(researcher):
         ({"min_steps": 9}, "no chain of thought is eligible"),
     ],
 )
-def test_it_refuses_a_build_it_cannot_make(researcher, kwargs, message):
+def test_it_refuses_a_build_it_cannot_make(researcher, kwargs, message, english):
     population(math__multiple_choice__middle=2)
     with pytest.raises(PEBenchError, match=message):
         build_pebench(**({"target_size": 5, "min_steps": 3, "seed": 0, "user": researcher} | kwargs))

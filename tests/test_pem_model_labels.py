@@ -159,7 +159,7 @@ def test_it_writes_the_same_labels_when_run_twice():
 
 
 @pytest.mark.django_db
-def test_it_counts_responses_without_a_chain_and_refuses_direct_scoring():
+def test_it_counts_responses_without_a_chain_and_refuses_direct_scoring(english):
     run = make_run()
     response = answer(run, make_question(), ANSWER)
     scoring_run = make_scoring_run(run)

@@ -315,3 +315,145 @@ def test_refusals_read_in_the_requests_language(researcher):
         panel.check_panel(judges=[judge, judge], threshold=1, explainer="")
     with translation.override("en"), pytest.raises(panel.PanelError, match="explainer 'x' is not one of"):
         panel.check_panel(judges=[judge], threshold=1, explainer="x")
+
+
+# --- refusals a worker stores: a code with parameters, worded for each reader (issue 29) ------------------
+
+
+def worded_error(user, job, language):
+    """The job's failure as the API words it for a reader asking for ``language``."""
+    return api(user, language).get(f"/api/jobs/{job.pk}/").json()["error"]
+
+
+def run_in_chinese(job):
+    """The job run by a worker whose language is Chinese: what it stores must not be Chinese text."""
+    from k12vista.jobs import execute_job
+
+    with translation.override("zh-hans"):
+        assert execute_job(job.pk) == Job.Status.FAILED
+    job.refresh_from_db()
+    return job
+
+
+def test_a_refused_pebench_build_reads_in_each_readers_language(researcher, client):
+    job = run_in_chinese(pem_jobs.start_build(target_size=5, min_steps=3, strata=["subject"], seed=1, user=researcher))
+    english = "no chain of thought is eligible (at least 3 steps, not in PEBench, not used for PEM training)"
+    chinese = "没有符合条件的思维链（至少 3 步、不在 PEBench 中、未用作 PEM 训练数据）"
+    assert (job.error_code, job.error_params, job.error) == ("build_none_eligible", {"min_steps": 3}, english)
+    assert worded_error(researcher, job, "en") == english
+    assert worded_error(researcher, job, "zh-CN") == chinese
+    client.force_login(researcher)  # the pages, in the studio's language (Chinese)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert chinese in page and "no chain of thought" not in page
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_a_refused_question_file_reads_in_each_readers_language(researcher, client, tmp_path):
+    from pathlib import Path
+
+    from annotation.jsonl_import import register_upload, start_import
+    from tests.test_jsonl_import import image_bytes, studio, studio_zip
+
+    document = register_upload(path=studio_zip(tmp_path / "ok.zip", [studio()], {}), user=researcher)
+    # The stored file changed after the upload check: the import, in the worker, refuses it.
+    studio_zip(Path(document.file.path), [studio()], {"../evil.png": image_bytes()})
+    job = run_in_chinese(start_import(document=document, user=researcher))
+    document.refresh_from_db()
+    english = "The archive holds '../evil.png', which points outside the archive; refusing it."
+    chinese = "压缩包中含有 '../evil.png'，它指向压缩包之外；拒绝导入。"
+    assert job.error_code == "member_outside" and job.error == document.error == english
+    for language, wanted in (("en", english), ("zh-CN", chinese)):
+        assert worded_error(researcher, job, language) == wanted
+        detail = api(researcher, language).get(f"/api/imports/{document.pk}/").json()
+        assert detail["error"] == detail["job"]["error"] == wanted
+    client.force_login(researcher)
+    page = client.get(f"/annotate/imports/{document.pk}/").content.decode()
+    assert "它指向压缩包之外" in page and "points outside" not in page
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_a_refused_pdf_reads_in_each_readers_language(researcher, client, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotation import pdf
+    from tests import fixtures_pdf
+
+    settings.PDF_MAX_PAGES = 2
+    upload = SimpleUploadedFile("exam.pdf", fixtures_pdf.text_pages(3))
+    document = pdf.register_pdf_upload(uploaded_file_or_path=upload, user=researcher)
+    job = run_in_chinese(pdf.start_pdf_import(document=document, user=researcher))
+    document.refresh_from_db()
+    english, chinese = "The PDF has 3 pages; at most 2 are accepted.", "该 PDF 有 3 页；最多接受 2 页。"
+    assert (job.error_code, job.error_params) == ("pdf_too_many_pages", {"pages": 3, "limit": 2})
+    assert job.error == document.error == english
+    for language, wanted in (("en", english), ("zh-CN", chinese)):
+        assert worded_error(researcher, job, language) == wanted
+        assert api(researcher, language).get(f"/api/imports/{document.pk}/").json()["error"] == wanted
+    client.force_login(researcher)
+    page = client.get(f"/annotate/imports/{document.pk}/").content.decode()
+    assert chinese in page and english not in page
+
+
+def test_a_stale_filter_confirmation_reads_in_each_readers_language(researcher):
+    from inference import difficulty
+    from inference.models import AssistResult, AssistRun
+    from tests.annotation_factories import make_question
+    from tests.test_difficulty_filters import filter_run
+
+    easy, hard = make_question(figures=[]), make_question(figures=[])
+    small = filter_run(researcher, AssistRun.Kind.SMALL_MODEL_FILTER, {easy: "最终答案：B", hard: "C"})
+    preview = difficulty.preview_filters([small], None)
+    job = difficulty.start_confirm_filters(small_runs=[small], text_only_run=None, fingerprint=preview.fingerprint,
+                                           user=researcher)  # fmt: skip
+    AssistResult.objects.filter(run=small, question=hard).update(parsed={"correct": True})  # meanwhile
+    job = run_in_chinese(job)
+    assert (job.error_code, job.error_params) == ("filters_stale", {"n": 2})
+    english = "the questions to remove changed since the preview (2 now); look again"
+    assert worded_error(researcher, job, "en") == english
+    assert worded_error(researcher, job, "zh-CN") == "预览之后，要移除的题目已有变化（现在 2 道）；请重新查看"
+
+
+@pytest.mark.usefixtures("tmp_media")
+def test_a_line_the_database_cannot_store_reads_in_each_readers_language(researcher, tmp_path):
+    from annotation.jsonl_import import register_upload, start_import
+    from k12vista.jobs import execute_job
+
+    path = tmp_path / "nul.jsonl"
+    path.write_text('{"hash_id": "n1", "text": "a\\u0000b", "subject": "math", "grade": 3, "type": "fill_in_blank"}')
+    with translation.override("zh-hans"):
+        job = start_import(document=register_upload(path=path, user=researcher), user=researcher)
+        assert execute_job(job.pk) == Job.Status.SUCCEEDED
+    job.refresh_from_db()
+    row = job.result["failed_lines"][0]
+    assert row["reason_code"] == "unstorable"
+    assert row["reason"] == "text: a NUL character (\\u0000) at character 2, which cannot be stored"
+    rows = {language: api(researcher, language).get(f"/api/jobs/{job.pk}/").json()["result"]["failed_lines"]
+            for language in ("en", "zh-CN")}  # fmt: skip
+    assert rows["en"][0]["reason"] == row["reason"]
+    assert rows["zh-CN"][0]["reason"] == "text：第 2 个字符处有NUL 字符（\\u0000），无法存储"
+
+
+def test_failures_stored_as_text_before_the_codes_still_show(researcher):
+    from annotation.models import SourceDocument
+
+    old = Job.objects.create(kind="pem.build_pebench", status=Job.Status.FAILED, error="PEBenchError: 旧的失败原因")
+    for language in ("en", "zh-CN"):
+        assert worded_error(researcher, old, language) == "PEBenchError: 旧的失败原因"
+    document = SourceDocument(kind="jsonl", original_name="a.jsonl", sha256="", size=0, error="old words")
+    assert document.error_message == "old words"
+    unknown = Job(error="as stored", error_code="nobody.knows", error_params={})
+    assert unknown.error_message == "as stored"
+
+
+def test_refusals_said_at_once_read_in_the_active_language(researcher):
+    from pem.build import build_pebench
+    from pem.services import PEBenchError
+    from review.sampling import SamplingPlanError, code_letter
+
+    with translation.override("zh-hans"):
+        with pytest.raises(SamplingPlanError, match=r"^批量至少为 2（表 I 从 2 开始），而不是 1。$"):
+            code_letter(1)
+        with pytest.raises(PEBenchError, match="^不能按 difficulty 分层"):
+            build_pebench(target_size=5, min_steps=3, strata=["difficulty"], seed=0, user=researcher)
+    with translation.override("en"), pytest.raises(SamplingPlanError, match="at least 2"):
+        code_letter(1)

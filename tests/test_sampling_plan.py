@@ -163,19 +163,19 @@ def test_it_says_to_inspect_the_whole_lot_when_the_sample_is_as_large_as_the_lot
 
 
 @pytest.mark.parametrize("lot_size", [1, 0, -5])
-def test_it_refuses_a_lot_smaller_than_table_i(lot_size):
+def test_it_refuses_a_lot_smaller_than_table_i(lot_size, english):
     with pytest.raises(ValueError, match="at least 2"):
         single_sampling_plan(lot_size, 1.0)
 
 
 @pytest.mark.parametrize("lot_size", ["1000", 10.5, True, None])
-def test_it_refuses_a_lot_size_that_is_not_a_whole_number(lot_size):
+def test_it_refuses_a_lot_size_that_is_not_a_whole_number(lot_size, english):
     with pytest.raises(ValueError, match="whole number"):
         single_sampling_plan(lot_size, 1.0)
 
 
 @pytest.mark.parametrize("aql", [0.5, 3.0, 0.0, -1.0, 2000.0, float("nan")])
-def test_it_refuses_an_aql_that_is_not_a_column(aql):
+def test_it_refuses_an_aql_that_is_not_a_column(aql, english):
     with pytest.raises(ValueError, match="not a column of Table II-A; use one of 0.010, 0.015"):
         single_sampling_plan(1000, aql)
 
@@ -193,12 +193,12 @@ def test_it_decides_by_the_accept_and_reject_numbers():
 
 
 @pytest.mark.parametrize("defects", [-1, 81, 2.0, "2"])
-def test_it_refuses_a_defect_count_the_sample_cannot_have(defects):
+def test_it_refuses_a_defect_count_the_sample_cannot_have(defects, english):
     with pytest.raises(ValueError, match="defects"):
         decide(single_sampling_plan(1000, 1.0), defects)
 
 
-def test_it_counts_defects_against_the_items_actually_inspected():
+def test_it_counts_defects_against_the_items_actually_inspected(english):
     whole = single_sampling_plan(5, 0.65)  # n=20 for a lot of 5: only 5 items exist
     assert decide(whole, 1) == "reject"
     with pytest.raises(ValueError, match="5 inspected items"):
@@ -245,7 +245,7 @@ def test_the_command_prints_the_plan_as_json():
         (["--lot-size", "1000", "--aql", "0.5"], "not a column of Table II-A"),
     ],
 )
-def test_the_command_explains_bad_input(args, message):
+def test_the_command_explains_bad_input(args, message, english):
     with pytest.raises(CommandError, match=message):
         run_command(*args)
 

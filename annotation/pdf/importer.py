@@ -50,6 +50,7 @@ from annotation.services import FigureData, QuestionData, QuestionDataError, cre
 from k12vista import job_text
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.lazy import lazy_module
+from k12vista.line_reasons import reason
 from k12vista.models import Job
 from k12vista.text import storable
 from k12vista.vocabulary import Subject
@@ -226,20 +227,17 @@ def import_document(*, document: SourceDocument, subject: str = DEFAULT_SUBJECT,
         summary = _import(document=document, subject=subject, grade=grade, user=user, reader=reader,
                           report=progress or (lambda done, total: None))  # fmt: skip
     except PdfImportError as exc:
-        SourceDocument.objects.filter(pk=document.pk).update(error=str(exc))
-        document.error = str(exc)
+        document.record_error(exc.reason)  # the job fails with the same code (k12vista.jobs)
         raise
     except OCRServiceError:
         raise  # retried by the job
     except Exception as exc:
         # A crash: the document says why, worded for its reader from the note kept on the report (the
         # English copy in ``error``); a retry continues it (pages and questions saved are reused).
-        stopped = note("import_stopped", error=f"{type(exc).__name__}: {exc}"[:1000])
-        message = english(stopped)[:2000]
-        kept = SourceDocument.objects.filter(pk=document.pk).values_list("import_report", flat=True).first()
-        report = {**(kept if isinstance(kept, dict) else {}), "error": stopped}
-        SourceDocument.objects.filter(pk=document.pk).update(error=message, import_report=report)
-        document.error, document.import_report = message, report
+        document.import_report = (
+            SourceDocument.objects.filter(pk=document.pk).values_list("import_report", flat=True).first()
+        )
+        document.record_error(note("import_stopped", error=f"{type(exc).__name__}: {exc}"[:1000]))
         raise
     SourceDocument.objects.filter(pk=document.pk).update(page_count=summary.pages, error="",
                                                          import_report=summary.as_dict())  # fmt: skip
@@ -297,11 +295,7 @@ def _import_pages(*, document: SourceDocument, pdf: pymupdf.Document, summary: I
         except OCRServiceError:
             raise  # worth retrying: the job handler turns it into a TransientJobError
         except OCRUnavailable as exc:
-            message = _("Page %(n)d has no text layer and needs OCR, which is not available: %(error)s") % {
-                "n": number,
-                "error": exc,
-            }
-            raise PdfImportError(message) from exc
+            raise PdfImportError(reason("pdf_needs_ocr", n=number, error=str(exc))) from exc
         except (RuntimeError, ValueError, ArithmeticError, IndexError, TypeError) as exc:
             # MuPDF raises RuntimeError subclasses for broken page content. One page that cannot be read
             # is said, and the rest of the paper goes on.

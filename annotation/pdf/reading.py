@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
+from django.utils.translation import gettext_noop
 from PIL import Image
 
 from annotation.ocr import OCRBackend
 from annotation.pdf.layout import MARGIN, PageText, Span, clip_to_page, normalize_text
 from k12vista.lazy import lazy_module
+from k12vista.line_reasons import Reason, ReasonError, reason, reason_templates
 
 if TYPE_CHECKING:
     import pymupdf
@@ -24,8 +26,23 @@ OCR_DPI = 120  # 10.5 pt characters come out ~17 px high, enough for PP-OCR; 150
 MIN_TEXT_CHARS = 12  # fewer characters than this and the page is taken to be a scan
 
 
-class PdfImportError(Exception):
-    """A document that cannot be imported; the message is shown to the uploader as it is."""
+class PdfImportError(ReasonError):
+    """A document that cannot be imported; the message is shown to the uploader as it is. Its reason is a
+    code (``self.reason``): an import in a worker keeps it on the document and the job, worded for each reader."""
+
+
+# Why a PDF cannot be imported, worded where it is shown (k12vista.line_reasons).
+reason_templates({
+    "pdf_unreadable_file": gettext_noop("The stored file cannot be read (%(error)s)."),
+    "pdf_not_pdf": gettext_noop("This file is not a PDF (it does not start with %%PDF-)."),
+    "pdf_damaged": gettext_noop("The PDF is damaged and cannot be read (%(error)s)."),
+    "pdf_encrypted": gettext_noop("The PDF is encrypted and needs a password; upload a copy without a password."),
+    "pdf_no_pages": gettext_noop("The PDF has no pages."),
+    "pdf_too_many_pages": gettext_noop("The PDF has %(pages)d pages; at most %(limit)d are accepted."),
+    "pdf_needs_ocr": gettext_noop(
+        "Page %(n)d has no text layer and needs OCR, which is not available: %(error)s"
+    ),
+})  # fmt: skip
 
 
 def open_pdf(source: str | Path | bytes) -> pymupdf.Document:
@@ -37,14 +54,14 @@ def open_pdf(source: str | Path | bytes) -> pymupdf.Document:
             with open(source, "rb") as file:
                 head = file.read(1024)
     except OSError as exc:
-        raise PdfImportError(f"The stored file cannot be read ({exc.strerror}).") from exc
+        raise PdfImportError(reason("pdf_unreadable_file", error=str(exc.strerror))) from exc
     if b"%PDF-" not in head:
-        raise PdfImportError("This file is not a PDF (it does not start with %PDF-).")
+        raise PdfImportError(reason("pdf_not_pdf"))
     where = {"stream": source} if isinstance(source, bytes) else {"filename": str(source)}
     try:
         doc = pymupdf.open(**where, filetype="pdf")
     except (pymupdf.FileDataError, RuntimeError, ValueError) as exc:
-        raise PdfImportError(f"The PDF is damaged and cannot be read ({exc}).") from None
+        raise PdfImportError(reason("pdf_damaged", error=str(exc))) from None
     problem = _refusal(doc)
     if problem:
         doc.close()
@@ -52,14 +69,14 @@ def open_pdf(source: str | Path | bytes) -> pymupdf.Document:
     return doc
 
 
-def _refusal(doc: pymupdf.Document) -> str:
+def _refusal(doc: pymupdf.Document) -> Reason | None:
     if doc.needs_pass:
-        return "The PDF is encrypted and needs a password; upload a copy without a password."
+        return reason("pdf_encrypted")
     if doc.page_count == 0:
-        return "The PDF has no pages."
+        return reason("pdf_no_pages")
     if doc.page_count > settings.PDF_MAX_PAGES:
-        return f"The PDF has {doc.page_count} pages; at most {settings.PDF_MAX_PAGES} are accepted."
-    return ""
+        return reason("pdf_too_many_pages", pages=doc.page_count, limit=settings.PDF_MAX_PAGES)
+    return None
 
 
 def render_png(page: pymupdf.Page, *, dpi: int = PAGE_DPI) -> bytes:

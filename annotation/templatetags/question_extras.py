@@ -98,9 +98,7 @@ def flag_message(flag) -> str:  # noqa: ANN001
 @register.filter
 def import_error(document) -> str:  # noqa: ANN001
     """Why a document's import stopped, in the reader's language where the import kept it as a note."""
-    report = document.import_report if isinstance(document.import_report, dict) else {}
-    stopped = report.get("error")
-    return note_text(stopped) if isinstance(stopped, dict) and document.error else document.error
+    return document.error_message
 
 
 @register.filter
