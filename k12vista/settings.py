@@ -361,6 +361,7 @@ SPECTACULAR_SETTINGS = {
         "ReworkStageEnum": "review.models.Stage",  # the pipeline stage a failed item goes back to
         "StageEnum": "k12vista.vocabulary.Stage",  # the school stage (primary, middle, high)
         "ReleaseStatusEnum": "k12vista.releases.ReleaseBase.Status",  # a PEBench release's list and detail
+        "AgreementScaleEnum": "pem.ratings.SCALES",  # a ratings report's scale and Krippendorff's metric
     },
 }
 

@@ -321,7 +321,8 @@ def score_agreement(pairs: Sequence[tuple[float, float]]) -> dict:
     kappa on the scores rounded to tenths, kappa on the collapse at 0.5, mean absolute
     difference and Pearson's r. Also what checker_report uses for the paper's Table 6."""
     if not pairs:
-        return {"units": 0, "krippendorff_alpha": agreement.estimate(None, undefined=agreement.NO_PAIRS)}
+        alpha = agreement.estimate(None, undefined=agreement.NO_PAIRS, metric="interval")  # as with pairs
+        return {"units": 0, "krippendorff_alpha": alpha}
     ref = np.array([a for a, _ in pairs], dtype=float)
     rated = np.array([b for _, b in pairs], dtype=float)
     in_unit_range = bool(((ref >= 0) & (ref <= 1) & (rated >= 0) & (rated <= 1)).all())

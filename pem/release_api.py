@@ -12,9 +12,10 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from k12vista.schema_fields import keyed, open_object, typed_json
+from k12vista.schema_fields import keyed, typed_json
 from k12vista.serializers import InputSerializer
 from pem import releases
+from pem.agreement_shapes import StepAgreementReport
 from pem.models import PEBenchRelease
 
 
@@ -70,10 +71,7 @@ class PEBenchReleaseOutput(serializers.ModelSerializer):
 
 
 class PEBenchReleaseDetailOutput(PEBenchReleaseOutput):
-    agreement = typed_json(
-        open_object("The release's agreement report as pem/reports builds it (people, judges, per label; "
-                    "docs/agreement.md): its statistics differ by who rated.")
-    )  # fmt: skip
+    agreement = typed_json(StepAgreementReport)
 
     class Meta(PEBenchReleaseOutput.Meta):
         fields = [*PEBenchReleaseOutput.Meta.fields, "agreement"]

@@ -6,7 +6,7 @@ the JSON shape is described there and in docs/agreement.md. Nothing is stored.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from k12vista.roles import HasRole, Role
-from k12vista.schema_fields import open_object, typed_json
 from k12vista.serializers import InputSerializer
+from pem.agreement_shapes import LabelRatingsReport, ScoreRatingsReport
 from pem.ratings import SCALES, RatingsError, agreement_from_file
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -35,28 +35,14 @@ class RatingsInput(InputSerializer):
         return upload
 
 
-class AgreementReportOutput(serializers.Serializer):
-    """A ratings file's agreement report (pem.ratings.ratings_report): what was read, typed; the statistics
-    themselves differ by the kind of ratings and the scale (docs/agreement.md)."""
-
-    kind = serializers.CharField(help_text="label or score")
-    format = serializers.CharField(help_text="csv or jsonl")
-    scale = serializers.ChoiceField(choices=SCALES)
-    items = serializers.IntegerField()
-    raters = serializers.ListField(child=serializers.CharField())
-    ratings = serializers.IntegerField()
-    categories = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="nominal or ordinal scales only: in order"
-    )
-    statistics = typed_json(
-        open_object("Open by design: label statistics (kappas, alpha, AC1, confusion, per pair, rater and label) "
-                    "or score statistics (alpha, exact agreement, mean difference), by the kind and scale.")
-    )  # fmt: skip
-    against_reference = typed_json(
-        open_object("Only with a reference rater: each other rater against it, by the kind and scale."),
-        required=False,
-    )  # fmt: skip
-    notes = serializers.ListField(child=serializers.CharField())
+# The report's statistics differ by what was rated: labels (or scores on a nominal or ordinal scale) have
+# label statistics, scores on an interval scale score statistics (pem.ratings.ratings_report). No key tells
+# them apart, so the schema offers both, each strict enough that an answer is only ever one of them.
+AgreementReportOutput = PolymorphicProxySerializer(
+    component_name="AgreementReportOutput",
+    serializers=[LabelRatingsReport, ScoreRatingsReport],
+    resource_type_field_name=None,
+)
 
 
 class AgreementFromFile(APIView):

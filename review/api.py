@@ -23,6 +23,7 @@ from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
 from k12vista.schema_fields import EstimateOutput, ProportionOutput, keyed, typed_json
 from k12vista.serializers import InputSerializer
+from pem.agreement_shapes import RawAgreementOutput
 from review import reports, services
 from review.forms import inspectors
 from review.models import Audit
@@ -122,12 +123,6 @@ class ReportStratum(serializers.Serializer):
 class ReportOverall(serializers.Serializer):
     rates = keyed(ProportionOutput(), RATES)
     decision = serializers.CharField(allow_null=True, help_text="accept, reject or pending; null without a plan")
-
-
-class RawAgreementOutput(ProportionOutput):
-    """Items on which every inspector agreed (pem.agreement.raw_agreement), and the mean pairwise agreement."""
-
-    pairwise = serializers.FloatField(allow_null=True)
 
 
 class DimensionAgreement(serializers.Serializer):

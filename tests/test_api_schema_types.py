@@ -50,10 +50,6 @@ ALLOWED = {
     "#/components/schemas/ReleaseCorrectionRow/properties/after": "the changed field's value, of its type",
     "#/components/schemas/ReleaseFieldChange/properties/old": "the changed field's value, of that field's type",
     "#/components/schemas/ReleaseFieldChange/properties/new": "the changed field's value, of that field's type",
-    # The reports' parts whose keys differ by what was rated (their top level is typed).
-    "#/components/schemas/AgreementReportOutput/properties/statistics": "label or score statistics, by the scale",
-    "#/components/schemas/AgreementReportOutput/properties/against_reference": "by the kind and scale",
-    "#/components/schemas/PEBenchReleaseDetailOutput/properties/agreement": "the agreement report, by who rated",
 }
 
 
@@ -195,7 +191,11 @@ def disagreements(body, method: str, path: str, status: int) -> list[str]:
     answer_schema = schema["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
     document = {**strict(answer_schema), "components": strict(schema["components"])}
     validator = jsonschema.Draft202012Validator(document)
-    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in validator.iter_errors(body)]
+    # Under a oneOf, the error says only that no variant fits: the deepest of the variants' own errors (that of
+    # the variant which fits furthest) says where.
+    found = (max(error.context, key=lambda inner: len(inner.absolute_path)) if error.context else error
+             for error in validator.iter_errors(body))  # fmt: skip
+    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in found]
 
 
 def check(response, method: str, path: str, status: int = 200) -> dict:
@@ -320,7 +320,7 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     listed = check(rita.get("/api/pem/releases/"), "get", "/api/pem/releases/")
     assert listed[0]["summary"]["statistics"]["records"] == 1 and listed[0]["summary"]["gold_labels"]
     detail = check(rita.get(f"/api/pem/releases/v{v1.version}/"), "get", "/api/pem/releases/v{version}/")
-    assert detail["agreement"] == v1.agreement
+    assert detail["agreement"] == v1.agreement and detail["agreement"]["judges"][0]["rater"] == "judge-72b"
     check(rita.post(f"/api/pem/releases/v{v1.version}/publish/"), "post", "/api/pem/releases/v{version}/publish/")
     label_steps(bench["open"], ["CS", "CE"], rater="amy", user=other_annotator)
     add_to_pebench(make_cot(key="q3"))
@@ -329,9 +329,32 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     diff = check(rita.get("/api/pem/releases/compare/", {"old": 1, "new": 2}), "get", "/api/pem/releases/compare/")
     assert diff["added"] == ["q3"] and diff["changed"][0]["key"] == "q2"
 
-    for name, lines in (("labels.csv", "item,rater,label\n1,a,CS\n1,b,CS\n2,a,CE\n2,b,CS\n3,a,CE\n"),
-                        ("scores.csv", "item,rater,score\n1,a,0.5\n1,b,0.5\n2,a,1\n2,b,0\n")):  # fmt: skip
+    # Each variant of a ratings file's report: labels (step labels: with the correct-vs-error collapse; listed
+    # categories: without), scores on an interval scale (a rater sharing no item with the reference: units and
+    # alpha only) and scores on an ordinal scale (label statistics on their distinct values).
+    files = (
+        ({"reference": "a"}, "labels.csv", "item,rater,label\n1,a,CS\n1,b,CS\n2,a,CE\n2,b,CS\n3,a,CE\n"),
+        ({"categories": "yes,no"}, "labels.csv", "item,rater,label\n1,a,yes\n1,b,no\n2,a,yes\n2,b,yes\n"),
+        ({"reference": "a"}, "scores.csv", "item,rater,score\n1,a,0.5\n1,b,0.5\n2,a,1\n2,b,0\n3,b,0.2\n3,c,0.3\n"),
+        ({"reference": "b", "scale": "ordinal"}, "scores.jsonl",
+         '{"item": 1, "rater": "a", "score": 1}\n{"item": 1, "rater": "b", "score": 2}\n{"item": 2, "rater": "a", '
+         '"score": 2}\n{"item": 2, "rater": "b", "score": 2}\n'),
+    )  # fmt: skip
+    reports = []
+    for options, name, lines in files:
         upload = SimpleUploadedFile(name, lines.encode())
-        report = check(rita.post("/api/pem/agreement/", {"file": upload, "reference": "a"}), "post",
-                       "/api/pem/agreement/")  # fmt: skip
-        assert report["raters"] == ["a", "b"] and report["against_reference"]["reference"] == "a"
+        reports.append(check(rita.post("/api/pem/agreement/", {"file": upload, **options}), "post",
+                             "/api/pem/agreement/"))  # fmt: skip
+    steps, listed, scores, ordinal = reports
+    assert steps["against_reference"]["reference"] == "a" and steps["statistics"]["binary"]["categories"]
+    assert "binary" not in listed["statistics"] and "against_reference" not in listed
+    assert scores["statistics"]["units"] == {"total": 3, "single_rating": 0, "pairable": 3}
+    alone = next(rater for rater in scores["against_reference"]["raters"] if rater["rater"] == "c")
+    assert alone["units"] == 0 and alone["krippendorff_alpha"]["metric"] == "interval"
+    assert ordinal["categories"] == ["1", "2"] and ordinal["statistics"]["krippendorff_alpha"]["metric"] == "ordinal"
+    assert ordinal["against_reference"]["raters"][0]["accuracy_by_reference"]["2"]["n"] == 2
+    # The variants are told apart: a report with the other kind's statistics is not one the schema describes.
+    labels_against, scores_against = steps["against_reference"], scores["against_reference"]
+    swapped = ({**steps, "statistics": scores["statistics"]}, {**scores, "against_reference": labels_against},
+               {**steps, "against_reference": scores_against})  # fmt: skip
+    assert all(disagreements(body, "post", "/api/pem/agreement/", 200) for body in swapped)
