@@ -62,11 +62,18 @@ def test_a_last_column_of_a_few_lines_is_a_column_on_a_page_image():
     """A scan's second page: the left column full, the right one holding the end of the answers, a few lines
     at its top. The blank under the short column is no gutter; the gutter is between the columns."""
     left = [(90, 100 + 40 * i, 480, 120 + 40 * i) for i in range(30)]
-    right = [(520, 100 + 40 * i, 910, 120 + 40 * i) for i in range(4)]
+    right = [(540, 100 + 40 * i, 930, 120 + 40 * i) for i in range(4)]
     gutters = reading.image_gutters(_ink_of(left + right))
-    assert len(gutters) == 1 and 480 <= gutters[0] <= 520, gutters
+    assert len(gutters) == 1 and 480 <= gutters[0] <= 540, gutters
     # A page of one column stays one column.
     assert reading.image_gutters(_ink_of([(90, 100 + 40 * i, 910, 120 + 40 * i) for i in range(30)])) == []
+
+
+def test_text_filling_only_the_top_of_a_page_is_not_cut_in_two():
+    """The last page of an A3 paper: a few questions across the left half, the rest blank. Every x under them is
+    blank for most of the page, as a gutter under a title is: the page was cut through the middle of its lines."""
+    lines = [(90, 100 + 40 * i, 900 - (i % 3) * 60, 120 + 40 * i) for i in range(10)]
+    assert reading.image_gutters(_ink_of(lines, size=(2000, 1400))) == []
 
 
 def _scanned_page(draw_page) -> pymupdf.Page:  # noqa: ANN001

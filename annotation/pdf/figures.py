@@ -367,7 +367,10 @@ SCAN_MIN_SIDE_EM = 2.5  # smaller ink left over is a stain, a stray mark or a fo
 SCAN_INK_LEVEL = 200  # grey below this is ink on the coarse image, where a thin stroke is light grey
 # A straight line this share of the page long and a few pixels thick is a rule, not a figure.
 SCAN_RULE_SHARE, SCAN_RULE_PX = 0.3, 3
-SCAN_LABEL_CHARS = 4  # a flow chart's box (开始, 输入：), a point's name: longer words are the question's
+# A heading standing alone near a figure (答案, 解析, 第二题) is the paper's, never a label on the figure;
+# so is a sub-question's number, "(2)" set apart from its answer.
+STRUCTURE_WORD = re.compile(r"答|解|题|分|卷|^\s*[(（]\s*\d{1,2}\s*[)）]\s*$")
+SCAN_LABEL_CHARS = 3  # a flow chart's box (开始, 输入：), a point's name: longer words are the question's
 
 
 def _scan_scale(page: pymupdf.Page) -> float | None:
@@ -411,11 +414,22 @@ def scan_figures(page: pymupdf.Page, page_text: PageText, em: float) -> list[Box
         inked = int(ink[where].sum())
         if min(sides) < SCAN_MIN_SIDE_EM * em or sides[0] * sides[1] > MAX_PAGE_SHARE * area or inked < 40:
             continue
-        box = _with_scan_labels(box, page_text, em)
-        if _is_table(box, page_text):  # an answer key's or a data table's rules: its text is read
-            continue
+        rows, cols = np.nonzero(ink[where])
+        tight = ((xs.start + cols.min()) / scale, (ys.start + rows.min()) / scale,
+                 (xs.start + cols.max() + 1) / scale, (ys.start + rows.max() + 1) / scale)  # fmt: skip
+        if _formula_shaped(tight, em, FORMULA_EM) and _beside_text(tight, page_text, em):
+            continue  # a formula OCR did not read, standing in its line (an answer's fraction): text, no figure
         boxes.append(box)
-    return boxes
+    grown = [_with_scan_labels(box, page_text, em) for box in boxes]
+    kept = []
+    for i, (box, wider) in enumerate(zip(boxes, grown, strict=True)):
+        # Grown into a neighbour (a row of picture options, each with its letter): each keeps its own ink.
+        if any(_overlaps(wider, other) for j, other in enumerate(grown) if j != i):
+            wider = box
+        # An answer key's or a data table's rules, their cells reaching past the ink found: its text is read.
+        if not _is_table((wider[0] - em, wider[1] - em, wider[2] + em, wider[3] + em), page_text):
+            kept.append(wider)
+    return kept
 
 
 def _with_scan_labels(box: Box, page_text: PageText, em: float) -> Box:
@@ -426,7 +440,10 @@ def _with_scan_labels(box: Box, page_text: PageText, em: float) -> Box:
     near = [
         s.bbox
         for s in page_text.spans
-        if len(s.text.strip()) <= SCAN_LABEL_CHARS and _overlaps(s.bbox, reach) and _alone(s, page_text)
+        if len(s.text.strip()) <= SCAN_LABEL_CHARS
+        and not STRUCTURE_WORD.search(s.text)
+        and _overlaps(s.bbox, reach)
+        and _alone(s, page_text)
     ]
     return union([box, *near])
 

@@ -443,7 +443,7 @@ def line_text(spans: list[Span]) -> str:
         # A raised run hugs its base: one a visible gap away is a run of its own (OCR boxes a table cell's
         # digit shorter and higher than the 题号 beside it).
         apart = previous is not None and span.bbox[0] - previous.bbox[2] > 0.25 * main.size
-        mark = "" if apart else _script(span, main)
+        mark = "" if apart and not span.flags & SUPERSCRIPT_FLAG else _script(span, main)
         if mark and span.text.strip():
             text = _attach_script(text, span.text, mark)
         else:

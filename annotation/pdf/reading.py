@@ -83,10 +83,16 @@ def render_png(page: pymupdf.Page, *, dpi: int = PAGE_DPI) -> bytes:
     """The page image people compare against. zlib's fastest level: MuPDF's PNG writer spends 30 ms
     a page compressing (most of a text page's import) for files only 7% smaller."""
     pix = page.get_pixmap(dpi=dpi, alpha=False)
+    rgb = np.frombuffer(pix.samples_mv, dtype=np.uint8).reshape(pix.height, pix.stride)[:, : 3 * pix.width]
+    rgb = rgb.reshape(pix.height, pix.width, 3)
     buffer = io.BytesIO()
-    Image.frombuffer("RGB", (pix.width, pix.height), pix.samples_mv, "raw", "RGB", pix.stride, 1).save(
-        buffer, "PNG", compress_level=1
-    )
+    if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all():
+        # Most exam pages are black on white: one channel of the same pixels, compressed in 40% of the time.
+        Image.fromarray(np.ascontiguousarray(rgb[..., 0])).save(buffer, "PNG", compress_level=1)  # mode L
+    else:
+        Image.frombuffer("RGB", (pix.width, pix.height), pix.samples_mv, "raw", "RGB", pix.stride, 1).save(
+            buffer, "PNG", compress_level=1
+        )
     return buffer.getvalue()
 
 
@@ -188,6 +194,7 @@ def ocr_layer(page: pymupdf.Page, number: int, backend: OCRBackend) -> PageText:
     return clip_to_page(PageText(number, page.rect.width, page.rect.height, spans, ocr=True, gutters=gutters))
 
 
+SHORT_COLUMN_GUTTER_PX = 8  # clear after the smear, on the half-size image: a gap of about 19 pt at OCR_DPI
 DARK = 128  # grey level below which a pixel is ink or a fill
 FILL_HEIGHT_PT = (8.0, 40.0)  # a badge or a banded heading: a character tall to about three lines
 DISC_MATCH = 0.85  # of a round badge's shape and the ellipse in its box, their overlap over their union
@@ -291,33 +298,27 @@ def _image_gutters(ink: np.ndarray, *, max_ink: float, min_column: float, reach:
     sums = np.cumsum(np.pad(ink, ((0, 0), (reach + 1, reach)), constant_values=False), axis=1, dtype=np.int32)
     ink = (sums[:, 2 * reach + 1 :] - sums[:, : -2 * reach - 1]) > 0
     rows_with_ink = ink.sum(axis=0)
-    strict = rows_with_ink <= max_ink * height
-    clear = strict.copy()
+    clear = rows_with_ink <= max_ink * height
     # Under a title and the instructions, which cross it, a gutter still runs down most of the page.
     for x in np.flatnonzero(~clear & (rows_with_ink <= 0.4 * height)):
         marks = np.flatnonzero(ink[:, x])
         clear[x] = np.diff(np.concatenate(([-1], marks, [height]))).max() > 0.5 * height
-    # A column is what holds ink on more rows than a gutter may: a last column of a few lines is one too.
-    inked = np.flatnonzero(rows_with_ink > max_ink * height)
+    inked = np.flatnonzero(rows_with_ink > 0.1 * height)
     if inked.size < 2:
         return []
     left_edge, right_edge = inked[0], inked[-1]
-    narrowest = 4 if reach >= 4 else 3
-    bands = _clear_bands(strict, left_edge, right_edge, narrowest)
-    # A band clear only below a title is a gutter where no clear one is beside it; one as wide as a column is
-    # the blank under a short last column, not a gutter.
+    # A band as wide as half a column is no gutter: the blank under text that fills only the top of a page
+    # (every x there is clear under the few lines that cross it).
     widest = 0.5 * min_column * (right_edge - left_edge)
-    bands += [
-        (end - start, start, end)
-        for _, start, end in _clear_bands(clear, left_edge, right_edge, narrowest)
-        if end - start <= widest and not any(start < b_end and b_start < end for _, b_start, b_end in bands)
-    ]
+    bands = [(end - start, (start + end) // 2) for _, start, end in
+             _clear_bands(clear, left_edge, right_edge, 4 if reach >= 4 else 3) if end - start <= widest]  # fmt: skip
     chosen: list[int] = []
-    for _, start, end in bands:  # clear ones first, each kind widest first
-        middle = (start + end) // 2
+    for _, middle in sorted(bands, reverse=True):  # widest first
         edges = sorted([left_edge, right_edge, *chosen, middle])
         if min(b - a for a, b in zip(edges, edges[1:], strict=False)) >= min_column * (right_edge - left_edge):
             chosen.append(middle)
+    if not chosen and reach >= 4:
+        return _short_last_column(ink, rows_with_ink, max_ink=max_ink, min_column=min_column)
     return sorted(2 * int(x) for x in chosen)
 
 
@@ -336,6 +337,35 @@ def _clear_bands(clear: np.ndarray, left_edge: int, right_edge: int, narrowest: 
             bands.append((end - x, int(x), int(end)))
         x = end
     return sorted(bands, key=lambda band: (-band[0], band[1]))
+
+
+def _short_last_column(ink: np.ndarray, rows_with_ink: np.ndarray, *, max_ink: float, min_column: float) -> list[int]:
+    """The gutter before a last column of a few lines (the end of the answers on a paper's last page), which
+    holds ink on too few rows to count as a column above: a band clear of ink from top to bottom, a gutter's
+    width at least, with a column of lines (not a figure's labels or a line's last words) on each side."""
+    height = ink.shape[0]
+    inked = np.flatnonzero(rows_with_ink > max_ink * height)
+    if inked.size < 2:
+        return []
+    left_edge, right_edge = int(inked[0]), int(inked[-1])
+    strict = rows_with_ink <= max_ink * height
+    for _, start, end in _clear_bands(strict, left_edge, right_edge, SHORT_COLUMN_GUTTER_PX):
+        sides = ((left_edge, start), (end, right_edge + 1))
+        if min(b - a for a, b in sides) < min_column * (right_edge - left_edge):
+            continue
+        if all(_lines_fill(ink[:, a:b]) for a, b in sides):
+            return [2 * ((start + end) // 2)]
+    return []
+
+
+def _lines_fill(column: np.ndarray) -> bool:
+    """Most of the inked rows of a column run across most of its width: lines of text set in it."""
+    width = column.shape[1]
+    rows = column[column.sum(axis=1) >= 0.1 * width]  # a scan's specks make no row
+    if not len(rows):
+        return False
+    spans = [np.flatnonzero(row) for row in rows]
+    return float(np.median([(cols[-1] - cols[0] + 1) / width for cols in spans])) >= 0.6
 
 
 def page_text_lines(page_text: PageText) -> str:
