@@ -3,27 +3,35 @@
 with its reason; the typed inputs refuse a wrong field by name."""
 
 import functools
+import json
 
 import jsonschema
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.plumbing import force_instance
+from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from annotation import corrections
+from annotation import corrections, jsonl_import
 from annotation.models import Question
 from inference import campaigns
 from inference.models import PublishedResult, ScoringRun
 from k12vista import jobs
 from k12vista.models import Job
+from pem import agreement_store
+from pem import jobs as pem_jobs
 from review import decisions, services
-from review.models import Rating
+from review.models import Audit, Rating
 from review.sampling import AQL_HEADINGS
 from tests.annotation_factories import make_question
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 from tests.review_factories import audit_of, bulk_questions, three_inspectors
 from tests.test_inference_views import answer, make_endpoint, make_run, scored
+from tests.test_jsonl_import import studio
 from tests.test_pem800k_export import kept_run
+from tests.test_pem_import import reference as pebench_line
 from tests.test_pem_releases import bench, built  # noqa: F401 - bench is a fixture
 
 pytestmark = pytest.mark.django_db
@@ -209,6 +217,13 @@ def check(response, method: str, path: str, status: int = 200) -> dict:
     return body
 
 
+def job_answered(client, job_id: int) -> dict:
+    """The job's answer (GET /api/jobs/<id>/), succeeded and agreeing with its kind's variant of the schema."""
+    body = check(client.get(f"/api/jobs/{job_id}/"), "get", "/api/jobs/{id}/")
+    assert body["status"] == Job.Status.SUCCEEDED and body["result"], body
+    return body
+
+
 def test_an_answer_the_schema_does_not_describe_is_refused():
     """The check itself: a missing key, a key the schema does not name, a wrong type and a null where none is
     allowed each disagree; within an open mapping (additionalProperties of a type) a free key is fine."""
@@ -255,10 +270,12 @@ def test_the_benchmarks_reports_are_answered_as_the_schema_says(researcher, insp
     assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
     drawn = check(rita.get(f"/api/benchmark/draws/{started['id']}/"), "get", "/api/benchmark/draws/{id}/")
     assert drawn["report"]["total"] == 6 and drawn["report"]["cells"][0]["shortfall"] == 4
+    assert job_answered(rita, started["job"])["result"]["short_cells"] == 1
 
     building = check(rita.post(f"/api/benchmark/draws/{started['id']}/release/", {}, format="json"),
                      "post", "/api/benchmark/draws/{id}/release/", 202)  # fmt: skip
     assert jobs.execute_job(building["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, building["job"])["result"]["questions"] == 6
     v1 = check(rita.get("/api/benchmark/releases/v1/"), "get", "/api/benchmark/releases/v{version}/")
     assert v1["summary"]["statistics"]["questions"] == 6 and v1["summary"]["audits"][0]["id"] == audit.pk
     check(rita.post("/api/benchmark/releases/v1/publish/"), "post", "/api/benchmark/releases/v{version}/publish/")
@@ -281,6 +298,8 @@ def test_the_benchmarks_reports_are_answered_as_the_schema_says(researcher, insp
     clustering = check(rita.post("/api/benchmark/clustering/", {"subjects": ["math"]}, format="json"),
                        "post", "/api/benchmark/clustering/", 202)  # fmt: skip
     assert clustering["params"]["subjects"] == ["math"] and clustering["params"]["params"]["svd_dims"] == 64
+    assert jobs.execute_job(clustering["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, clustering["job"])["result"]["subjects"][0]["subject"] == "math"
 
 
 @pytest.mark.usefixtures("no_broker")
@@ -326,6 +345,7 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     add_to_pebench(make_cot(key="q3"))
     started = check(rita.post("/api/pem/releases/", {}, format="json"), "post", "/api/pem/releases/", 202)
     assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, started["job"])["result"]["version"] == 2
     diff = check(rita.get("/api/pem/releases/compare/", {"old": 1, "new": 2}), "get", "/api/pem/releases/compare/")
     assert diff["added"] == ["q3"] and diff["changed"][0]["key"] == "q2"
 
@@ -358,3 +378,90 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     swapped = ({**steps, "statistics": scores["statistics"]}, {**scores, "against_reference": labels_against},
                {**steps, "against_reference": scores_against})  # fmt: skip
     assert all(disagreements(body, "post", "/api/pem/agreement/", 200) for body in swapped)
+
+
+# --- jobs (issue 29): each kind's params and result typed, one variant per kind ---------------------------------
+
+
+def test_every_registered_kind_has_its_params_and_result_and_a_variant_of_job():
+    components = openapi()["components"]["schemas"]
+    variants = {ref["$ref"] for ref in components["Job"]["oneOf"]}
+    mapping = components["Job"]["discriminator"]
+    assert mapping["propertyName"] == "kind" and set(mapping["mapping"].values()) == variants
+    for kind in jobs.registered_kinds():
+        shapes = jobs.registration(kind)
+        assert isinstance(force_instance(shapes.params), serializers.Serializer), kind
+        assert isinstance(force_instance(shapes.result), serializers.Serializer), kind
+        variant = components[mapping["mapping"][kind].split("/")[-1]]
+        kind_schema = variant["properties"]["kind"]
+        kind_schema = components[kind_schema["$ref"].split("/")[-1]] if "$ref" in kind_schema else kind_schema
+        assert kind_schema["enum"] == [kind]
+        assert "$ref" in variant["properties"]["params"] and "$ref" in variant["properties"]["result"]["anyOf"][0]
+    assert len(variants) == len(jobs.registered_kinds())
+
+
+def test_a_kind_cannot_be_registered_without_its_shapes():
+    with pytest.raises(TypeError):
+        jobs.job_handler("tests.shapeless")  # type: ignore[call-arg]
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_jobs_are_answered_as_their_kinds_variant_says(researcher, inspector, login, tmp_path, settings, api):
+    """Real jobs of several kinds, run, then read through /api/jobs/<id>/: a worker check, a question import
+    with a bad line (its row's reason worded), an export, a PEBench import, the agreement report and an audit
+    created as a job; a result of the wrong shape, or another kind's, is not one the schema describes."""
+    rita = api(researcher)
+    check_job = jobs.start_worker_check(queue="cpu", user=researcher)
+    assert jobs.execute_job(check_job.pk) == Job.Status.SUCCEEDED
+    checked = job_answered(rita, check_job.pk)
+    assert checked["params"] == {} and checked["result"]["queue"] == "cpu"
+
+    lines = [json.dumps(studio("good1"), ensure_ascii=False), '{"hash_id": "broken", ']
+    (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = jsonl_import.register_upload(path=tmp_path / "q.jsonl", user=researcher)
+    imported = jsonl_import.start_import(document=document, user=researcher)
+    assert jobs.execute_job(imported.pk) == Job.Status.SUCCEEDED
+    report = job_answered(rita, imported.pk)["result"]
+    assert report["created"] == 1 and report["failed_lines"][0]["reason_code"] == "not_json_at"
+    assert report["failed_lines"][0]["reason"] != report["failed_lines"][0]["reason_code"]
+
+    login(researcher).post(reverse("annotation:export"), {"subject": "math", "fmt": "reference"})
+    exported = Job.objects.get(kind="annotation.export_questions")
+    assert jobs.execute_job(exported.pk) == Job.Status.SUCCEEDED
+    export = job_answered(rita, exported.pk)
+    assert export["params"] == {"filters": {"subject": "math"}, "fmt": "reference"}
+    assert export["result"]["path"].endswith(".jsonl")
+
+    chains = tmp_path / "chains.jsonl"
+    chains.write_text(json.dumps(pebench_line("ok"), ensure_ascii=False) + "\n" + json.dumps(
+        pebench_line("bad", labels=[["x", "wrong", ""]]), ensure_ascii=False) + "\n", encoding="utf-8")  # fmt: skip
+    upload = SimpleUploadedFile("chains.jsonl", chains.read_bytes())
+    pebench = pem_jobs.start_import(stored_name=pem_jobs.store_upload(upload), name="chains.jsonl", user=researcher)
+    assert jobs.execute_job(pebench.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, pebench.pk)["result"]["failed_lines"][0]["key"] == "bad"
+    agreement = agreement_store.start_agreement(scope="all", user=researcher)
+    assert jobs.execute_job(agreement.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, agreement.pk)["result"]["scope"] == "all"
+
+    settings.AUDIT_INLINE_POPULATION = 1  # two questions: a large population here, created by a job
+    make_question(researcher, subject="math", hash_id="m2")
+    Question.objects.update(status=Question.Status.SOLUTION_CORRECTED)
+    audit_job = services.start_audit(name="", population={"kind": "status", "status": "solution_corrected"},
+                                     strata=["subject"], per_stratum=1, aql=None,
+                                     inspectors=three_inspectors(inspector), inspectors_per_item=3,
+                                     by=inspector)  # fmt: skip
+    assert jobs.execute_job(audit_job.pk) == Job.Status.SUCCEEDED
+    audit = job_answered(api(inspector), audit_job.pk)
+    made = Audit.objects.get(job_id=audit_job.pk)
+    assert audit["params"]["population"]["kind"] == "status"
+    assert audit["result"] == {"audit": made.pk, "items": made.items.count()} and made.items.count() == 2
+
+    # The check itself: a result of the wrong type, a key the kind's result does not name, another kind's
+    # result, or a kind no variant has, each disagree.
+    body = checked
+    assert disagreements(body, "get", "/api/jobs/{id}/", 200) == []
+    wrongs = ({**body, "result": {**body["result"], "queue": 1}}, {**body, "result": {**body["result"], "x": 1}},
+              {**body, "result": export["result"]}, {**body, "params": {"hold_seconds": "long"}},
+              {**body, "kind": "tests.unknown"}, {**export, "result": {**export["result"], "count": None}})  # fmt: skip
+    for wrong in wrongs:
+        assert disagreements(wrong, "get", "/api/jobs/{id}/", 200), wrong
