@@ -86,7 +86,10 @@ class QuestionLine(ReasonRow):
 
 
 class QuestionConflictLine(QuestionLine):
-    fields = serializers.ListField(child=serializers.CharField(), help_text="the fields that differ")
+    # A declared field leaves the class (DRF's metaclass takes it), so it does not hide Serializer.fields.
+    fields = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.CharField(), help_text="the fields that differ"
+    )
 
 
 # public_formats.MAPPED: [the public set's field, [the studio's fields]] pairs.
@@ -179,7 +182,7 @@ class ImportPdfResult(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField(), help_text="the notes in English")
     report = ConsistencyReport()
     failed = PdfFailedQuestion(many=True)
-    partial = PdfPartialQuestion(many=True)
+    partial = PdfPartialQuestion(many=True)  # type: ignore[assignment]  # DRF takes it off the class, as fields
     seconds = serializers.DictField(child=serializers.FloatField(), help_text="wall time per stage")
 
 

@@ -16,12 +16,15 @@ from rest_framework.test import APIClient
 
 from annotation import corrections, jsonl_import
 from annotation.models import Question
-from inference import campaigns
+from inference import campaigns, scoring
 from inference.models import PublishedResult, ScoringRun
+from inference.reference import results as reference_results
 from k12vista import jobs
 from k12vista.models import Job
 from pem import agreement_store
 from pem import jobs as pem_jobs
+from pem.models import StepLabel
+from pem.training import jobs as training_jobs
 from review import decisions, services
 from review.models import Audit, Rating
 from review.sampling import AQL_HEADINGS
@@ -465,3 +468,57 @@ def test_jobs_are_answered_as_their_kinds_variant_says(researcher, inspector, lo
               {**body, "kind": "tests.unknown"}, {**export, "result": {**export["result"], "count": None}})  # fmt: skip
     for wrong in wrongs:
         assert disagreements(wrong, "get", "/api/jobs/{id}/", 200), wrong
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_inference_and_pem_jobs_are_answered_as_their_kinds_variant_says(researcher, api):
+    """Real jobs that call no model: a run whose questions are all answered, a scoring run over an answer that said
+    nothing (no call to judge it), a campaign already answered, chains and judge labels from them, the reference
+    results export, a PEBench build and export, PEM-800K filters and a training export."""
+    rita = api(researcher)
+    run = make_run(researcher)
+    answer(run, Question.objects.get())
+    assert jobs.execute_job(run.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, run.job_id)["result"] == {"total": 1, "ok": 1, "failed": 0, "pending": 0}
+
+    failed = make_run(researcher, endpoint=make_endpoint("failing"), finished=True)
+    answer(failed, Question.objects.get(), raw_output=" ")  # answered with nothing: no call to judge it
+    judging = scoring.start_scoring_run(inference_run=failed, judge=run.endpoint, method=ScoringRun.Method.JUDGE_STEPS,
+                                        user=researcher)  # fmt: skip
+    assert jobs.execute_job(judging.job_id) == Job.Status.SUCCEEDED
+    coverage = job_answered(rita, judging.job_id)["result"]
+    assert (coverage["no_response"], coverage["coverage"]) == (1, 0.0)
+
+    campaign = campaigns.start_campaign(name="c", endpoints=[make_endpoint("a"), make_endpoint("b")], mode="direct",
+                                        filters={}, user=researcher)  # fmt: skip
+    for campaign_run in campaign.runs.all():
+        answer(campaign_run, Question.objects.get())
+    assert jobs.execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, campaign.job_id)["result"]["answered"] == 2
+
+    chains = pem_jobs.start_cots_from_run(inference_run=run, user=researcher)
+    assert jobs.execute_job(chains.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, chains.pk)["result"]["created"] == 1
+    judged = scored(run)
+    labels = pem_jobs.start_labels_from_scoring_run(scoring_run=judged, user=researcher)
+    assert jobs.execute_job(labels.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, labels.pk)["result"]["labelled"] == 1
+    exported = jobs.start_job(kind=reference_results.KIND, user=researcher, params={"scoring_run_id": judged.pk})
+    assert jobs.execute_job(exported.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, exported.pk)["result"]["path"].endswith(".zip")
+
+    build = pem_jobs.start_build(target_size=1, min_steps=1, strata=["subject"], seed=0, user=researcher)
+    assert jobs.execute_job(build.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, build.pk)["result"]["taken"] == 1
+    pebench = pem_jobs.start_export(user=researcher)
+    assert jobs.execute_job(pebench.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, pebench.pk)["params"] == {"build_id": None}
+
+    kept_run(researcher)
+    filtering = training_jobs.start_filters(source=StepLabel.Source.IMPORTED, rater="pem", params=None, user=researcher)
+    assert jobs.execute_job(filtering.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, filtering.job_id)["result"]["kept"] == 3
+    filtering.refresh_from_db()
+    training = training_jobs.start_export(filter_run=filtering, user=researcher)
+    assert jobs.execute_job(training.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, training.job_id)["result"]["records"] > 0
