@@ -145,6 +145,13 @@ class PdfLeftover(serializers.Serializer):
     chars = serializers.IntegerField()
 
 
+# A section's heading and the count it states (null when it states none).
+STATED = {
+    "type": "array", "minItems": 2, "maxItems": 2,
+    "items": {"oneOf": [{"type": "string"}, {"type": "integer", "nullable": True}]},
+}  # fmt: skip
+
+
 class ConsistencyReport(serializers.Serializer):
     """pdf.consistency.consistency_report; empty when no page was read."""
 
@@ -157,6 +164,11 @@ class ConsistencyReport(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField(), required=False)
     suspects = serializers.ListField(child=serializers.CharField(), required=False)
     reasons = serializers.DictField(child=Note(many=True), required=False, help_text="question label -> notes")
+    stated = serializers.DictField(child=typed_json(STATED), required=False, help_text="section -> [heading, count]")
+    confidence = serializers.DictField(child=serializers.FloatField(), required=False,
+                                       help_text="question label -> how sure its cut is (0-1)")  # fmt: skip
+    vision_pages = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                         help_text="pages the vision model read")  # fmt: skip
 
 
 class PdfFailedQuestion(serializers.Serializer):

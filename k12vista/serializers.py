@@ -60,7 +60,12 @@ class WordedResultField(serializers.JSONField):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    started_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    started_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="null for a job a command or the studio started",
+    )
     percent = serializers.IntegerField(read_only=True, allow_null=True)
     kind_label = serializers.CharField(read_only=True, help_text="The kind in words, in the caller's language.")
     title = serializers.CharField(source="display_title", read_only=True)

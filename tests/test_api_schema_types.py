@@ -16,6 +16,8 @@ from rest_framework.test import APIClient
 
 from annotation import corrections, jsonl_import
 from annotation.models import Question
+from annotation.pdf import register_pdf_upload, start_pdf_import
+from bench.generate import iter_pem
 from inference import campaigns, scoring
 from inference.models import PublishedResult, ScoringRun
 from inference.reference import results as reference_results
@@ -29,6 +31,7 @@ from review import decisions, services
 from review.models import Audit, Rating
 from review.sampling import AQL_HEADINGS
 from tests.annotation_factories import make_question
+from tests.fixtures_pdf import two_column_exam
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 from tests.review_factories import audit_of, bulk_questions, three_inspectors
 from tests.test_inference_views import answer, make_endpoint, make_run, scored
@@ -202,10 +205,25 @@ def disagreements(body, method: str, path: str, status: int) -> list[str]:
     answer_schema = schema["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
     document = {**strict(answer_schema), "components": strict(schema["components"])}
     validator = jsonschema.Draft202012Validator(document)
+
     # Under a oneOf, the error says only that no variant fits: the deepest of the variants' own errors (that of
-    # the variant which fits furthest) says where.
-    found = (max(error.context, key=lambda inner: len(inner.absolute_path)) if error.context else error
-             for error in validator.iter_errors(body))  # fmt: skip
+    # the variant which fits furthest) says where. A job's variant is its kind's: the others' errors are left.
+    def said(error):
+        if not error.context:
+            return error
+        by_variant: dict = {}
+        for inner in error.context:
+            by_variant.setdefault(inner.relative_schema_path[0], []).append(inner)
+        kinds = [inner for inner in error.context if list(inner.relative_path) == ["kind"]]
+        if kinds and len(by_variant) > 1:
+            kinded = [
+                errors for errors in by_variant.values() if all(list(e.relative_path) != ["kind"] for e in errors)
+            ]
+            if kinded:
+                return said(max(kinded[0], key=lambda inner: len(inner.absolute_path)))
+        return said(max(error.context, key=lambda inner: len(inner.absolute_path)))
+
+    found = (said(error) for error in validator.iter_errors(body))
     return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in found]
 
 
@@ -409,7 +427,9 @@ def test_a_kind_cannot_be_registered_without_its_shapes():
 
 
 @pytest.mark.usefixtures("tmp_media", "no_broker")
-def test_jobs_are_answered_as_their_kinds_variant_says(researcher, inspector, login, tmp_path, settings, api):
+def test_jobs_are_answered_as_their_kinds_variant_says(
+    researcher, inspector, administrator, login, tmp_path, settings, api
+):
     """Real jobs of several kinds, run, then read through /api/jobs/<id>/: a worker check, a question import
     with a bad line (its row's reason worded), an export, a PEBench import, the agreement report and an audit
     created as a job; a result of the wrong shape, or another kind's, is not one the schema describes."""
@@ -418,6 +438,9 @@ def test_jobs_are_answered_as_their_kinds_variant_says(researcher, inspector, lo
     assert jobs.execute_job(check_job.pk) == Job.Status.SUCCEEDED
     checked = job_answered(rita, check_job.pk)
     assert checked["params"] == {} and checked["result"]["queue"] == "cpu"
+    by_nobody = jobs.start_worker_check(queue="io", user=None)  # as a command starts it
+    assert jobs.execute_job(by_nobody.pk) == Job.Status.SUCCEEDED
+    assert job_answered(api(administrator), by_nobody.pk)["started_by"] is None
 
     lines = [json.dumps(studio("good1"), ensure_ascii=False), '{"hash_id": "broken", ']
     (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -522,3 +545,26 @@ def test_inference_and_pem_jobs_are_answered_as_their_kinds_variant_says(researc
     training = training_jobs.start_export(filter_run=filtering, user=researcher)
     assert jobs.execute_job(training.job_id) == Job.Status.SUCCEEDED
     assert job_answered(rita, training.job_id)["result"]["records"] > 0
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_imports_of_papers_and_pem800k_are_answered_as_their_kinds_variant_says(researcher, tmp_path, api):
+    """A PDF paper read by the rules (its consistency report, notes and timings) and a PEM-800K file with a bad
+    line (its row's reason worded)."""
+    rita = api(researcher)
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("exam.pdf", two_column_exam().pdf),
+                                   user=researcher)  # fmt: skip
+    paper = start_pdf_import(document=document, user=researcher, subject="physics", grade=8)
+    assert jobs.execute_job(paper.pk) == Job.Status.SUCCEEDED
+    read = job_answered(rita, paper.pk)
+    assert read["params"]["grade"] == 8 and read["result"]["questions"] == 8 and read["result"]["report"]["numbers"]
+
+    good = list(iter_pem(0.00002, 1))
+    path = tmp_path / "pem.jsonl"
+    path.write_text("\n".join([json.dumps(good[0]), json.dumps({**good[0], "step_labels": [["步骤", "XYZ", ""]]})])
+                    + "\n", encoding="utf-8")  # fmt: skip
+    pem800k = training_jobs.start_import(path=str(path), name="pem800k", user=researcher)
+    assert jobs.execute_job(pem800k.pk) == Job.Status.SUCCEEDED
+    report = job_answered(rita, pem800k.pk)["result"]
+    assert (report["created"], report["failed"], report["rater"]) == (1, 1, "pem800k")
+    assert "XYZ" in report["failed_lines"][0]["reason"] and report["failed_lines"][0]["reason_code"]
