@@ -1,12 +1,15 @@
 """The one way long work runs: a Job row, a Celery task that takes its id, and a
 handler registered under the job's kind.
 
-    @job_handler("annotation.import_pdf", queue="cpu", params=PdfParams, result=PdfResult)
+    @job_handler("annotation.import_pdf", queue="cpu", params=ImportPdfParams, result=ImportPdfResult)
     def import_pdf(job: Job, progress: Progress) -> dict:
         for i, page in enumerate(pages):
             ...                       # idempotent: skip what is already saved
             progress(i + 1, len(pages))  # saves progress, honours cancel
         return {"questions": n}
+
+``params`` and ``result`` are serializers (the app's job_shapes.py) of what the job is started with and
+the dict its handler returns: the API's schema types each kind's job by them (k12vista.serializers.JobSchema).
 
 Views, API endpoints and commands call ``start_job``; nothing long runs inside a
 web request.

@@ -138,9 +138,7 @@ class JobSchema(OpenApiSerializerExtension):
             shapes = jobs.registration(kind)
             schema = copy.deepcopy(base)
             schema["properties"]["kind"] = {"type": "string", "enum": [kind]}
-            schema["properties"]["params"] = {
-                **auto_schema.resolve_serializer(shapes.params, direction).ref,
-            }
+            schema["properties"]["params"] = auto_schema.resolve_serializer(shapes.params, direction).ref
             schema["properties"]["result"] = {
                 "anyOf": [auto_schema.resolve_serializer(shapes.result, direction).ref, NOT_YET],
                 "description": "What the job made, once it has succeeded (empty until then); an import "
