@@ -18,12 +18,12 @@ from annotation import corrections, jsonl_import
 from annotation.models import Question
 from annotation.pdf import register_pdf_upload, start_pdf_import
 from bench.generate import iter_pem
-from inference import campaigns, scoring
+from inference import assist, campaigns, scoring
 from inference.models import PublishedResult, ScoringRun
 from inference.reference import results as reference_results
 from k12vista import jobs
 from k12vista.models import Job
-from pem import agreement_store
+from pem import agreement_store, splitting
 from pem import jobs as pem_jobs
 from pem.models import StepLabel
 from pem.training import jobs as training_jobs
@@ -568,3 +568,25 @@ def test_imports_of_papers_and_pem800k_are_answered_as_their_kinds_variant_says(
     report = job_answered(rita, pem800k.pk)["result"]
     assert (report["created"], report["failed"], report["rater"]) == (1, 1, "pem800k")
     assert "XYZ" in report["failed_lines"][0]["reason"] and report["failed_lines"][0]["reason_code"]
+
+
+@pytest.mark.usefixtures("no_broker")
+def test_an_assist_run_is_answered_as_its_kinds_variant_says(researcher, api):
+    """An assist run over a question with no raw solution: skipped without a call, counted with why."""
+    make_question(researcher, raw_solution="")
+    run = assist.start_assist_run(kind="restructure_solution", endpoint=make_endpoint("helper"), filters={},
+                                  user=researcher)  # fmt: skip
+    assert jobs.execute_job(run.job_id) == Job.Status.SUCCEEDED
+    counts = job_answered(api(researcher), run.job_id)["result"]
+    assert (counts["ok"], counts["skipped"], sum(counts["skipped_why"].values())) == (0, 1, 1)
+
+
+@pytest.mark.usefixtures("no_broker")
+def test_a_splitting_run_is_answered_as_its_kinds_variant_says(researcher, api):
+    """A splitting run over an answer that said nothing: no chain to split, every outcome counted (as zero)."""
+    run = make_run(researcher, finished=True)
+    answer(run, Question.objects.get(), raw_output=" ")
+    split = splitting.start_split_run(splitter=run.endpoint, inference_runs=[run], user=researcher)
+    assert jobs.execute_job(split.job_id) == Job.Status.SUCCEEDED
+    counts = job_answered(api(researcher), split.job_id)["result"]
+    assert counts == {"pending": 0, "model": 0, "fallback": 0, "conflict": 0, "skipped": 0, "total": 0}
