@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from annotation import draw, knowledge, releases
 from annotation.benchmark_views import get_release_for_user
+from annotation.job_shapes import ClusterJobParams
 from annotation.models import CandidateSet, Release, ReleaseFile, ReleaseItem
 from annotation.serializers import QuestionSerializer
 from k12vista.roles import HasRole, Role
@@ -254,24 +255,9 @@ class ClusterParamsInput(InputSerializer):
     seed = serializers.IntegerField(required=False)
 
 
-class ClusterParamsOutput(serializers.Serializer):
-    """knowledge.ClusterParams as a clustering job holds them: every field, defaults filled in."""
-
-    points_per_unit = serializers.FloatField()
-    ngram_min = serializers.IntegerField()
-    ngram_max = serializers.IntegerField()
-    svd_dims = serializers.IntegerField()
-    questions_per_point = serializers.IntegerField()
-    question_weight = serializers.FloatField()
-    seed = serializers.IntegerField()
-
-
 CLUSTERING_STARTED = inline_serializer("ClusteringStarted", {
     "job": serializers.IntegerField(help_text="follow it at /api/jobs/<id>/"),
-    "params": inline_serializer("ClusteringJobParams", {
-        "subjects": serializers.ListField(child=serializers.CharField(), help_text="those with knowledge points"),
-        "params": ClusterParamsOutput(),
-    }),
+    "params": ClusterJobParams(),
 })  # fmt: skip
 
 

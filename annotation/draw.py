@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils.translation import gettext
 
+from annotation.job_shapes import DrawParams, DrawResult
 from annotation.models import CandidateSet, KnowledgePoint, Question
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
@@ -247,7 +248,7 @@ def fill(candidate: CandidateSet, progress: Progress | None = None) -> Candidate
     return candidate
 
 
-@job_handler("annotation.draw_candidates", queue=Job.Queue.CPU)
+@job_handler("annotation.draw_candidates", queue=Job.Queue.CPU, params=DrawParams, result=DrawResult)
 def draw_job(job: Job, progress: Progress) -> dict:
     candidate = fill(CandidateSet.objects.get(pk=job.params["candidate_set"]), progress)
     return {"candidate_set": candidate.pk, "questions": candidate.report["total"],

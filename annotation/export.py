@@ -27,9 +27,11 @@ from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from PIL import Image
 
+from annotation.job_shapes import ExportQuestionsParams
 from annotation.models import Assignment, Figure, Question
 from annotation.reference_format import put_placeholders, take_placeholders
 from k12vista.files import sha256_of
+from k12vista.job_shapes import WrittenFile
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.vocabulary import QUESTION_TYPE_ZH, QuestionType, Stage, Subject, question_type_from_name, release_tag
@@ -256,7 +258,7 @@ def export_file_name(job: Job, fmt: str) -> str:
     return f"exports/questions-{job.pk}-{fmt}.{'jsonl' if fmt == 'reference' else 'zip'}"
 
 
-@job_handler("annotation.export_questions", queue=Job.Queue.CPU)
+@job_handler("annotation.export_questions", queue=Job.Queue.CPU, params=ExportQuestionsParams, result=WrittenFile)
 def export_questions_job(job: Job, progress: Progress) -> dict:
     fmt = job.params.get("fmt", "reference")
     name = export_file_name(job, fmt)

@@ -51,6 +51,7 @@ from django.conf import settings
 from django.core.files import File
 from django.db import OperationalError
 
+from annotation.job_shapes import ImportQuestionsResult, ImportSourceParams
 from annotation.jsonl_bulk import import_lines
 from annotation.models import Figure, Question, SourceDocument
 from annotation.public_formats import MAPPED_OF, unwrapped
@@ -200,7 +201,8 @@ def start_import(*, document: SourceDocument, user: Any) -> Job:
     return job
 
 
-@job_handler("annotation.import_questions", queue=Job.Queue.CPU)
+@job_handler("annotation.import_questions", queue=Job.Queue.CPU, params=ImportSourceParams,
+             result=ImportQuestionsResult)  # fmt: skip
 def import_questions_job(job: Job, progress: Progress) -> dict:
     """Safe to run again after a crash: lines already imported come back as unchanged."""
     document = SourceDocument.objects.get(pk=job.params["source_document_id"])

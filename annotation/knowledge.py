@@ -31,6 +31,7 @@ from django.db.models import Count, Q
 from django.db.models.functions import Substr
 from django.utils.translation import gettext
 
+from annotation.job_shapes import ClusterJobParams, ClusterResult
 from annotation.models import CoreUnit, KnowledgePoint, Question
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
@@ -215,7 +216,7 @@ def start_clustering(*, by: Any, subjects: list[str] | None = None, params: Clus
                      title=job_text.title("cluster_knowledge", subjects=", ".join(subjects)))  # fmt: skip
 
 
-@job_handler("annotation.cluster_knowledge", queue=Job.Queue.CPU)
+@job_handler("annotation.cluster_knowledge", queue=Job.Queue.CPU, params=ClusterJobParams, result=ClusterResult)
 def cluster_job(job: Job, progress: Progress) -> dict:
     params = ClusterParams.from_dict(job.params.get("params") or {})
     subjects = job.params.get("subjects") or list(Subject.values)

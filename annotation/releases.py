@@ -33,6 +33,7 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 
 from annotation import corrections, release_files, services, statistics
+from annotation.job_shapes import ReleaseBuiltQuestions
 from annotation.models import (
     CandidateSet,
     CoreUnit,
@@ -46,6 +47,7 @@ from annotation.models import (
     StepProposal,
 )
 from k12vista import releases
+from k12vista.job_shapes import ReleaseParams
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.releases import ReleaseError, field_diff
@@ -270,7 +272,7 @@ def summarize(release: Release) -> dict:
     }
 
 
-@job_handler("annotation.build_release", queue=Job.Queue.CPU)
+@job_handler("annotation.build_release", queue=Job.Queue.CPU, params=ReleaseParams, result=ReleaseBuiltQuestions)
 def build_release_job(job: Job, progress: Progress) -> dict:
     def work(release: Release) -> tuple[dict, dict]:
         count = snapshot(release, progress)

@@ -21,6 +21,7 @@ from annotation.models import Question
 from inference import assist, client, difficulty, leaderboard, models, sampling, scoring, services
 from inference import standings as standings_service
 from inference.forms import ENV_NAME
+from inference.job_shapes import AssistCountsOutput, CoverageOutput
 from inference.standings import board_state
 from inference.views import (
     filter_runs_for,
@@ -474,19 +475,6 @@ class ScoringInput(InputSerializer):
     )  # fmt: skip
 
 
-class CoverageOutput(serializers.Serializer):
-    """scoring.coverage: judgments per status, how many have a score, of how many responses."""
-
-    pending = serializers.IntegerField()
-    ok = serializers.IntegerField()
-    parse_failed = serializers.IntegerField()
-    call_failed = serializers.IntegerField()
-    no_response = serializers.IntegerField()
-    scored = serializers.IntegerField()
-    total = serializers.IntegerField()
-    coverage = serializers.FloatField(allow_null=True)
-
-
 class ScoringRunOutput(serializers.ModelSerializer):
     judge_name = serializers.CharField(source="judge.name", read_only=True)
     job = JobSerializer(read_only=True)
@@ -634,18 +622,6 @@ class AssistInput(InputSerializer):
     filters = FiltersInput(required=False, default=dict)
     params = ParamsInput(required=False, default=dict)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-
-
-class AssistCountsOutput(serializers.Serializer):
-    """assist.counts: what happened to the run's questions."""
-
-    total = serializers.IntegerField()
-    ok = serializers.IntegerField(help_text="the model's output was used")
-    skipped = serializers.IntegerField(help_text="needed no call (no raw solution, no figure, no reference answer)")
-    skipped_why = serializers.DictField(child=serializers.IntegerField(), help_text="reason -> questions")
-    parse_failed = serializers.IntegerField()
-    call_failed = serializers.IntegerField()
-    pending = serializers.IntegerField()
 
 
 class AssistRunOutput(serializers.ModelSerializer):

@@ -35,6 +35,7 @@ from annotation.models import Flag, Question, StepProposal
 from inference import calls, client, parsing, prompts
 from inference.answers import UnreadableOutput, judge_answer
 from inference.default_prompts import STRUCTURE_PROBLEMS
+from inference.job_shapes import AssistCountsOutput, AssistParams
 from inference.models import AssistResult, AssistRun, Caption, ModelEndpoint, PromptTemplate
 from inference.services import (
     ALLOWED_PARAMS,
@@ -176,7 +177,7 @@ def create_missing_results(run: AssistRun) -> int:
 # --- the job ------------------------------------------------------------------------
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.IO)
+@job_handler(JOB_KIND, queue=Job.Queue.IO, params=AssistParams, result=AssistCountsOutput)
 def run_assist_job(job: Job, progress: Progress) -> dict:
     """Asks the model about every pending question with at most the endpoint's
     max_concurrency requests in flight. Safe to run again: finished rows are skipped."""

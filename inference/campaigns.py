@@ -31,6 +31,7 @@ from django.db.models import Count, Q, Sum
 from django.utils.translation import gettext
 
 from inference import calls, services
+from inference.job_shapes import CampaignParams, CampaignResult
 from inference.models import Campaign, InferenceRun, ModelEndpoint, Protocol, Response
 from k12vista import job_text
 from k12vista.job_text import JobFailure, failure_wording
@@ -94,7 +95,7 @@ ENGINE_PROGRESS_SECONDS = 2.0
 RUNS_FAILED = "inference.campaign_runs_failed"
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.IO)
+@job_handler(JOB_KIND, queue=Job.Queue.IO, params=CampaignParams, result=CampaignResult)
 def run_campaign_job(job: Job, progress: Progress) -> dict:
     """Starts the engine runs' jobs (once, as parts of this job), answers every
     HTTP run at once, then waits for the engine runs without holding a worker:

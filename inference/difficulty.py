@@ -14,6 +14,7 @@ from django.utils.translation import gettext, gettext_noop
 from annotation import services as bank
 from annotation.models import Question
 from inference.assist import FILTER_KINDS, Kind, Status, counts
+from inference.job_shapes import ConfirmFiltersParams, ConfirmFiltersResult
 from inference.models import AssistResult, AssistRun
 from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
@@ -247,7 +248,7 @@ def start_confirm_filters(
                      title=job_text.title("reject_difficulty", n=len(preview.to_remove)))  # fmt: skip
 
 
-@job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU)
+@job_handler(CONFIRM_JOB_KIND, queue=Job.Queue.CPU, params=ConfirmFiltersParams, result=ConfirmFiltersResult)
 def confirm_filters_job(job: Job, progress: Progress) -> dict:
     """Safe to run again: questions already rejected are left as they are."""
     runs = AssistRun.objects.select_related("endpoint", "job")

@@ -6,6 +6,7 @@ inference.campaigns builds on services too."""
 from __future__ import annotations
 
 from inference import campaigns, engines, run_parts
+from inference.job_shapes import RunCounts, RunParams
 from inference.models import InferenceRun, Protocol, Response
 from inference.services import (
     ALLOWED_PARAMS,
@@ -20,7 +21,7 @@ from k12vista.models import Job
 OFFLINE_BATCH = 256  # conversations per engine call: large enough to keep the GPU busy, small for progress
 
 
-@job_handler("inference.run_offline", queue=Job.Queue.GPU)
+@job_handler("inference.run_offline", queue=Job.Queue.GPU, params=RunParams, result=RunCounts)
 def run_offline_job(job: Job, progress: Progress) -> dict:
     """The same run with vLLM's offline engine on this (GPU) worker, in batches."""
     return _run_in_batches(job, progress, engines.chat_batch, OFFLINE_BATCH)
@@ -29,7 +30,7 @@ def run_offline_job(job: Job, progress: Progress) -> dict:
 LOCAL_BATCH = 16  # small CPU models: a batch is minutes of work at most, so progress stays live
 
 
-@job_handler("inference.run_local", queue=Job.Queue.CPU)
+@job_handler("inference.run_local", queue=Job.Queue.CPU, params=RunParams, result=RunCounts)
 def run_local_job(job: Job, progress: Progress) -> dict:
     """The same run with transformers on this worker's CPU (small models), in batches."""
     return _run_in_batches(job, progress, engines.local_chat_batch, LOCAL_BATCH)

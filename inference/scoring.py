@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from inference import calls, client, default_prompts, engines, gpu_classes, parsing, prompts, run_parts, standings
+from inference.job_shapes import SCORE_RESULT, ScoreParams
 from inference.models import (
     InferenceRun,
     JudgedStep,
@@ -338,7 +339,7 @@ def mark_missing_answers(run: ScoringRun) -> int:
     return len(missing)
 
 
-@job_handler("inference.score", queue=Job.Queue.IO)
+@job_handler("inference.score", queue=Job.Queue.IO, params=ScoreParams, result=SCORE_RESULT)
 def run_scoring_job(job: Job, progress: Progress) -> dict:
     """Judges every pending judgment (of the run, or of its part: run_parts) with at most the
     judge's max_concurrency requests in flight. Safe to run again: finished judgments are skipped."""
@@ -389,7 +390,7 @@ def finish_judging(run: ScoringRun, job: Job, span: run_parts.Span | None) -> di
 LOCAL_BATCH = 16  # judgments per batch on a CPU judge: minutes at most, so progress stays live
 
 
-@job_handler("inference.score_local", queue=Job.Queue.CPU)
+@job_handler("inference.score_local", queue=Job.Queue.CPU, params=ScoreParams, result=SCORE_RESULT)
 def run_local_scoring_job(job: Job, progress: Progress) -> dict:
     """The same scoring with a transformers judge on this worker's CPU (a trained
     PEM), a batch at a time: each batch is saved before the next. Outputs that
@@ -401,7 +402,7 @@ def run_local_scoring_job(job: Job, progress: Progress) -> dict:
 OFFLINE_BATCH = 256  # conversations per engine call, as an offline inference run's (services.OFFLINE_BATCH)
 
 
-@job_handler("inference.score_offline", queue=Job.Queue.GPU)
+@job_handler("inference.score_offline", queue=Job.Queue.GPU, params=ScoreParams, result=SCORE_RESULT)
 def run_offline_scoring_job(job: Job, progress: Progress) -> dict:
     """The same scoring with vLLM's offline engine on this GPU worker (its class's queue), in
     batches; a large scoring run is split into parts, each judged by a worker of the class."""

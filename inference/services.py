@@ -18,6 +18,7 @@ from django.utils.translation import gettext
 
 from annotation.models import Question
 from inference import calls, client, gpu_classes, prompts, run_parts, sampling
+from inference.job_shapes import RunCounts, RunParams
 from inference.models import (
     Caption,
     InferenceRun,
@@ -435,7 +436,7 @@ def save_answers(answers: list[tuple[int, dict[str, Any]]]) -> None:
     calls.update_rows(Response, answers)
 
 
-@job_handler("inference.run", queue=Job.Queue.IO)
+@job_handler("inference.run", queue=Job.Queue.IO, params=RunParams, result=RunCounts)
 def run_inference_job(job: Job, progress: Progress) -> dict:
     """Answers every pending question of the run (or of its part, run_parts) with at most the
     endpoint's max_concurrency requests in flight. Safe to run again: answered rows are skipped."""

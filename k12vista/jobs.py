@@ -1,12 +1,15 @@
 """The one way long work runs: a Job row, a Celery task that takes its id, and a
 handler registered under the job's kind.
 
-    @job_handler("annotation.import_pdf", queue="cpu")
+    @job_handler("annotation.import_pdf", queue="cpu", params=ImportPdfParams, result=ImportPdfResult)
     def import_pdf(job: Job, progress: Progress) -> dict:
         for i, page in enumerate(pages):
             ...                       # idempotent: skip what is already saved
             progress(i + 1, len(pages))  # saves progress, honours cancel
         return {"questions": n}
+
+``params`` and ``result`` are serializers (the app's job_shapes.py) of what the job is started with and
+the dict its handler returns: the API's schema types each kind's job by them (k12vista.serializers.JobSchema).
 
 Views, API endpoints and commands call ``start_job``; nothing long runs inside a
 web request.
@@ -36,6 +39,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from k12vista import job_text, line_reasons
+from k12vista.job_shapes import WorkerCheckParams, WorkerCheckResult
 from k12vista.job_text import JobFailure
 from k12vista.line_reasons import ReasonError
 from k12vista.models import PARKED, Job
@@ -75,14 +79,23 @@ Handler = Callable[[Job, "Progress"], dict | None]
 class Registration:
     handler: Handler
     queue: str
+    # The shapes of what the kind is started with and what it answers (issue 29): serializers (classes
+    # or instances) the API's schema types Job.params and Job.result by, one variant per kind
+    # (k12vista.serializers.JobSchema). Required, so that no kind is registered without them.
+    params: Any
+    result: Any
 
 
 _registry: dict[str, Registration] = {}
 
 
-def job_handler(kind: str, *, queue: str = Job.Queue.CPU) -> Callable[[Handler], Handler]:
+def job_handler(kind: str, *, queue: str = Job.Queue.CPU, params: Any, result: Any) -> Callable[[Handler], Handler]:
+    """Registers ``handler`` for ``kind``; ``params`` and ``result`` are the serializers describing the
+    job's params (as its start_job gives them, part_of included where it may be a part) and the dict
+    the handler returns."""
+
     def register(handler: Handler) -> Handler:
-        _registry[kind] = Registration(handler, queue)
+        _registry[kind] = Registration(handler, queue, params, result)
         return handler
 
     return register
@@ -90,6 +103,10 @@ def job_handler(kind: str, *, queue: str = Job.Queue.CPU) -> Callable[[Handler],
 
 def registered_kinds() -> list[str]:
     return sorted(_registry)
+
+
+def registration(kind: str) -> Registration:
+    return _registry[kind]
 
 
 class Progress:
@@ -344,9 +361,10 @@ def start_worker_check(*, queue: str, user: Any) -> Job:
     return start_job(kind=kind, user=user, title=job_text.title("worker_check", queue=queue), queue=queue)
 
 
-@job_handler("k12vista.worker_check", queue=Job.Queue.CPU)
-@job_handler("k12vista.worker_check_io", queue=Job.Queue.IO)
-@job_handler("k12vista.worker_check_gpu", queue=Job.Queue.GPU)  # or a GPU class's queue, start_worker_check
+@job_handler("k12vista.worker_check", queue=Job.Queue.CPU, params=WorkerCheckParams, result=WorkerCheckResult)
+@job_handler("k12vista.worker_check_io", queue=Job.Queue.IO, params=WorkerCheckParams, result=WorkerCheckResult)
+# or a GPU class's queue, start_worker_check
+@job_handler("k12vista.worker_check_gpu", queue=Job.Queue.GPU, params=WorkerCheckParams, result=WorkerCheckResult)
 def worker_check(job: Job, progress: Progress) -> dict:
     """Proves that a worker consumes the job's queue and can reach the database.
 

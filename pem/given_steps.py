@@ -34,6 +34,7 @@ from k12vista import job_text
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import LABELS_BY_CODE, STEP_LABELS
+from pem.job_shapes import GivenStepsParams, GivenStepsResult
 from pem.models import ChainOfThought, Step, StepLabel
 
 JOB_KIND = "pem.pebench_given_steps"
@@ -162,7 +163,7 @@ def messages_for(cot: ChainOfThought, steps: list[Step], template: PromptTemplat
     return [{"role": "user", "content": [image, {"type": "text", "text": text.replace(client.IMAGE_MARK, "")}]}]
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.IO)
+@job_handler(JOB_KIND, queue=Job.Queue.IO, params=GivenStepsParams, result=GivenStepsResult)
 def run_given_steps_job(job: Job, progress: Progress) -> dict:
     """Asks the judge for every PEBench chain it has not labelled yet (a rerun resumes), at most
     TRIES times each until the reply reads, and stores its labels; returns the counts and the metric."""

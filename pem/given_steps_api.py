@@ -16,6 +16,7 @@ from inference.services import EndpointError
 from k12vista.roles import HasRole, Role
 from k12vista.serializers import InputSerializer, JobSerializer
 from pem import given_steps
+from pem.job_shapes import GivenStepsReport
 
 
 class GivenStepsInput(InputSerializer):
@@ -33,21 +34,6 @@ class GivenStepsQuery(InputSerializer):
 class GivenStepsStarted(serializers.Serializer):
     rater = serializers.CharField(help_text="The rater its step labels are stored under.")
     job = JobSerializer()
-
-
-class LabelAccuracy(serializers.Serializer):
-    correct = serializers.IntegerField()
-    count = serializers.IntegerField()
-    accuracy = serializers.FloatField(allow_null=True, help_text="null when no gold step has this label")
-    rounded = serializers.FloatField(help_text="as the reference writes it: 4 places, 0 when empty")
-
-
-class GivenStepsReport(serializers.Serializer):
-    rater = serializers.CharField()
-    items = serializers.IntegerField(help_text="PEBench items the judge labelled (replies that never read: none)")
-    metric = serializers.DictField(
-        child=LabelAccuracy(), help_text='"all" (the overall micro accuracy), then each gold label\'s Chinese name'
-    )
 
 
 class GivenSteps(APIView):

@@ -34,6 +34,7 @@ from pem import (  # noqa: F401
     services,
     splitting,
 )
+from pem import job_shapes as shapes
 from pem.models import PEBenchBuild
 
 # (The modules imported above register their job handlers on import.)
@@ -96,7 +97,7 @@ def start_labels_from_scoring_run(*, scoring_run: ScoringRun, user: Any) -> Job:
 # --- handlers -------------------------------------------------------------------------
 
 
-@job_handler(IMPORT, queue=Job.Queue.CPU)
+@job_handler(IMPORT, queue=Job.Queue.CPU, params=shapes.ImportFileParams, result=shapes.ChainsImportResult)
 def import_job(job: Job, progress: Progress) -> dict:
     """Safe to run again after a crash: lines already imported come back as unchanged."""
     try:
@@ -109,7 +110,7 @@ def import_job(job: Job, progress: Progress) -> dict:
     return report.as_dict()
 
 
-@job_handler(EXPORT, queue=Job.Queue.CPU)
+@job_handler(EXPORT, queue=Job.Queue.CPU, params=shapes.ExportPebenchParams, result=shapes.ExportPebenchResult)
 def export_job(job: Job, progress: Progress) -> dict:
     build_id = job.params.get("build_id")
     build = PEBenchBuild.objects.get(pk=build_id) if build_id else None
@@ -118,13 +119,14 @@ def export_job(job: Job, progress: Progress) -> dict:
     return {**result, "path": name}
 
 
-@job_handler(COTS_FROM_RUN, queue=Job.Queue.CPU)
+@job_handler(COTS_FROM_RUN, queue=Job.Queue.CPU, params=shapes.InferenceRunParams, result=shapes.CotsFromRunResult)
 def cots_from_run_job(job: Job, progress: Progress) -> dict:
     run = InferenceRun.objects.select_related("endpoint").get(pk=job.params["inference_run_id"])
     return chains.cots_from_run(inference_run=run, progress=progress)
 
 
-@job_handler(LABELS_FROM_SCORING, queue=Job.Queue.CPU)
+@job_handler(LABELS_FROM_SCORING, queue=Job.Queue.CPU, params=shapes.ScoringRunParams,
+             result=shapes.LabelsFromScoringResult)  # fmt: skip
 def labels_from_scoring_run_job(job: Job, progress: Progress) -> dict:
     scoring_run = ScoringRun.objects.select_related("judge").get(pk=job.params["scoring_run_id"])
     result = chains.labels_from_scoring_run(scoring_run=scoring_run, progress=progress)
@@ -132,7 +134,7 @@ def labels_from_scoring_run_job(job: Job, progress: Progress) -> dict:
     return result
 
 
-@job_handler(agreement_store.KIND, queue=Job.Queue.CPU)
+@job_handler(agreement_store.KIND, queue=Job.Queue.CPU, params=shapes.AgreementParams, result=shapes.AgreementResult)
 def agreement_job(job: Job, progress: Progress) -> dict:
     """Run again, it computes again: the stored report is replaced whole."""
     stored = agreement_store.compute_and_store(job.params["scope"], job=job, progress=progress)
@@ -144,7 +146,7 @@ def build_summary(build: PEBenchBuild) -> dict:
             "strata": build.counts["strata"]}  # fmt: skip
 
 
-@job_handler(BUILD, queue=Job.Queue.CPU)
+@job_handler(BUILD, queue=Job.Queue.CPU, params=shapes.BuildPebenchParams, result=shapes.BuildPebenchResult)
 def build_job(job: Job, progress: Progress) -> dict:
     """Run again after a crash, it finds the build it made (one transaction) instead of making another."""
     made = PEBenchBuild.objects.filter(job=job).first()

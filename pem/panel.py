@@ -46,6 +46,7 @@ from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from k12vista.vocabulary import TAXONOMY_VERSION
 from pem import agreement_store, chains
+from pem.job_shapes import PanelParams, PanelResult
 from pem.models import ChainOfThought, PanelRun, PanelVote, Step, StepLabel
 
 JOB_KIND = "pem.panel"
@@ -138,7 +139,7 @@ def restart_panel(*, panel: PanelRun, user: Any) -> Job:
     return panel.job
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.IO)
+@job_handler(JOB_KIND, queue=Job.Queue.IO, params=PanelParams, result=PanelResult)
 def run_panel_job(job: Job, progress: Progress) -> dict:
     """Chains for every run (idempotent), then one job per scoring run (judge x run) as parts of
     this one, in parallel on their workers; once all have ended (it parks until then), their labels

@@ -35,12 +35,14 @@ from django.utils.translation import gettext
 
 from annotation import statistics
 from k12vista import releases
+from k12vista.job_shapes import ReleaseParams
 from k12vista.jobs import Progress, job_handler
 from k12vista.models import Job
 from k12vista.releases import ReleaseError, field_diff
 from k12vista.roles import Role, has_role
 from pem import export, labelling
 from pem.agreement_store import plain
+from pem.job_shapes import PebenchReleaseBuilt
 from pem.models import ChainOfThought, PEBenchItem, PEBenchRelease, PEBenchReleaseItem, StepLabel
 from pem.reports import agreement_report
 
@@ -184,7 +186,7 @@ def write_zip(release: PEBenchRelease) -> Path:
     return out
 
 
-@job_handler(BUILD, queue=Job.Queue.CPU)
+@job_handler(BUILD, queue=Job.Queue.CPU, params=ReleaseParams, result=PebenchReleaseBuilt)
 def build_release_job(job: Job, progress: Progress) -> dict:
     def work(release: PEBenchRelease) -> tuple[dict, dict]:
         seen = fingerprint()

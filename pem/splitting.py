@@ -34,6 +34,7 @@ from inference.services import ALLOWED_PARAMS, EndpointError, create_missing_row
 from k12vista.jobs import Progress, job_handler, start_job
 from k12vista.models import Job
 from pem import chains, services
+from pem.job_shapes import SplitCounts, SplitParams
 from pem.models import ChainOfThought, SplitResult, SplitRun
 
 JOB_KIND = "pem.split"
@@ -156,7 +157,7 @@ def read_split(text: str, cot: ChainOfThought, *, min_coverage: float) -> tuple[
 # --- the job ----------------------------------------------------------------------------
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.IO)
+@job_handler(JOB_KIND, queue=Job.Queue.IO, params=SplitParams, result=SplitCounts)
 def run_split_job(job: Job, progress: Progress) -> dict:
     """Chains for every run (idempotent), then one call per chain not split yet
     by this run. Safe to run again: finished chains are skipped."""

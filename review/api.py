@@ -17,7 +17,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.models import Question
 from k12vista.models import Job
 from k12vista.pagination import Newest
 from k12vista.roles import HasRole, Role
@@ -26,24 +25,12 @@ from k12vista.serializers import InputSerializer
 from pem.agreement_shapes import RawAgreementOutput
 from review import reports, services
 from review.forms import inspectors
+from review.job_shapes import PopulationInput
 from review.models import Audit
 from review.plan_api import SamplingPlanOutput
 from review.views import get_audit_for_user, get_rating_for_user
 
 READERS = HasRole(Role.INSPECTOR, Role.ADMIN)
-
-
-class PopulationInput(InputSerializer):
-    """What an audit samples: ``kind`` and the one field that kind reads (services.clean_population)."""
-
-    kind = serializers.ChoiceField(choices=Audit.Population.choices)
-    status = serializers.ChoiceField(choices=Question.Status.choices, required=False,
-                                     help_text="kind status: the questions in this status")  # fmt: skip
-    hash_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
-                                     help_text="kind batch: these questions")  # fmt: skip
-    source_document = serializers.IntegerField(required=False, allow_null=True, help_text="kind import: its id")
-    build = serializers.IntegerField(required=False, allow_null=True, help_text="kind pebench: a build id, or all")
-    candidate_set = serializers.IntegerField(required=False, allow_null=True, help_text="kind candidate_set: a draw")
 
 
 class StratumCount(serializers.Serializer):

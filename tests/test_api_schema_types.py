@@ -3,27 +3,41 @@
 with its reason; the typed inputs refuse a wrong field by name."""
 
 import functools
+import json
 
 import jsonschema
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.plumbing import force_instance
+from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from annotation import corrections
+from annotation import corrections, jsonl_import
 from annotation.models import Question
-from inference import campaigns
+from annotation.pdf import register_pdf_upload, start_pdf_import
+from bench.generate import iter_pem
+from inference import assist, campaigns, scoring
 from inference.models import PublishedResult, ScoringRun
+from inference.reference import results as reference_results
 from k12vista import jobs
 from k12vista.models import Job
+from pem import agreement_store, splitting
+from pem import jobs as pem_jobs
+from pem.models import StepLabel
+from pem.training import jobs as training_jobs
 from review import decisions, services
-from review.models import Rating
+from review.models import Audit, Rating
 from review.sampling import AQL_HEADINGS
 from tests.annotation_factories import make_question
+from tests.fixtures_pdf import two_column_exam
 from tests.pem_factories import add_to_pebench, label_steps, make_cot
 from tests.review_factories import audit_of, bulk_questions, three_inspectors
 from tests.test_inference_views import answer, make_endpoint, make_run, scored
+from tests.test_jsonl_import import studio
 from tests.test_pem800k_export import kept_run
+from tests.test_pem_import import reference as pebench_line
 from tests.test_pem_releases import bench, built  # noqa: F401 - bench is a fixture
 
 pytestmark = pytest.mark.django_db
@@ -31,10 +45,9 @@ pytestmark = pytest.mark.django_db
 # Where a free-form object is what the operation means, each with its reason.
 ALLOWED = {
     # Open by design, each declared as such (k12vista.schema_fields.open_object) rather than left a bare {}:
-    # what a job is given and answers differs by its kind, an error code's parameters by the code.
-    "#/components/schemas/Job/properties/params": "a job's parameters differ by its kind",
-    "#/components/schemas/Job/properties/result": "a job's result differs by its kind",
-    "#/components/schemas/Job/properties/error_params": "an error code's parameters differ by the code",
+    # an error code's parameters differ by the code, as a line reason's do (an import report's rows).
+    "#/components/schemas/ErrorParams": "an error code's parameters differ by the code",
+    "#/components/schemas/ReasonParams": "a line reason's parameters differ by its code",
     "#/components/schemas/Flag/properties/detail": "a flag's facts differ by its code",
     "#/components/schemas/DefaultParams/properties/engine": "vllm.LLM's keyword arguments, passed as given",
     # Provenance: recorded at creation, its keys differ by the kind of run, protocol or question history.
@@ -142,8 +155,9 @@ def test_a_jobs_queue_may_be_a_gpu_class_in_the_schema_and_in_the_answer(researc
     """A part of an offline run is queued on gpu-<class>: the schema's Job.queue is no enum of cpu/io/gpu,
     which a generated client would hold that job's answer against."""
     components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
-    queue = components["Job"]["properties"]["queue"]
-    assert queue["type"] == "string" and "enum" not in queue and "$ref" not in queue and "allOf" not in queue
+    for variant in components["Job"]["oneOf"]:
+        queue = components[variant["$ref"].split("/")[-1]]["properties"]["queue"]
+        assert queue["type"] == "string" and "enum" not in queue and "$ref" not in queue and "allOf" not in queue
     part = jobs.start_job(kind="inference.score_offline", user=researcher, params={}, queue="gpu-4x80g")
     client = APIClient()
     client.force_authenticate(researcher)
@@ -191,10 +205,25 @@ def disagreements(body, method: str, path: str, status: int) -> list[str]:
     answer_schema = schema["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
     document = {**strict(answer_schema), "components": strict(schema["components"])}
     validator = jsonschema.Draft202012Validator(document)
+
     # Under a oneOf, the error says only that no variant fits: the deepest of the variants' own errors (that of
-    # the variant which fits furthest) says where.
-    found = (max(error.context, key=lambda inner: len(inner.absolute_path)) if error.context else error
-             for error in validator.iter_errors(body))  # fmt: skip
+    # the variant which fits furthest) says where. A job's variant is its kind's: the others' errors are left.
+    def said(error):
+        if not error.context:
+            return error
+        by_variant: dict = {}
+        for inner in error.context:
+            by_variant.setdefault(inner.relative_schema_path[0], []).append(inner)
+        kinds = [inner for inner in error.context if list(inner.relative_path) == ["kind"]]
+        if kinds and len(by_variant) > 1:
+            kinded = [
+                errors for errors in by_variant.values() if all(list(e.relative_path) != ["kind"] for e in errors)
+            ]
+            if kinded:
+                return said(max(kinded[0], key=lambda inner: len(inner.absolute_path)))
+        return said(max(error.context, key=lambda inner: len(inner.absolute_path)))
+
+    found = (said(error) for error in validator.iter_errors(body))
     return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in found]
 
 
@@ -206,6 +235,13 @@ def check(response, method: str, path: str, status: int = 200) -> dict:
     assert not list(free_objects(answer_schema["schema"], is_schema=True)), f"{method} {path} is a free-form object"
     body = response.json()
     assert disagreements(body, method, path, status) == []
+    return body
+
+
+def job_answered(client, job_id: int) -> dict:
+    """The job's answer (GET /api/jobs/<id>/), succeeded and agreeing with its kind's variant of the schema."""
+    body = check(client.get(f"/api/jobs/{job_id}/"), "get", "/api/jobs/{id}/")
+    assert body["status"] == Job.Status.SUCCEEDED and body["result"], body
     return body
 
 
@@ -255,10 +291,12 @@ def test_the_benchmarks_reports_are_answered_as_the_schema_says(researcher, insp
     assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
     drawn = check(rita.get(f"/api/benchmark/draws/{started['id']}/"), "get", "/api/benchmark/draws/{id}/")
     assert drawn["report"]["total"] == 6 and drawn["report"]["cells"][0]["shortfall"] == 4
+    assert job_answered(rita, started["job"])["result"]["short_cells"] == 1
 
     building = check(rita.post(f"/api/benchmark/draws/{started['id']}/release/", {}, format="json"),
                      "post", "/api/benchmark/draws/{id}/release/", 202)  # fmt: skip
     assert jobs.execute_job(building["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, building["job"])["result"]["questions"] == 6
     v1 = check(rita.get("/api/benchmark/releases/v1/"), "get", "/api/benchmark/releases/v{version}/")
     assert v1["summary"]["statistics"]["questions"] == 6 and v1["summary"]["audits"][0]["id"] == audit.pk
     check(rita.post("/api/benchmark/releases/v1/publish/"), "post", "/api/benchmark/releases/v{version}/publish/")
@@ -281,6 +319,8 @@ def test_the_benchmarks_reports_are_answered_as_the_schema_says(researcher, insp
     clustering = check(rita.post("/api/benchmark/clustering/", {"subjects": ["math"]}, format="json"),
                        "post", "/api/benchmark/clustering/", 202)  # fmt: skip
     assert clustering["params"]["subjects"] == ["math"] and clustering["params"]["params"]["svd_dims"] == 64
+    assert jobs.execute_job(clustering["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, clustering["job"])["result"]["subjects"][0]["subject"] == "math"
 
 
 @pytest.mark.usefixtures("no_broker")
@@ -326,6 +366,7 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     add_to_pebench(make_cot(key="q3"))
     started = check(rita.post("/api/pem/releases/", {}, format="json"), "post", "/api/pem/releases/", 202)
     assert jobs.execute_job(started["job"]) == Job.Status.SUCCEEDED
+    assert job_answered(rita, started["job"])["result"]["version"] == 2
     diff = check(rita.get("/api/pem/releases/compare/", {"old": 1, "new": 2}), "get", "/api/pem/releases/compare/")
     assert diff["added"] == ["q3"] and diff["changed"][0]["key"] == "q2"
 
@@ -358,3 +399,194 @@ def test_pebench_releases_and_the_agreement_report_are_answered_as_the_schema_sa
     swapped = ({**steps, "statistics": scores["statistics"]}, {**scores, "against_reference": labels_against},
                {**steps, "against_reference": scores_against})  # fmt: skip
     assert all(disagreements(body, "post", "/api/pem/agreement/", 200) for body in swapped)
+
+
+# --- jobs (issue 29): each kind's params and result typed, one variant per kind ---------------------------------
+
+
+def test_every_registered_kind_has_its_params_and_result_and_a_variant_of_job():
+    components = openapi()["components"]["schemas"]
+    variants = {ref["$ref"] for ref in components["Job"]["oneOf"]}
+    mapping = components["Job"]["discriminator"]
+    assert mapping["propertyName"] == "kind" and set(mapping["mapping"].values()) == variants
+    for kind in jobs.registered_kinds():
+        shapes = jobs.registration(kind)
+        assert isinstance(force_instance(shapes.params), serializers.Serializer), kind
+        assert isinstance(force_instance(shapes.result), serializers.Serializer), kind
+        variant = components[mapping["mapping"][kind].split("/")[-1]]
+        kind_schema = variant["properties"]["kind"]
+        kind_schema = components[kind_schema["$ref"].split("/")[-1]] if "$ref" in kind_schema else kind_schema
+        assert kind_schema["enum"] == [kind]
+        assert "$ref" in variant["properties"]["params"] and "$ref" in variant["properties"]["result"]["anyOf"][0]
+    assert len(variants) == len(jobs.registered_kinds())
+
+
+def test_a_kind_cannot_be_registered_without_its_shapes():
+    with pytest.raises(TypeError):
+        jobs.job_handler("tests.shapeless")  # type: ignore[call-arg]
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_jobs_are_answered_as_their_kinds_variant_says(
+    researcher, inspector, administrator, login, tmp_path, settings, api
+):
+    """Real jobs of several kinds, run, then read through /api/jobs/<id>/: a worker check, a question import
+    with a bad line (its row's reason worded), an export, a PEBench import, the agreement report and an audit
+    created as a job; a result of the wrong shape, or another kind's, is not one the schema describes."""
+    rita = api(researcher)
+    check_job = jobs.start_worker_check(queue="cpu", user=researcher)
+    assert jobs.execute_job(check_job.pk) == Job.Status.SUCCEEDED
+    checked = job_answered(rita, check_job.pk)
+    assert checked["params"] == {} and checked["result"]["queue"] == "cpu"
+    by_nobody = jobs.start_worker_check(queue="io", user=None)  # as a command starts it
+    assert jobs.execute_job(by_nobody.pk) == Job.Status.SUCCEEDED
+    assert job_answered(api(administrator), by_nobody.pk)["started_by"] is None
+
+    lines = [json.dumps(studio("good1"), ensure_ascii=False), '{"hash_id": "broken", ']
+    (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = jsonl_import.register_upload(path=tmp_path / "q.jsonl", user=researcher)
+    imported = jsonl_import.start_import(document=document, user=researcher)
+    assert jobs.execute_job(imported.pk) == Job.Status.SUCCEEDED
+    report = job_answered(rita, imported.pk)["result"]
+    assert report["created"] == 1 and report["failed_lines"][0]["reason_code"] == "not_json_at"
+    assert report["failed_lines"][0]["reason"] != report["failed_lines"][0]["reason_code"]
+
+    login(researcher).post(reverse("annotation:export"), {"subject": "math", "fmt": "reference"})
+    exported = Job.objects.get(kind="annotation.export_questions")
+    assert jobs.execute_job(exported.pk) == Job.Status.SUCCEEDED
+    export = job_answered(rita, exported.pk)
+    assert export["params"] == {"filters": {"subject": "math"}, "fmt": "reference"}
+    assert export["result"]["path"].endswith(".jsonl")
+
+    chains = tmp_path / "chains.jsonl"
+    chains.write_text(json.dumps(pebench_line("ok"), ensure_ascii=False) + "\n" + json.dumps(
+        pebench_line("bad", labels=[["x", "wrong", ""]]), ensure_ascii=False) + "\n", encoding="utf-8")  # fmt: skip
+    upload = SimpleUploadedFile("chains.jsonl", chains.read_bytes())
+    pebench = pem_jobs.start_import(stored_name=pem_jobs.store_upload(upload), name="chains.jsonl", user=researcher)
+    assert jobs.execute_job(pebench.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, pebench.pk)["result"]["failed_lines"][0]["key"] == "bad"
+    agreement = agreement_store.start_agreement(scope="all", user=researcher)
+    assert jobs.execute_job(agreement.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, agreement.pk)["result"]["scope"] == "all"
+
+    settings.AUDIT_INLINE_POPULATION = 1  # two questions: a large population here, created by a job
+    make_question(researcher, subject="math", hash_id="m2")
+    Question.objects.update(status=Question.Status.SOLUTION_CORRECTED)
+    audit_job = services.start_audit(name="", population={"kind": "status", "status": "solution_corrected"},
+                                     strata=["subject"], per_stratum=1, aql=None,
+                                     inspectors=three_inspectors(inspector), inspectors_per_item=3,
+                                     by=inspector)  # fmt: skip
+    assert jobs.execute_job(audit_job.pk) == Job.Status.SUCCEEDED
+    audit = job_answered(api(inspector), audit_job.pk)
+    made = Audit.objects.get(job_id=audit_job.pk)
+    assert audit["params"]["population"]["kind"] == "status"
+    assert audit["result"] == {"audit": made.pk, "items": made.items.count()} and made.items.count() == 2
+
+    # The check itself: a result of the wrong type, a key the kind's result does not name, another kind's
+    # result, or a kind no variant has, each disagree.
+    body = checked
+    assert disagreements(body, "get", "/api/jobs/{id}/", 200) == []
+    wrongs = ({**body, "result": {**body["result"], "queue": 1}}, {**body, "result": {**body["result"], "x": 1}},
+              {**body, "result": export["result"]}, {**body, "params": {"hold_seconds": "long"}},
+              {**body, "kind": "tests.unknown"}, {**export, "result": {**export["result"], "count": None}})  # fmt: skip
+    for wrong in wrongs:
+        assert disagreements(wrong, "get", "/api/jobs/{id}/", 200), wrong
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_inference_and_pem_jobs_are_answered_as_their_kinds_variant_says(researcher, api):
+    """Real jobs that call no model: a run whose questions are all answered, a scoring run over an answer that said
+    nothing (no call to judge it), a campaign already answered, chains and judge labels from them, the reference
+    results export, a PEBench build and export, PEM-800K filters and a training export."""
+    rita = api(researcher)
+    run = make_run(researcher)
+    answer(run, Question.objects.get())
+    assert jobs.execute_job(run.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, run.job_id)["result"] == {"total": 1, "ok": 1, "failed": 0, "pending": 0}
+
+    failed = make_run(researcher, endpoint=make_endpoint("failing"), finished=True)
+    answer(failed, Question.objects.get(), raw_output=" ")  # answered with nothing: no call to judge it
+    judging = scoring.start_scoring_run(inference_run=failed, judge=run.endpoint, method=ScoringRun.Method.JUDGE_STEPS,
+                                        user=researcher)  # fmt: skip
+    assert jobs.execute_job(judging.job_id) == Job.Status.SUCCEEDED
+    coverage = job_answered(rita, judging.job_id)["result"]
+    assert (coverage["no_response"], coverage["coverage"]) == (1, 0.0)
+
+    campaign = campaigns.start_campaign(name="c", endpoints=[make_endpoint("a"), make_endpoint("b")], mode="direct",
+                                        filters={}, user=researcher)  # fmt: skip
+    for campaign_run in campaign.runs.all():
+        answer(campaign_run, Question.objects.get())
+    assert jobs.execute_job(campaign.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, campaign.job_id)["result"]["answered"] == 2
+
+    chains = pem_jobs.start_cots_from_run(inference_run=run, user=researcher)
+    assert jobs.execute_job(chains.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, chains.pk)["result"]["created"] == 1
+    judged = scored(run)
+    labels = pem_jobs.start_labels_from_scoring_run(scoring_run=judged, user=researcher)
+    assert jobs.execute_job(labels.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, labels.pk)["result"]["labelled"] == 1
+    exported = jobs.start_job(kind=reference_results.KIND, user=researcher, params={"scoring_run_id": judged.pk})
+    assert jobs.execute_job(exported.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, exported.pk)["result"]["path"].endswith(".zip")
+
+    build = pem_jobs.start_build(target_size=1, min_steps=1, strata=["subject"], seed=0, user=researcher)
+    assert jobs.execute_job(build.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, build.pk)["result"]["taken"] == 1
+    pebench = pem_jobs.start_export(user=researcher)
+    assert jobs.execute_job(pebench.pk) == Job.Status.SUCCEEDED
+    assert job_answered(rita, pebench.pk)["params"] == {"build_id": None}
+
+    kept_run(researcher)
+    filtering = training_jobs.start_filters(source=StepLabel.Source.IMPORTED, rater="pem", params=None, user=researcher)
+    assert jobs.execute_job(filtering.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, filtering.job_id)["result"]["kept"] == 3
+    filtering.refresh_from_db()
+    training = training_jobs.start_export(filter_run=filtering, user=researcher)
+    assert jobs.execute_job(training.job_id) == Job.Status.SUCCEEDED
+    assert job_answered(rita, training.job_id)["result"]["records"] > 0
+
+
+@pytest.mark.usefixtures("tmp_media", "no_broker")
+def test_imports_of_papers_and_pem800k_are_answered_as_their_kinds_variant_says(researcher, tmp_path, api):
+    """A PDF paper read by the rules (its consistency report, notes and timings) and a PEM-800K file with a bad
+    line (its row's reason worded)."""
+    rita = api(researcher)
+    document = register_pdf_upload(uploaded_file_or_path=SimpleUploadedFile("exam.pdf", two_column_exam().pdf),
+                                   user=researcher)  # fmt: skip
+    paper = start_pdf_import(document=document, user=researcher, subject="physics", grade=8)
+    assert jobs.execute_job(paper.pk) == Job.Status.SUCCEEDED
+    read = job_answered(rita, paper.pk)
+    assert read["params"]["grade"] == 8 and read["result"]["questions"] == 8 and read["result"]["report"]["numbers"]
+
+    good = list(iter_pem(0.00002, 1))
+    path = tmp_path / "pem.jsonl"
+    path.write_text("\n".join([json.dumps(good[0]), json.dumps({**good[0], "step_labels": [["步骤", "XYZ", ""]]})])
+                    + "\n", encoding="utf-8")  # fmt: skip
+    pem800k = training_jobs.start_import(path=str(path), name="pem800k", user=researcher)
+    assert jobs.execute_job(pem800k.pk) == Job.Status.SUCCEEDED
+    report = job_answered(rita, pem800k.pk)["result"]
+    assert (report["created"], report["failed"], report["rater"]) == (1, 1, "pem800k")
+    assert "XYZ" in report["failed_lines"][0]["reason"] and report["failed_lines"][0]["reason_code"]
+
+
+@pytest.mark.usefixtures("no_broker")
+def test_an_assist_run_is_answered_as_its_kinds_variant_says(researcher, api):
+    """An assist run over a question with no raw solution: skipped without a call, counted with why."""
+    make_question(researcher, raw_solution="")
+    run = assist.start_assist_run(kind="restructure_solution", endpoint=make_endpoint("helper"), filters={},
+                                  user=researcher)  # fmt: skip
+    assert jobs.execute_job(run.job_id) == Job.Status.SUCCEEDED
+    counts = job_answered(api(researcher), run.job_id)["result"]
+    assert (counts["ok"], counts["skipped"], sum(counts["skipped_why"].values())) == (0, 1, 1)
+
+
+@pytest.mark.usefixtures("no_broker")
+def test_a_splitting_run_is_answered_as_its_kinds_variant_says(researcher, api):
+    """A splitting run over an answer that said nothing: no chain to split, every outcome counted (as zero)."""
+    run = make_run(researcher, finished=True)
+    answer(run, Question.objects.get(), raw_output=" ")
+    split = splitting.start_split_run(splitter=run.endpoint, inference_runs=[run], user=researcher)
+    assert jobs.execute_job(split.job_id) == Job.Status.SUCCEEDED
+    counts = job_answered(api(researcher), split.job_id)["result"]
+    assert counts == {"pending": 0, "model": 0, "fallback": 0, "conflict": 0, "skipped": 0, "total": 0}

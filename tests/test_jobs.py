@@ -3,6 +3,7 @@ from unittest import mock
 
 import pytest
 from django.utils import timezone
+from rest_framework import serializers
 
 from k12vista import jobs
 from k12vista.models import Job
@@ -10,7 +11,21 @@ from k12vista.models import Job
 calls: list[int] = []
 
 
-@jobs.job_handler("tests.count_to")
+class CountParams(serializers.Serializer):
+    n = serializers.IntegerField(required=False)
+    cancel_at = serializers.IntegerField(required=False)
+    part_of = serializers.IntegerField(required=False)
+
+
+class Counted(serializers.Serializer):
+    counted = serializers.IntegerField()
+
+
+class Parts(serializers.Serializer):
+    parts = serializers.IntegerField()
+
+
+@jobs.job_handler("tests.count_to", params=CountParams, result=Counted)
 def count_to(job, progress):
     calls.append(job.pk)
     n = job.params["n"]
@@ -21,17 +36,17 @@ def count_to(job, progress):
     return {"counted": n}
 
 
-@jobs.job_handler("tests.broken")
+@jobs.job_handler("tests.broken", params=CountParams, result=Counted)
 def broken(job, progress):
     raise ValueError("page 3 is not a PDF page")
 
 
-@jobs.job_handler("tests.flaky", queue=Job.Queue.IO)
+@jobs.job_handler("tests.flaky", queue=Job.Queue.IO, params=CountParams, result=Counted)
 def flaky(job, progress):
     raise jobs.TransientJobError("model server is down")
 
 
-@jobs.job_handler("tests.whole")
+@jobs.job_handler("tests.whole", params=CountParams, result=Parts)
 def whole(job, progress):
     """Starts one part once, then ends only after it."""
     if not Job.objects.filter(params__part_of=job.pk).exists():

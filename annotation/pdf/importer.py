@@ -28,6 +28,7 @@ from django.utils.translation import gettext as _
 
 from annotation import segmentation
 from annotation.images import BadImage
+from annotation.job_shapes import ImportPdfParams, ImportPdfResult
 from annotation.models import Figure, Flag, Page, Question, SourceDocument
 from annotation.ocr import OCRServiceError, OCRUnavailable, get_ocr_backend
 from annotation.pdf import figures, reading, vision
@@ -192,7 +193,7 @@ def retry_pdf_import(*, document: SourceDocument, user: Any) -> Job:
                             reader=params.get("reader", vision.DEFAULT_READER))  # fmt: skip
 
 
-@job_handler(JOB_KIND, queue=Job.Queue.CPU)
+@job_handler(JOB_KIND, queue=Job.Queue.CPU, params=ImportPdfParams, result=ImportPdfResult)
 def import_pdf_job(job: Job, progress: Progress) -> dict:
     document = SourceDocument.objects.get(pk=job.params["source_document_id"])
     try:

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from annotation import export
+from inference.job_shapes import ReferenceResultsParams, ReferenceResultsResult
 from inference.models import InferenceRun, JudgedStep, Judgment, Protocol, Response, ScoringRun
 from inference.reference import messages
 from k12vista.jobs import Progress, job_handler
@@ -141,7 +142,7 @@ def export_file_name(job_pk: int) -> str:
     return f"exports/reference-results-{job_pk}.zip"
 
 
-@job_handler(KIND, queue=Job.Queue.CPU)
+@job_handler(KIND, queue=Job.Queue.CPU, params=ReferenceResultsParams, result=ReferenceResultsResult)
 def export_results_job(job: Job, progress: Progress) -> dict:
     scoring_run = ScoringRun.objects.select_related("inference_run__endpoint", "judge").get(
         pk=job.params["scoring_run_id"]

@@ -14,6 +14,7 @@ from django.db import OperationalError
 from k12vista import job_text
 from k12vista.jobs import Progress, TransientJobError, job_handler, start_job
 from k12vista.models import Job
+from pem import job_shapes as shapes
 from pem.models import FilterRun, TrainingExport, TrainingRun
 from pem.training import exports, filters, pem800k_import, train
 
@@ -62,7 +63,7 @@ def start_training(*, export: TrainingExport, base_model: str, hyperparameters: 
     return run
 
 
-@job_handler(IMPORT, queue=Job.Queue.CPU)
+@job_handler(IMPORT, queue=Job.Queue.CPU, params=shapes.Pem800kParams, result=shapes.Pem800kResult)
 def import_job(job: Job, progress: Progress) -> dict:
     """Run again after a crash, it counts the chains already written as unchanged."""
     try:
@@ -73,12 +74,12 @@ def import_job(job: Job, progress: Progress) -> dict:
         raise TransientJobError(str(exc)) from exc
 
 
-@job_handler(FILTER, queue=Job.Queue.CPU)
+@job_handler(FILTER, queue=Job.Queue.CPU, params=shapes.FilterRunParams, result=shapes.FilterRunResult)
 def filter_job(job: Job, progress: Progress) -> dict:
     return filters.run_filters(FilterRun.objects.get(pk=job.params["filter_run_id"]), progress=progress)
 
 
-@job_handler(EXPORT, queue=Job.Queue.CPU)
+@job_handler(EXPORT, queue=Job.Queue.CPU, params=shapes.TrainingExportParams, result=shapes.TrainingExportResult)
 def export_job(job: Job, progress: Progress) -> dict:
     export = TrainingExport.objects.select_related("filter_run").get(pk=job.params["export_id"])
     try:
@@ -89,7 +90,7 @@ def export_job(job: Job, progress: Progress) -> dict:
         raise
 
 
-@job_handler(TRAIN, queue=Job.Queue.GPU)
+@job_handler(TRAIN, queue=Job.Queue.GPU, params=shapes.TrainingRunParams, result=shapes.TrainingResult)
 def train_job(job: Job, progress: Progress) -> dict:
     run = TrainingRun.objects.select_related("export").get(pk=job.params["training_run_id"])
     return train.run_training(run, progress=progress)
