@@ -159,7 +159,7 @@ def test_it_starts_the_export_from_the_screen_and_offers_the_download(bench, res
 
 
 @pytest.mark.django_db
-def test_it_starts_imports_and_exports_and_builds_from_the_api(bench, researcher, annotator, tmp_path):
+def test_it_starts_imports_and_exports_and_builds_from_the_api(bench, researcher, annotator, tmp_path, english):
     from rest_framework.test import APIClient
 
     api = APIClient()
