@@ -7,6 +7,7 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         # apps.py is loaded before the models; ready() runs once they are.
         from annotation.models import Assignment
+        from annotation.pdf import notes  # noqa: F401 (registers the import notes' wordings as reasons)
         from k12vista.work import WorkKind, model_rows, register
 
         for task in (Assignment.Task.OCR_REVIEW, Assignment.Task.STEP_CORRECTION):

@@ -69,16 +69,6 @@ class KnowledgePoint(models.Model):
         return self.name
 
 
-def _stop_text(said: dict[str, Any]) -> str:
-    """A stopped import's code in the active language: a note of the PDF import's (its crash) or a refusal's
-    reason (the file or the PDF cannot be imported); "" for a code neither knows."""
-    from annotation.pdf import notes  # the pdf package's importer imports these models
-
-    if said.get("code") in notes.WORDINGS:
-        return notes.note_text(said)
-    return reason_text(said)
-
-
 class SourceDocument(models.Model):
     """An uploaded file questions came from: an exam PDF or a JSONL/zip import."""
 
@@ -114,7 +104,7 @@ class SourceDocument(models.Model):
         import's, k12vista.line_reasons' reason otherwise), worded in each reader's language when shown, and
         in English in ``error`` for logs, the admin and the rows stored before the codes."""
         with translation.override("en"):
-            english = _stop_text(said)
+            english = reason_text(said)
         report = {**(self.import_report if isinstance(self.import_report, dict) else {}), "error": said}
         self.error, self.import_report = english[:2000] or str(said.get("code", "")), report
         SourceDocument.objects.filter(pk=self.pk).update(error=self.error, import_report=report)
@@ -124,7 +114,7 @@ class SourceDocument(models.Model):
         """Why the import stopped, in the reader's language where it was kept as a code, else as written."""
         report = self.import_report if isinstance(self.import_report, dict) else {}
         said = report.get("error")
-        return (_stop_text(said) if isinstance(said, dict) and self.error else "") or self.error
+        return (reason_text(said) if isinstance(said, dict) and self.error else "") or self.error
 
 
 class Page(models.Model):

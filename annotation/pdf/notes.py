@@ -20,6 +20,8 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from k12vista.line_reasons import reason_wording
+
 Note = dict[str, Any]  # {"code": str, "params": dict}
 
 
@@ -148,3 +150,9 @@ def english(item: Note) -> str:
 
 def texts(items: Iterable[Any]) -> list[str]:
     return [note_text(item) for item in items]
+
+
+# A stopped import's note (its crash) is a reason a stored document words like any other: registered with
+# line_reasons, so the models read it without importing the importer.
+for _code, _wording in WORDINGS.items():
+    reason_wording(_code)(_wording)
