@@ -96,6 +96,19 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_throttle_history_from_earlier_tests():
+    """The API throttle counts each user's calls in the cache. On SQLite a rolled-back test gives its
+    users' ids to the next test, and the in-process cache outlives the test: without this, the calls of
+    earlier tests in the same minute count against a later test's user, which then gets a 429."""
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    for cache in caches.all():
+        if isinstance(cache, LocMemCache):  # the test process's own; a shared Redis is never flushed
+            cache.clear()
+
+
 @pytest.fixture
 def english(settings):
     """Service messages come in the team's language (Chinese unless chosen
