@@ -375,7 +375,9 @@ if CELERY_BROKER_URL.split("://", 1)[0] not in ("filesystem", "redis", "rediss",
     )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # One folder for producers and consumers: the web server and the worker run
-    # on the same machine in the embedded default.
+    # on the same machine in the embedded default. k12vista.broker writes and takes each
+    # message whole, so several workers can share the folder.
+    CELERY_BROKER_TRANSPORT = "k12vista.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
