@@ -34,12 +34,12 @@ def test_the_embedded_default_uses_it_and_redis_does_not():
 def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(tmp_path, caplog):
     with connect(tmp_path / "q") as connection:
         queue = connection.SimpleQueue("empty")
-        (tmp_path / "q" / "1_empty.empty.msg").write_bytes(b"")  # sorts first: an older message
+        (tmp_path / "q" / "0_empty.empty.msg").write_bytes(b"")  # sorts before any message sent: older
         queue.put({"n": 2})
         with caplog.at_level(logging.ERROR, logger="k12vista.broker"):
             assert queue.get(block=False).payload == {"n": 2}
-    assert (tmp_path / "q" / "1_empty.empty.msg.unreadable").exists()
-    assert "1_empty.empty.msg is not JSON" in caplog.text
+    assert (tmp_path / "q" / "0_empty.empty.msg.unreadable").exists()
+    assert "0_empty.empty.msg is not JSON" in caplog.text
 
 
 def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
@@ -82,5 +82,4 @@ def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
         thread.join(timeout=60)
     assert errors == []
     assert sorted(taken[0] + taken[1]) == list(range(sent * per_producer))
-    assert taken[0] and taken[1]  # both took a share
     assert not [name for name in os.listdir(folder) if name.endswith((".msg", ".claimed", ".writing"))]
