@@ -11,6 +11,12 @@ its own folder, which one worker wins. A file that still cannot be read (left by
 tool) is set aside and logged, and the worker goes on: the sweeper re-sends the job of any
 message lost (``jobs.sweep``).
 
+The exchange tables (which queues an exchange routes to, one file each, read on every
+message sent) had the same fault: the first worker to bind a queue created the file empty and
+then locked and wrote it, so a page sending a message then read an empty table, and two
+workers starting together could each create it and lose the other's queue. Here a change is
+made under a lock of its own and the new table renamed into place, so a reader needs no lock.
+
 Settings select it with ``CELERY_BROKER_TRANSPORT`` when ``CELERY_BROKER_URL`` is
 ``filesystem://``; Redis and RabbitMQ need none of this.
 """
@@ -22,7 +28,7 @@ from queue import Empty
 from time import monotonic
 
 from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
+from kombu.transport import filesystem, virtual
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
@@ -69,6 +75,32 @@ class Channel(filesystem.Channel):
             self._forget(claimed, name)
             return message
         raise Empty()
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        bound = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        self._change_table(exchange, lambda queues: queues if bound in queues else [bound, *queues])
+
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        # The virtual channel forgets the queue; kombu's filesystem one would then edit the file in place.
+        virtual.Channel._delete(self, queue, exchange, routing_key, pattern, *args, **kwargs)
+        gone = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        self._change_table(exchange, lambda queues: [q for q in queues if q != gone])
+
+    def _change_table(self, exchange, change) -> None:
+        table = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        try:
+            with open(f"{table}.lock", "a") as guard:
+                filesystem.lock(guard, filesystem.LOCK_EX)  # released when closed
+                queues = self.get_table(exchange)
+                changed = change(queues)
+                if changed != queues:
+                    writing = f"{table}.{uuid.uuid4().hex}{WRITING}"
+                    with open(writing, "wb") as f:
+                        f.write(str_to_bytes(dumps(changed)))
+                    os.replace(writing, table)
+        except OSError as exc:
+            raise ChannelError(f"Cannot update the broker's table {table}") from exc
 
     def _forget(self, claimed: str, name: str) -> None:
         if self.store_processed:

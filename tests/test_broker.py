@@ -6,7 +6,7 @@ import os
 import threading
 from pathlib import Path
 
-from kombu import Connection
+from kombu import Connection, Exchange, Queue
 
 from tests.test_settings import run_django
 
@@ -71,6 +71,10 @@ def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
         except BaseException as exc:  # a worker's "Unrecoverable error"
             errors.append(exc)
 
+    # Bound before the threads start, as a worker binds its queue before pages send to it: the threads
+    # share this process's record of bindings, and one would skip binding while another is writing it.
+    with connect(folder) as connection:
+        connection.SimpleQueue("shared")
     producers = [threading.Thread(target=produce, args=(i * per_producer,)) for i in range(sent)]
     consumers = [threading.Thread(target=consume, args=(taken[i],)) for i in range(2)]
     for thread in consumers + producers:
@@ -83,3 +87,47 @@ def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
     assert errors == []
     assert sorted(taken[0] + taken[1]) == list(range(sent * per_producer))
     assert not [name for name in os.listdir(folder) if name.endswith((".msg", ".claimed", ".writing"))]
+
+
+def test_workers_binding_queues_at_once_lose_none_and_a_sender_never_reads_half_a_table(tmp_path):
+    """kombu's own transport created the table empty and then wrote it: a sender read it empty, and two
+    workers creating it together kept one queue."""
+    folder, queues = tmp_path / "q", 8
+    errors: list[BaseException] = []
+    binding = threading.Event()
+    binding.set()
+    exchange = Exchange("tables", type="direct")
+
+    def bind(n: int) -> None:
+        try:
+            with connect(folder) as connection:
+                Queue(f"tables{n}", exchange, routing_key=f"r{n}")(connection.default_channel).declare()
+        except BaseException as exc:
+            errors.append(exc)
+
+    def send() -> None:
+        try:
+            with connect(folder) as connection:
+                channel = connection.default_channel
+                while binding.is_set():
+                    channel.get_table("tables")  # what every message sent reads
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=send) for _ in range(2)]
+    binders = [threading.Thread(target=bind, args=(n,)) for n in range(queues)]
+    for thread in readers + binders:
+        thread.start()
+    for thread in binders:
+        thread.join()
+    binding.clear()
+    for thread in readers:
+        thread.join(timeout=60)
+    assert errors == []
+    with connect(folder) as connection:
+        table = connection.default_channel.get_table("tables")
+        assert sorted(q.queue for q in table) == sorted(f"tables{n}" for n in range(queues))
+        Queue("tables0", exchange, routing_key="r0")(connection.default_channel).delete()
+        assert sorted(q.queue for q in connection.default_channel.get_table("tables")) == sorted(
+            f"tables{n}" for n in range(1, queues)
+        )
