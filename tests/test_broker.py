@@ -4,6 +4,7 @@ and no message is read half-written, taken twice or allowed to stop a worker."""
 import logging
 import os
 import threading
+from functools import partial
 from pathlib import Path
 
 from kombu import Connection, Exchange, Queue
@@ -42,12 +43,35 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(tmp_path,
     assert "0_empty.empty.msg is not JSON" in caplog.text
 
 
+def race(finishing, looping) -> list[BaseException]:
+    """Runs every callable of ``finishing`` and ``looping`` in a thread of its own, all at once, until
+    the finishing ones have ended; a looping one is given an Event that clears then. Returns what any
+    raised (a worker's "Unrecoverable error")."""
+    errors: list[BaseException] = []
+    running = threading.Event()
+    running.set()
+
+    def guarded(target, *args):
+        try:
+            target(*args)
+        except BaseException as exc:
+            errors.append(exc)
+
+    loops = [threading.Thread(target=guarded, args=(target, running)) for target in looping]
+    ends = [threading.Thread(target=guarded, args=(target,)) for target in finishing]
+    for thread in loops + ends:
+        thread.start()
+    for thread in ends:
+        thread.join()
+    running.clear()
+    for thread in loops:
+        thread.join(timeout=60)
+    return errors
+
+
 def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
     folder, sent, per_producer = tmp_path / "q", 2, 300
     taken: list[list[int]] = [[], []]
-    errors: list[BaseException] = []
-    producing = threading.Event()
-    producing.set()
 
     def produce(first: int) -> None:
         with connect(folder) as connection:
@@ -55,35 +79,24 @@ def test_two_consumers_take_every_message_of_two_producers_once(tmp_path):
             for n in range(first, first + per_producer):
                 queue.put({"n": n})
 
-    def consume(mine: list[int]) -> None:
-        try:
-            with connect(folder) as connection:
-                queue = connection.SimpleQueue("shared")
-                while True:
-                    try:
-                        message = queue.get(block=False)
-                    except queue.Empty:
-                        if not producing.is_set():
-                            return
-                        continue
-                    mine.append(message.payload["n"])
-                    message.ack()
-        except BaseException as exc:  # a worker's "Unrecoverable error"
-            errors.append(exc)
+    def consume(mine: list[int], producing: threading.Event) -> None:
+        with connect(folder) as connection:
+            queue = connection.SimpleQueue("shared")
+            while True:
+                try:
+                    message = queue.get(block=False)
+                except queue.Empty:
+                    if not producing.is_set():
+                        return
+                    continue
+                mine.append(message.payload["n"])
+                message.ack()
 
     # Bound before the threads start, as a worker binds its queue before pages send to it: the threads
     # share this process's record of bindings, and one would skip binding while another is writing it.
     with connect(folder) as connection:
         connection.SimpleQueue("shared")
-    producers = [threading.Thread(target=produce, args=(i * per_producer,)) for i in range(sent)]
-    consumers = [threading.Thread(target=consume, args=(taken[i],)) for i in range(2)]
-    for thread in consumers + producers:
-        thread.start()
-    for thread in producers:
-        thread.join()
-    producing.clear()
-    for thread in consumers:
-        thread.join(timeout=60)
+    errors = race([partial(produce, i * per_producer) for i in range(sent)], [partial(consume, mine) for mine in taken])
     assert errors == []
     assert sorted(taken[0] + taken[1]) == list(range(sent * per_producer))
     assert not [name for name in os.listdir(folder) if name.endswith((".msg", ".claimed", ".writing"))]
@@ -93,36 +106,19 @@ def test_workers_binding_queues_at_once_lose_none_and_a_sender_never_reads_half_
     """kombu's own transport created the table empty and then wrote it: a sender read it empty, and two
     workers creating it together kept one queue."""
     folder, queues = tmp_path / "q", 8
-    errors: list[BaseException] = []
-    binding = threading.Event()
-    binding.set()
     exchange = Exchange("tables", type="direct")
 
     def bind(n: int) -> None:
-        try:
-            with connect(folder) as connection:
-                Queue(f"tables{n}", exchange, routing_key=f"r{n}")(connection.default_channel).declare()
-        except BaseException as exc:
-            errors.append(exc)
+        with connect(folder) as connection:
+            Queue(f"tables{n}", exchange, routing_key=f"r{n}")(connection.default_channel).declare()
 
-    def send() -> None:
-        try:
-            with connect(folder) as connection:
-                channel = connection.default_channel
-                while binding.is_set():
-                    channel.get_table("tables")  # what every message sent reads
-        except BaseException as exc:
-            errors.append(exc)
+    def send(binding: threading.Event) -> None:
+        with connect(folder) as connection:
+            channel = connection.default_channel
+            while binding.is_set():
+                channel.get_table("tables")  # what every message sent reads
 
-    readers = [threading.Thread(target=send) for _ in range(2)]
-    binders = [threading.Thread(target=bind, args=(n,)) for n in range(queues)]
-    for thread in readers + binders:
-        thread.start()
-    for thread in binders:
-        thread.join()
-    binding.clear()
-    for thread in readers:
-        thread.join(timeout=60)
+    errors = race([partial(bind, n) for n in range(queues)], [send, send])
     assert errors == []
     with connect(folder) as connection:
         table = connection.default_channel.get_table("tables")
